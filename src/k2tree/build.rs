@@ -1,0 +1,162 @@
+//! Parallel construction from Morton-sorted codes.
+//!
+//! After sorting, consecutive distinct codes `m[i-1] < m[i]` first differ at some level
+//! `D[i]` (their highest differing bit pair). Code `i` then sets one bit in the node it
+//! shares at level `D[i]` and opens a new node at every deeper level. So the size of level
+//! `d` is one plus the number of codes with `D[i] < d`, and each code's writes are known
+//! from a prefix count: chunks of codes are written independently, in two passes
+//! (count, then write), with no per-node allocation. Work is O(nodes + nnz); memory is the
+//! codes (8 bytes per edge, sorted in place) plus the tree.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use super::{height_for, morton, InvalidTree, K2Tree, Words};
+
+pub(super) fn from_edges(
+    rows: u64,
+    cols: u64,
+    edges: Vec<(u32, u32)>,
+) -> Result<K2Tree, InvalidTree> {
+    if let Some(&(r, c)) = edges
+        .par_iter()
+        .find_any(|&&(r, c)| r as u64 >= rows || c as u64 >= cols)
+    {
+        return Err(InvalidTree(format!(
+            "cell ({r}, {c}) outside the {rows}×{cols} matrix"
+        )));
+    }
+    // Callers with very large inputs produce codes directly (`K2Tree::from_codes`) and so
+    // avoid this second edge-sized buffer.
+    let mut codes: Vec<u64> = edges
+        .into_par_iter()
+        .map(|(r, c)| morton::encode(r, c))
+        .collect();
+    build_sorted(rows, cols, sort(&mut codes))
+}
+
+pub(super) fn from_codes(rows: u64, cols: u64, codes: &mut [u64]) -> Result<K2Tree, InvalidTree> {
+    let height = height_for(rows, cols);
+    if let Some(&m) = codes.par_iter().find_any(|&&m| {
+        let (r, c) = morton::decode(m);
+        r as u64 >= rows || c as u64 >= cols || (height < 32 && m >> (2 * height) != 0)
+    }) {
+        let (r, c) = morton::decode(m);
+        return Err(InvalidTree(format!(
+            "cell ({r}, {c}) outside the {rows}×{cols} matrix"
+        )));
+    }
+    build_sorted(rows, cols, sort(codes))
+}
+
+fn sort(codes: &mut [u64]) -> &[u64] {
+    codes.par_sort_unstable();
+    codes
+}
+
+/// Level of the first differing bit pair of two distinct codes, for a tree of `height`.
+#[inline]
+fn divergence(height: u32, a: u64, b: u64) -> u32 {
+    let msb = 63 - (a ^ b).leading_zeros();
+    height - 1 - msb / 2
+}
+
+/// Builds the tree from sorted codes (duplicates allowed).
+pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree, InvalidTree> {
+    let height = height_for(rows, cols);
+    let h = height as usize;
+    if codes.is_empty() {
+        return K2Tree::from_parts(rows, cols, 0, &vec![0; h], Words::owned(Vec::new()));
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = codes.len().div_ceil(threads * 4).max(1 << 14);
+    let chunks: Vec<(usize, usize)> = (0..codes.len())
+        .step_by(chunk)
+        .map(|a| (a, (a + chunk).min(codes.len())))
+        .collect();
+
+    // Pass 1: per chunk, new nodes opened at each level (`opened[d]` counts codes with
+    // D < d; code 0 opens one node at every level) and distinct codes.
+    let counts: Vec<(Vec<u64>, u64)> = chunks
+        .par_iter()
+        .map(|&(a, b)| {
+            let mut hist = vec![0u64; h + 1];
+            let mut distinct = 0u64;
+            for i in a..b {
+                if i == 0 {
+                    hist[0] += 1;
+                    distinct += 1;
+                } else if codes[i] != codes[i - 1] {
+                    hist[divergence(height, codes[i - 1], codes[i]) as usize + 1] += 1;
+                    distinct += 1;
+                }
+            }
+            // opened[d] = sum over levels D < d, i.e. a prefix sum of hist shifted by one.
+            let mut opened = vec![0u64; h];
+            let mut acc = 0;
+            for d in 0..h {
+                acc += hist[d];
+                opened[d] = acc;
+            }
+            (opened, distinct)
+        })
+        .collect();
+
+    let mut level_nodes = vec![0u64; h];
+    let mut nnz = 0;
+    for (opened, distinct) in &counts {
+        for d in 0..h {
+            level_nodes[d] += opened[d];
+        }
+        nnz += distinct;
+    }
+    level_nodes[0] = 1;
+    let mut level_start = vec![0u64; h + 1];
+    for d in 0..h {
+        level_start[d + 1] = level_start[d] + level_nodes[d];
+    }
+    let total = level_start[h];
+    let words: Vec<AtomicU64> = (0..total.div_ceil(16)).map(|_| AtomicU64::new(0)).collect();
+
+    // Pass 2: each chunk starts with the cursor (index of the open node) at every level.
+    let mut cursor0 = vec![vec![0u64; h]; chunks.len()];
+    let mut before = vec![0u64; h];
+    for (c, (opened, _)) in counts.iter().enumerate() {
+        for d in 0..h {
+            cursor0[c][d] = before[d];
+            before[d] += opened[d];
+        }
+    }
+    chunks
+        .par_iter()
+        .zip(cursor0.into_par_iter())
+        .for_each(|(&(a, b), mut cur)| {
+            // cur[d] = nodes opened at level d before this chunk; the open node is cur[d] - 1.
+            for i in a..b {
+                let m = codes[i];
+                let from = if i == 0 {
+                    for c in cur.iter_mut().skip(1) {
+                        *c += 1;
+                    }
+                    0
+                } else if m == codes[i - 1] {
+                    continue;
+                } else {
+                    let dv = divergence(height, codes[i - 1], m) as usize;
+                    for c in cur.iter_mut().skip(dv + 1) {
+                        *c += 1;
+                    }
+                    dv
+                };
+                for d in from..h {
+                    let node = level_start[d] + cur[d].max(1) - 1;
+                    let quad = (m >> (2 * (h - 1 - d))) & 3;
+                    words[(node / 16) as usize]
+                        .fetch_or(1u64 << (4 * (node % 16) + quad as u64), Ordering::Relaxed);
+                }
+            }
+        });
+    let words: Vec<u64> = words.into_iter().map(AtomicU64::into_inner).collect();
+    K2Tree::from_parts(rows, cols, nnz, &level_nodes, Words::owned(words))
+}

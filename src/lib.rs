@@ -1,0 +1,13 @@
+//! # k2rpq
+//!
+//! RDF predicates stored as k²-trees (compressed Boolean adjacency matrices), products on
+//! the GPU or the CPU, and SPARQL 1.1 property paths / regular path queries evaluated as
+//! batched Boolean matrix–vector products iterated to a fixed point.
+//!
+//! Layers, each knowing only the ones below it:
+//! - [`k2tree`]: the compressed matrix format and its file;
+//! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU.
+#![warn(missing_docs)]
+
+pub mod engine;
+pub mod k2tree;
