@@ -1,1 +1,27 @@
-fn main() {}
+//! `k2rpq`: the command-line interface, a thin layer over the library.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+
+/// k²-tree compressed RDF relations on the GPU: property paths and regular path queries
+/// as Boolean matrix–vector products iterated to a fixed point.
+#[derive(Parser)]
+#[command(name = "k2rpq", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a k²-tree from an edge list and print its statistics.
+    BuildTree(cli::build_tree::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::BuildTree(a) => cli::build_tree::run(a),
+    }
+}

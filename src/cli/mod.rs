@@ -1,0 +1,3 @@
+//! One module per subcommand: its clap arguments and a `run` that calls the library.
+
+pub mod build_tree;
