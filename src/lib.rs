@@ -11,3 +11,5 @@
 
 pub mod engine;
 pub mod k2tree;
+pub mod rdf;
+pub mod store;
