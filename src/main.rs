@@ -17,11 +17,20 @@ struct Cli {
 enum Command {
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
+    /// Load RDF (N-Triples, N-Quads, Turtle, TriG; plain, .gz, .bz2; files or stdin) into a store.
+    Load(cli::load::Args),
+    /// Show what a store holds: graphs, predicates, edges, bits per edge, sizes.
+    Info(cli::info::Args),
+    /// Generate synthetic datasets (see `gen wikidata-like --help`).
+    Gen(cli::gen::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
+        Command::Load(a) => cli::load::run(a),
+        Command::Info(a) => cli::info::run(a),
+        Command::Gen(a) => cli::gen::run(a),
     }
 }
