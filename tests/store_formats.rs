@@ -13,11 +13,8 @@ fn iri(s: &str) -> Term {
 
 fn has(store: &Store, graph: usize, s: &Term, p: &str, o: &Term) -> bool {
     let d = store.dictionary();
-    let (Some(s), Some(p), Some(o)) = (
-        d.id(s.as_ref()),
-        d.id(iri(p).as_ref()),
-        d.id(o.as_ref()),
-    ) else {
+    let (Some(s), Some(p), Some(o)) = (d.id(s.as_ref()), d.id(iri(p).as_ref()), d.id(o.as_ref()))
+    else {
         return false;
     };
     store
@@ -40,17 +37,36 @@ fn check_quads(store: &Store) {
             .graph_id(Some(&iri(name)))
             .unwrap_or_else(|| panic!("graph {name}"))
     };
-    assert_eq!(store.graphs().len(), 4, "default, g1, g2 and the blank graph");
+    assert_eq!(
+        store.graphs().len(),
+        4,
+        "default, g1, g2 and the blank graph"
+    );
     assert!(store.graphs()[0].name.is_none());
     let (g1, g2) = (g("g1"), g("g2"));
     assert!(has(store, 0, &iri("a"), "p", &iri("b")));
-    assert!(!has(store, 0, &iri("a"), "p", &iri("c")), "graphs kept apart");
+    assert!(
+        !has(store, 0, &iri("a"), "p", &iri("c")),
+        "graphs kept apart"
+    );
     assert!(has(store, g1, &iri("a"), "p", &iri("c")));
     assert!(!has(store, g1, &iri("b"), "p", &iri("c")));
     assert!(has(store, g2, &iri("b"), "p", &iri("c")));
     let x: Term = BlankNode::new_unchecked("x").into();
-    assert!(has(store, g1, &x, "q", &Literal::new_language_tagged_literal_unchecked("lit", "en").into()));
-    assert!(has(store, 0, &iri("a"), "q", &Literal::new_simple_literal("plain").into()));
+    assert!(has(
+        store,
+        g1,
+        &x,
+        "q",
+        &Literal::new_language_tagged_literal_unchecked("lit", "en").into()
+    ));
+    assert!(has(
+        store,
+        0,
+        &iri("a"),
+        "q",
+        &Literal::new_simple_literal("plain").into()
+    ));
     let int = Literal::new_typed_literal(
         "42",
         NamedNode::new_unchecked("http://www.w3.org/2001/XMLSchema#integer"),
@@ -64,7 +80,10 @@ fn check_quads(store: &Store) {
     assert_eq!(store.graphs()[g1].edges, 2);
     let nodes = store.graph_nodes(g2).unwrap();
     let d = store.dictionary();
-    let expect: Vec<u32> = ["b", "c"].iter().map(|n| d.id(iri(n).as_ref()).unwrap()).collect();
+    let expect: Vec<u32> = ["b", "c"]
+        .iter()
+        .map(|n| d.id(iri(n).as_ref()).unwrap())
+        .collect();
     assert_eq!(nodes.iter().collect::<Vec<_>>(), {
         let mut e = expect;
         e.sort();
@@ -112,7 +131,11 @@ _:g { :a :q 42 }
     check_quads(&Store::open(&s).unwrap());
 
     let ttl = dir.path().join("d.ttl");
-    std::fs::write(&ttl, "@prefix : <http://ex.org/> .\n:a :p :b , :c ; :q [ :p :a ] .\n").unwrap();
+    std::fs::write(
+        &ttl,
+        "@prefix : <http://ex.org/> .\n:a :p :b , :c ; :q [ :p :a ] .\n",
+    )
+    .unwrap();
     let s = dir.path().join("ttl");
     load(&[Input::Path(ttl)], &s, &LoadOptions::default()).unwrap();
     let store = Store::open(&s).unwrap();
@@ -125,7 +148,11 @@ _:g { :a :q 42 }
 fn explicit_format_overrides_the_name() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("data.txt");
-    std::fs::write(&f, "<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .\n").unwrap();
+    std::fs::write(
+        &f,
+        "<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .\n",
+    )
+    .unwrap();
     let options = LoadOptions {
         format: Some(Format::NTriples),
         ..LoadOptions::default()
@@ -146,15 +173,27 @@ fn cli_loads_stdin_and_info_prints_the_table() {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(NQ.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(NQ.as_bytes())
+        .unwrap();
     assert!(child.wait().unwrap().success());
     check_quads(&Store::open(&s).unwrap());
     let out = Command::new(exe).arg("info").arg(&s).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success());
-    assert!(text.contains("http://ex.org/p") && text.contains("bits/edge"), "{text}");
+    assert!(
+        text.contains("http://ex.org/p") && text.contains("bits/edge"),
+        "{text}"
+    );
     assert!(text.contains("<http://ex.org/g1>"), "{text}");
-    let out = Command::new(exe).args(["info", "--json"]).arg(&s).output().unwrap();
+    let out = Command::new(exe)
+        .args(["info", "--json"])
+        .arg(&s)
+        .output()
+        .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["format"], "k2rpq-store");
     // stdin without a format is refused with a clear message.
@@ -177,8 +216,17 @@ fn generated_dump_loads() {
         .arg(&f)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = load(&[Input::Path(f)], &dir.path().join("s"), &LoadOptions::default()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = load(
+        &[Input::Path(f)],
+        &dir.path().join("s"),
+        &LoadOptions::default(),
+    )
+    .unwrap();
     assert_eq!(report.statements, 20000);
     let store = Store::open(Path::new(&dir.path().join("s"))).unwrap();
     let p279 = NamedNode::new_unchecked("http://www.wikidata.org/prop/direct/P279");

@@ -69,9 +69,19 @@ fn round_trip(rel: &str, memory: usize) {
     assert_eq!(report.distinct_edges, distinct.len() as u64);
     let terms: HashSet<String> = input
         .iter()
-        .flat_map(|t| [t.subject.to_string(), t.predicate.to_string(), t.object.to_string()])
+        .flat_map(|t| {
+            [
+                t.subject.to_string(),
+                t.predicate.to_string(),
+                t.object.to_string(),
+            ]
+        })
         .collect();
-    assert_eq!(store.node_count() as usize, terms.len(), "one id per distinct term");
+    assert_eq!(
+        store.node_count() as usize,
+        terms.len(),
+        "one id per distinct term"
+    );
     let nodes = store.graph_nodes(0).unwrap();
     let ends: HashSet<String> = input
         .iter()
@@ -79,7 +89,11 @@ fn round_trip(rel: &str, memory: usize) {
         .collect();
     assert_eq!(nodes.len() as usize, ends.len());
     store.verify().unwrap();
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary left"
+    );
 }
 
 #[test]

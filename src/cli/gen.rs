@@ -48,8 +48,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot create {}", output.display()))?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
             let start = std::time::Instant::now();
-            let bytes = write_wikidata_like(&mut w, &GenOptions { triples, seed, gzip })
-                .with_context(|| format!("writing {}", output.display()))?;
+            let bytes = write_wikidata_like(
+                &mut w,
+                &GenOptions {
+                    triples,
+                    seed,
+                    gzip,
+                },
+            )
+            .with_context(|| format!("writing {}", output.display()))?;
             eprintln!(
                 "wrote {triples} synthetic triples ({:.1} MiB) to {} in {:.2}s",
                 bytes as f64 / (1 << 20) as f64,

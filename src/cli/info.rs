@@ -20,8 +20,8 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let store = Store::open(&args.store)
-        .with_context(|| format!("opening {}", args.store.display()))?;
+    let store =
+        Store::open(&args.store).with_context(|| format!("opening {}", args.store.display()))?;
     if args.verify {
         store.verify().context("verifying")?;
     }
@@ -51,7 +51,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             g.nodes,
             g.predicates.len()
         );
-        let width = g.predicates.iter().map(|p| p.iri.len()).max().unwrap_or(9).max(9);
+        let width = g
+            .predicates
+            .iter()
+            .map(|p| p.iri.len())
+            .max()
+            .unwrap_or(9)
+            .max(9);
         println!(
             "  {:<width$} {:>10} {:>12} {:>9} {:>12}  file",
             "predicate", "id", "edges", "bits/edge", "bytes"

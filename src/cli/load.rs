@@ -49,9 +49,10 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let format = match &args.format {
-        Some(f) => Some(Format::from_name(f).with_context(|| {
-            format!("--format {f}: unknown (use nt, nq, ttl or trig)")
-        })?),
+        Some(f) => Some(
+            Format::from_name(f)
+                .with_context(|| format!("--format {f}: unknown (use nt, nq, ttl or trig)"))?,
+        ),
         None => None,
     };
     let mut options = LoadOptions {

@@ -89,7 +89,10 @@ impl EdgeCollector {
         self.sort_buffer();
         let mut sources = Vec::with_capacity(self.runs.len() + 1);
         for p in &self.runs {
-            sources.push(Source::Run(BufReader::with_capacity(1 << 20, File::open(p)?)));
+            sources.push(Source::Run(BufReader::with_capacity(
+                1 << 20,
+                File::open(p)?,
+            )));
         }
         sources.push(Source::Memory(std::mem::take(&mut self.buf).into_iter()));
         let mut heap = BinaryHeap::new();
@@ -182,8 +185,14 @@ mod tests {
         let mut expect: Vec<Record> = Vec::new();
         let mut x = 12345u64;
         for _ in 0..200_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let r = [(x >> 60) as u32, (x >> 40) as u32 % 1000, (x >> 20) as u32 % 1000];
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = [
+                (x >> 60) as u32,
+                (x >> 40) as u32 % 1000,
+                (x >> 20) as u32 % 1000,
+            ];
             expect.push(r);
             c.push(r).unwrap();
         }
@@ -200,6 +209,10 @@ mod tests {
         }
         assert_eq!(got, expect);
         drop(s);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "runs removed");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "runs removed"
+        );
     }
 }

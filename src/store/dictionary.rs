@@ -166,7 +166,9 @@ impl Segment {
         // renames); a concurrent truncation by another program is outside our contract.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| err(format!("cannot map: {e}")))?;
         if map.len() < HEADER + FOOTER + 8 || &map[..8] != MAGIC {
-            return Err(err("not a k2rpq dictionary segment (bad magic or too short)".into()));
+            return Err(err(
+                "not a k2rpq dictionary segment (bad magic or too short)".into(),
+            ));
         }
         let body = map.len() - 4;
         let stored = u32::from_le_bytes(map[body..].try_into().unwrap());
@@ -232,8 +234,8 @@ impl Segment {
     /// `f` returns false. Returns false when the block is malformed.
     fn scan(&self, block: usize, mut f: impl FnMut(usize, &[u8]) -> bool) -> bool {
         let bytes = self.block_bytes(block);
-        let n = (self.count as usize - block * self.block_size as usize)
-            .min(self.block_size as usize);
+        let n =
+            (self.count as usize - block * self.block_size as usize).min(self.block_size as usize);
         let mut key: Vec<u8> = Vec::new();
         let mut pos = 0;
         for i in 0..n {
@@ -396,8 +398,7 @@ mod tests {
         keys.sort();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
-        let (bytes, crc) =
-            write_segment(&path, 7, keys.iter().map(|k| k.as_slice())).unwrap();
+        let (bytes, crc) = write_segment(&path, 7, keys.iter().map(|k| k.as_slice())).unwrap();
         assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
         let seg = Segment::open(&path, Some(crc)).unwrap();
         assert!(seg.check_blocks());

@@ -34,8 +34,8 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    write_tree, GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError,
-    FORMAT_NAME, FORMAT_VERSION, MANIFEST,
+    write_tree, GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError, FORMAT_NAME,
+    FORMAT_VERSION, MANIFEST,
 };
 use crate::k2tree::{height_for, morton, K2Tree};
 use crate::rdf::edges::EdgeCollector;
@@ -196,9 +196,9 @@ fn remove_stale_temps(parent: &Path, dir: &Path) {
             continue;
         };
         let pid = rest.split('-').next().unwrap_or("");
-        let alive = pid.parse::<u32>().is_ok_and(|p| {
-            p == std::process::id() || Path::new(&format!("/proc/{p}")).exists()
-        });
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
         if !alive {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -375,7 +375,12 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     }
     let old = if dir.join(MANIFEST).exists() {
         Some(Store::open(dir)?)
-    } else if dir.exists() && std::fs::read_dir(dir).map_err(io_err(dir))?.next().is_some() {
+    } else if dir.exists()
+        && std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .next()
+            .is_some()
+    {
         return Err(LoadError::NotAStore(dir.to_path_buf()));
     } else {
         None
@@ -554,16 +559,18 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut stream = edges.finish().map_err(io_err(&runs_dir))?;
     let mut distinct_edges = 0u64;
     let mut written = 0usize;
-    let side_changed = height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
-    let nodes_of = |gi: usize, node_sets: &mut Vec<Option<RoaringBitmap>>| -> Result<(), LoadError> {
-        if node_sets[gi].is_none() {
-            node_sets[gi] = Some(match &old {
-                Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
-                _ => RoaringBitmap::new(),
-            });
-        }
-        Ok(())
-    };
+    let side_changed =
+        height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
+    let nodes_of =
+        |gi: usize, node_sets: &mut Vec<Option<RoaringBitmap>>| -> Result<(), LoadError> {
+            if node_sets[gi].is_none() {
+                node_sets[gi] = Some(match &old {
+                    Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
+                    _ => RoaringBitmap::new(),
+                });
+            }
+            Ok(())
+        };
     while let Some((rel, cells)) = stream.next_relation().map_err(io_err(&runs_dir))? {
         let (g, p) = relation_keys[rel as usize];
         let (gi, pid) = (graph_of(remap(g)), remap(p));
@@ -582,7 +589,12 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         if new_preds[gi].contains_key(&pid) {
             // Incremental: the old cells join the new edges (ids of old terms are stable).
             let old_tree = old_tree(&old, gi, pid)?;
-            codes.extend(old_tree.cells().into_iter().map(|(s, o)| morton::encode(s, o)));
+            codes.extend(
+                old_tree
+                    .cells()
+                    .into_iter()
+                    .map(|(s, o)| morton::encode(s, o)),
+            );
         }
         let info = build_and_write(&tmp.path, gi, pid, iri_of(pid), new_n, &mut codes)?;
         new_preds[gi].insert(pid, info);
@@ -605,8 +617,11 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             }
             if side_changed {
                 let t = old_tree(&old, gi, pid)?;
-                let mut codes: Vec<u64> =
-                    t.cells().into_iter().map(|(s, o)| morton::encode(s, o)).collect();
+                let mut codes: Vec<u64> = t
+                    .cells()
+                    .into_iter()
+                    .map(|(s, o)| morton::encode(s, o))
+                    .collect();
                 *info = build_and_write(&tmp.path, gi, pid, info.iri.clone(), new_n, &mut codes)?;
                 written += 1;
                 if options.fail_after_trees == Some(written) {
@@ -707,8 +722,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
 fn old_tree(old: &Option<Store>, gi: usize, pid: u32) -> Result<Arc<K2Tree>, LoadError> {
     let s = old.as_ref().expect("a kept relation implies an old store");
-    Ok(s
-        .relation(gi, pid)?
+    Ok(s.relation(gi, pid)?
         .expect("the old manifest lists this relation"))
 }
 

@@ -271,7 +271,9 @@ impl Store {
             let mut last = None;
             for p in &g.predicates {
                 if last >= Some(p.id) || p.id >= manifest.node_count {
-                    return Err(bad(format!("predicate ids of graph {i} out of order or range")));
+                    return Err(bad(format!(
+                        "predicate ids of graph {i} out of order or range"
+                    )));
                 }
                 last = Some(p.id);
                 check_size(dir, &p.file, p.bytes)?;
@@ -414,8 +416,7 @@ impl Store {
                 if crc32fast::hash(&bytes) != p.crc32 {
                     return Err(StoreError::File {
                         path,
-                        reason: "checksum differs from the manifest: the file is corrupt"
-                            .into(),
+                        reason: "checksum differs from the manifest: the file is corrupt".into(),
                     });
                 }
                 self.relation(g, p.id)?;
@@ -449,7 +450,10 @@ fn check_size(dir: &Path, file: &str, bytes: u64) -> Result<(), StoreError> {
         Ok(m) if m.len() == bytes => Ok(()),
         Ok(m) => Err(StoreError::File {
             path,
-            reason: format!("{} bytes but the manifest lists {bytes}: truncated or replaced", m.len()),
+            reason: format!(
+                "{} bytes but the manifest lists {bytes}: truncated or replaced",
+                m.len()
+            ),
         }),
         Err(e) => Err(StoreError::File {
             path,
