@@ -16,6 +16,9 @@ use rayon::prelude::*;
 /// One edge of relation `rel`: `[rel, subject, object]`.
 pub type Record = [u32; 3];
 
+/// One relation's number and its distinct `(subject, object)` edges, sorted.
+pub type RelationEdges = (u32, Vec<(u32, u32)>);
+
 /// Bytes per buffered or spilled record.
 pub const RECORD_BYTES: usize = 12;
 
@@ -143,7 +146,7 @@ pub struct RelationStream {
 
 impl RelationStream {
     /// The next relation and its distinct `(subject, object)` edges, sorted.
-    pub fn next_relation(&mut self) -> io::Result<Option<(u32, Vec<(u32, u32)>)>> {
+    pub fn next_relation(&mut self) -> io::Result<Option<RelationEdges>> {
         let Some(&Reverse((first, _))) = self.heap.peek() else {
             return Ok(None);
         };

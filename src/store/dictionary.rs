@@ -94,7 +94,7 @@ pub fn write_segment<'a>(
     let mut prev: &[u8] = &[];
     let mut data_len = 0u64;
     for (i, key) in keys.enumerate() {
-        if i as u32 % BLOCK_SIZE == 0 {
+        if (i as u32).is_multiple_of(BLOCK_SIZE) {
             out.write_all(&block)?;
             data_len += block.len() as u64;
             block.clear();

@@ -44,7 +44,7 @@ pub fn standin_open(path: &Path) -> Result<K2Tree, String> {
     let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
     // SAFETY: store files are written once and never modified in place.
     let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))?);
-    if map.len() < 48 || &map[..8] != MAGIC || map.len() % 8 != 0 {
+    if map.len() < 48 || &map[..8] != MAGIC || !map.len().is_multiple_of(8) {
         return Err("not a .k2 file (bad magic or length)".into());
     }
     let body = map.len() - 8;
