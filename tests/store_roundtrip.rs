@@ -8,20 +8,22 @@ use std::path::{Path, PathBuf};
 use k2rpq::store::{load, Input, LoadOptions, Store};
 use oxrdf::Triple;
 
-/// `../shared/data/REL` beside the repository, or under `$K2RPQ_DATA` when set (for
-/// checkouts, such as git worktrees, that have no `shared/` beside them).
+/// `REL` under `$K2RPQ_DATA` when set (for checkouts, such as git worktrees, with no
+/// `shared/` beside them), else `../shared/data/` beside the repository, else the
+/// repository's own `fixtures/` (which bundles CoDEx-M).
 fn data(rel: &str) -> Option<PathBuf> {
-    let root = std::env::var_os("K2RPQ_DATA").map_or_else(
-        || Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).to_path_buf(),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: data not found at {}", p.display());
-        None
+    let here = env!("CARGO_MANIFEST_DIR");
+    let mut roots: Vec<PathBuf> = std::env::var_os("K2RPQ_DATA")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    roots.push(Path::new(here).join("../shared/data"));
+    roots.push(Path::new(here).join("fixtures"));
+    let found = roots.iter().map(|r| r.join(rel)).find(|p| p.exists());
+    if found.is_none() {
+        eprintln!("skipped: {rel} not found under {roots:?}");
     }
+    found
 }
 
 fn triples(path: &Path) -> Vec<Triple> {

@@ -337,6 +337,9 @@ fn parse_chunk(
     lenient: bool,
 ) -> Result<Batch, ParseError> {
     let mut b = BatchBuilder::default();
+    // Sized for the chunk (~100 bytes and at most 3 new terms per line) so the table
+    // does not grow by rehashing.
+    b.index.reserve(chunk.len() / 64);
     let mut bad = 0;
     let mut on_error = |e: oxttl::TurtleSyntaxError| -> Result<(), ParseError> {
         if lenient {
@@ -405,54 +408,77 @@ fn read_lines(
     options: &ReadOptions,
     sink: &mut dyn FnMut(Batch) -> Result<(), String>,
 ) -> Result<u64, ParseError> {
-    let read_err = |source| ParseError::Read {
-        file: file.to_string(),
-        source,
-    };
     // Enough chunks in flight to keep every thread busy; memory is about
-    // `2 × threads × chunk_bytes` of text plus their batches.
+    // `2 × 2 × threads × chunk_bytes` of text (one group parsing, one being consumed)
+    // plus their batches.
     let in_flight = 2 * rayon::current_num_threads().max(1);
     let chunk_bytes = options.chunk_bytes.max(1 << 12);
-    let mut carry: Vec<u8> = Vec::new();
-    let mut next_line = 1u64;
-    let mut bad = 0u64;
-    let mut more = true;
-    while more {
-        // Cut up to `in_flight` chunks, each ending at a line break.
-        let mut chunks: Vec<(Vec<u8>, u64)> = Vec::with_capacity(in_flight);
-        while more && chunks.len() < in_flight {
-            let mut buf = std::mem::take(&mut carry);
-            let mut want = chunk_bytes.max(buf.len() + 1);
-            loop {
-                more = fill(&mut *reader, &mut buf, want).map_err(read_err)?;
-                if !more {
+    let lenient = options.lenient;
+    // A reader thread cuts and parses group k+1 (on the rayon pool) while this thread
+    // hands group k to the sink, which is sequential (it numbers terms).
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        scope.spawn(move || {
+            let read_err = |source| ParseError::Read {
+                file: file.to_string(),
+                source,
+            };
+            let mut carry: Vec<u8> = Vec::new();
+            let mut next_line = 1u64;
+            let mut more = true;
+            while more {
+                // Cut up to `in_flight` chunks, each ending at a line break.
+                let mut chunks: Vec<(Vec<u8>, u64)> = Vec::with_capacity(in_flight);
+                let mut failed = None;
+                while more && chunks.len() < in_flight {
+                    let mut buf = std::mem::take(&mut carry);
+                    let mut want = chunk_bytes.max(buf.len() + 1);
+                    loop {
+                        match fill(&mut *reader, &mut buf, want) {
+                            Ok(m) => more = m,
+                            Err(e) => {
+                                failed = Some(read_err(e));
+                                more = false;
+                            }
+                        }
+                        if !more {
+                            break;
+                        }
+                        if let Some(cut) = memchr::memrchr(b'\n', &buf) {
+                            carry = buf.split_off(cut + 1);
+                            break;
+                        }
+                        // One line longer than the chunk: read on until it ends.
+                        want *= 2;
+                    }
+                    if buf.is_empty() {
+                        continue;
+                    }
+                    let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
+                    chunks.push((buf, next_line));
+                    next_line += lines;
+                }
+                let mut batches: Vec<Result<Batch, ParseError>> = chunks
+                    .par_iter()
+                    .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
+                    .collect();
+                let stop = failed.is_some() || batches.iter().any(|b| b.is_err());
+                batches.extend(failed.map(Err));
+                if tx.send(batches).is_err() || stop {
                     break;
                 }
-                if let Some(cut) = memchr::memrchr(b'\n', &buf) {
-                    carry = buf.split_off(cut + 1);
-                    break;
-                }
-                // One line longer than the chunk: read on until it ends.
-                want *= 2;
             }
-            if buf.is_empty() {
-                continue;
+        });
+        let mut bad = 0u64;
+        for group in rx {
+            for batch in group {
+                let batch = batch?;
+                bad += batch.bad;
+                sink(batch).map_err(ParseError::Sink)?;
             }
-            let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
-            chunks.push((buf, next_line));
-            next_line += lines;
         }
-        let batches: Vec<Result<Batch, ParseError>> = chunks
-            .par_iter()
-            .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, options.lenient))
-            .collect();
-        for batch in batches {
-            let batch = batch?;
-            bad += batch.bad;
-            sink(batch).map_err(ParseError::Sink)?;
-        }
-    }
-    Ok(bad)
+        Ok(bad)
+    })
 }
 
 /// Statements per batch from the sequential parsers.

@@ -302,7 +302,9 @@ fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
 struct Numbering<'a> {
     old: Option<&'a Store>,
     old_n: u32,
-    new_terms: FxHashMap<Box<[u8]>, u32>,
+    /// Keys seen → provisional id (final for old terms, `old_n..` for new ones).
+    terms: FxHashMap<Box<[u8]>, u32>,
+    new_count: u32,
     relations: FxHashMap<(u32, u32), u32>,
     relation_keys: Vec<(u32, u32)>,
     statements: u64,
@@ -310,19 +312,21 @@ struct Numbering<'a> {
 
 impl Numbering<'_> {
     fn id(&mut self, key: &[u8]) -> Result<u32, String> {
-        if let Some(old) = self.old {
-            if let Some(id) = old.dictionary().id_of_key(key) {
-                return Ok(id);
-            }
-        }
-        if let Some(&id) = self.new_terms.get(key) {
+        if let Some(&id) = self.terms.get(key) {
             return Ok(id);
         }
-        let id = self.old_n as u64 + self.new_terms.len() as u64;
+        // Old terms seen are cached in the same table: a dictionary lookup (binary search
+        // and block decode) costs far more than a hash probe.
+        if let Some(id) = self.old.and_then(|s| s.dictionary().id_of_key(key)) {
+            self.terms.insert(key.into(), id);
+            return Ok(id);
+        }
+        let id = self.old_n as u64 + self.new_count as u64;
         if id >= u32::MAX as u64 {
             return Err(LoadError::TooManyTerms.to_string());
         }
-        self.new_terms.insert(key.into(), id as u32);
+        self.terms.insert(key.into(), id as u32);
+        self.new_count += 1;
         Ok(id as u32)
     }
 
@@ -411,7 +415,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut numbering = Numbering {
         old: old.as_ref(),
         old_n,
-        new_terms: FxHashMap::default(),
+        terms: FxHashMap::default(),
+        new_count: 0,
         relations: FxHashMap::default(),
         relation_keys: Vec::new(),
         statements: 0,
@@ -447,12 +452,13 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
     // ---- Dictionary: new terms sorted and numbered after the old ones.
     let Numbering {
-        new_terms,
+        terms: seen,
         relation_keys,
         statements,
         ..
     } = numbering;
-    let mut new_keys: Vec<(Box<[u8]>, u32)> = new_terms.into_iter().collect();
+    let mut new_keys: Vec<(Box<[u8]>, u32)> =
+        seen.into_iter().filter(|&(_, id)| id >= old_n).collect();
     new_keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut perm = vec![0u32; new_keys.len()];
     for (rank, (_, prov)) in new_keys.iter().enumerate() {
