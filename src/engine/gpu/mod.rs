@@ -8,9 +8,12 @@
 //! vector) pair, applying the semiring's atomic. Child offsets come from the sampled
 //! directory or from a single-pass scan of the fan-outs ([`OffsetSource`]). With the
 //! cached frontier (`k2+F`) a dense product is one kernel over the leaves per tile.
-//! Masked Boolean products always descend from the top and write a `PRUNED` code for
-//! every subtree whose input range meets no active input row (looked up in a per-product
-//! pyramid of active blocks), so pruned subtrees issue no leaf reads or atomics.
+//! Masked Boolean products look up, per node, a per-product pyramid of active input blocks
+//! (one bit per block of 2^g input rows, every g): tree-only, the descent writes a
+//! `PRUNED` code for each child whose input range meets no active row, so pruned subtrees
+//! issue no leaf reads or atomics; with the cached frontier each last-internal-level node
+//! checks its own block. Threads are still launched for every planned node (the plan is
+//! static, so there is no compaction): the saving is in leaf work, not in launches.
 //!
 //! Without libcuda, libnvrtc or a device, [`GpuEngine::new`] returns
 //! [`EngineError::Unavailable`]; it never panics. [`GpuEngine::new_or_notice`] prints the
@@ -646,22 +649,16 @@ impl GpuEngine {
         }
         .map_err(cuda_err("pyramid_base"))?;
         let up = self.gpu.function("pyramid_up")?;
-        for g in 1..layout.len() {
-            let (below_off, below_words) = layout[g - 1];
-            let (above_off, above_words) = layout[g];
-            let below = base + 4 * below_off;
-            let above = base + 4 * above_off;
-            // SAFETY: as above.
-            unsafe {
-                s.launch_builder(up)
-                    .arg(&below)
-                    .arg(&below_words)
-                    .arg(&above)
-                    .arg(&above_words)
-                    .launch(config_for(above_words))
-            }
-            .map_err(cuda_err("pyramid_up"))?;
+        let height = m.tree.height();
+        let above: u64 = layout[1..].iter().map(|&(_, w)| w).sum();
+        // SAFETY: as above; the kernel writes levels 1..=h of the same layout.
+        unsafe {
+            s.launch_builder(up)
+                .arg(&base)
+                .arg(&height)
+                .launch(config_for(above))
         }
+        .map_err(cuda_err("pyramid_up"))?;
         Ok(())
     }
 
