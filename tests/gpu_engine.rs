@@ -584,21 +584,25 @@ fn cnr_2000_timings() {
                     pb.scratch, pb.matrix
                 );
             }
-            let mut x = BitMatrix::zeroed(n, 1);
-            for s in 0..64 {
-                x.set(s * 5077 % n, s);
-            }
-            let xg = gpu.bits_upload(&x).unwrap();
-            let mut yg = gpu.bits_zeroed(n, 1).unwrap();
-            for traversal in [Traversal::Dense, Traversal::Masked] {
-                let ms = gpu
-                    .time_ms(20, || {
-                        gpu.bool_product(&gm, Direction::Left, &xg, &mut yg, traversal)
-                    })
-                    .unwrap();
-                println!(
-                    "TIMING cnr-2000 {config:?} {source:?} bits W=1 left {traversal:?} (64 sources): {ms:.4} ms/product (with host sync)"
-                );
+            // 64·W sources spread over the graph, and a single source (an RPQ from a
+            // constant), bit-packed.
+            for (words, sources) in [(1usize, 64usize), (4, 256), (1, 1)] {
+                let mut x = BitMatrix::zeroed(n, words);
+                for s in 0..sources {
+                    x.set(s * 5077 % n, s);
+                }
+                let xg = gpu.bits_upload(&x).unwrap();
+                let mut yg = gpu.bits_zeroed(n, words).unwrap();
+                for traversal in [Traversal::Dense, Traversal::Masked] {
+                    let ms = gpu
+                        .time_ms(20, || {
+                            gpu.bool_product(&gm, Direction::Left, &xg, &mut yg, traversal)
+                        })
+                        .unwrap();
+                    println!(
+                        "TIMING cnr-2000 {config:?} {source:?} bits W={words} left {traversal:?} ({sources} sources): {ms:.4} ms/product (with host sync)"
+                    );
+                }
             }
         }
     }
