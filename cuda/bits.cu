@@ -51,34 +51,20 @@ extern "C" __global__ void pyramid_base(const u64 *x, u64 rows, u64 words, u32 *
     }
 }
 
-// Pyramid levels 1..=h in one launch: bit k of level g is set when some bit of level 0 in
-// [k * 2^g, (k + 1) * 2^g) is set. One thread per word of every level (levels are laid out
-// one after the other, each padded to whole words, as pyramid_offset says).
-extern "C" __global__ void pyramid_up(u32 *pyramid, u32 height) {
-    u64 words0 = pyramid_words(height, 0);
-    u64 total = pyramid_offset(height, height + 1) - words0;
-    for (u64 i = global_thread(); i < total; i += thread_stride()) {
-        // Find the level of word i (h levels above level 0, at most 64).
-        u64 rest = i;
-        u32 g = 1;
-        while (rest >= pyramid_words(height, g)) {
-            rest -= pyramid_words(height, g);
-            ++g;
-        }
+// Pyramid level g from level g - 1: bit i = bit 2i | bit 2i + 1 below.
+extern "C" __global__ void pyramid_up(const u32 *below, u64 below_words, u32 *above, u64 above_words) {
+    for (u64 w = global_thread(); w < above_words; w += thread_stride()) {
         u32 out = 0;
-        for (u32 b = 0; b < 32; ++b) {
-            u64 lo = ((rest << 5) + b) << g;  // first level-0 bit of block k = 32 rest + b
-            if (lo >= (words0 << 5)) break;
-            u64 hi = lo + (1ull << g);
-            u32 any = 0;
-            if (g < 5) {
-                u32 mask = ((1u << (1u << g)) - 1u) << (lo & 31);
-                any = pyramid[lo >> 5] & mask;
-            } else {
-                for (u64 w = lo >> 5; w < (hi >> 5) && w < words0; ++w) any |= pyramid[w];
-            }
-            if (any) out |= 1u << b;
+        for (u32 half = 0; half < 2; ++half) {
+            u64 src = 2 * w + half;
+            u32 a = src < below_words ? below[src] : 0;
+            u32 t = (a | (a >> 1)) & 0x55555555u;  // OR of each pair, at the even bits
+            t = (t | (t >> 1)) & 0x33333333u;
+            t = (t | (t >> 2)) & 0x0F0F0F0Fu;
+            t = (t | (t >> 4)) & 0x00FF00FFu;
+            t = (t | (t >> 8)) & 0x0000FFFFu;
+            out |= t << (16 * half);
         }
-        pyramid[words0 + i] = out;
+        above[w] = out;
     }
 }

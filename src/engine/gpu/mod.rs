@@ -629,8 +629,16 @@ impl GpuEngine {
         Ok(())
     }
 
-    /// Builds the pyramid of active input blocks of bit batch `x` into `scratch`.
-    fn enqueue_pyramid(&self, m: &DeviceTree, x: &GpuBits, scratch: &Scratch) -> Result<()> {
+    /// Builds the pyramid of active input blocks of bit batch `x` into `scratch`, up to
+    /// the highest level `plan` looks up (the block of its topmost nodes): with the cached
+    /// frontier that is level 2 only, so two small launches.
+    fn enqueue_pyramid(
+        &self,
+        m: &DeviceTree,
+        plan: &TilePlan,
+        x: &GpuBits,
+        scratch: &Scratch,
+    ) -> Result<()> {
         let s = self.gpu.stream();
         let base = ptr(s, &scratch.pyramid);
         let layout = pyramid_layout(m.tree.height());
@@ -649,16 +657,24 @@ impl GpuEngine {
         }
         .map_err(cuda_err("pyramid_base"))?;
         let up = self.gpu.function("pyramid_up")?;
-        let height = m.tree.height();
-        let above: u64 = layout[1..].iter().map(|&(_, w)| w).sum();
-        // SAFETY: as above; the kernel writes levels 1..=h of the same layout.
-        unsafe {
-            s.launch_builder(up)
-                .arg(&base)
-                .arg(&height)
-                .launch(config_for(above))
+        let top = plan.steps.iter().map(|st| st.level).min().unwrap_or(0);
+        let highest = (m.tree.height() - top) as usize;
+        for g in 1..=highest.min(layout.len() - 1) {
+            let (below_off, below_words) = layout[g - 1];
+            let (above_off, above_words) = layout[g];
+            let below = base + 4 * below_off;
+            let above = base + 4 * above_off;
+            // SAFETY: as above.
+            unsafe {
+                s.launch_builder(up)
+                    .arg(&below)
+                    .arg(&below_words)
+                    .arg(&above)
+                    .arg(&above_words)
+                    .launch(config_for(above_words))
+            }
+            .map_err(cuda_err("pyramid_up"))?;
         }
-        .map_err(cuda_err("pyramid_up"))?;
         Ok(())
     }
 
@@ -836,7 +852,7 @@ impl Engine for GpuEngine {
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
         if masked {
-            self.enqueue_pyramid(m, x, &scratch)?;
+            self.enqueue_pyramid(m, plan, x, &scratch)?;
         }
         let s = self.gpu.stream();
         let (xp, yp) = (x.raw(s), y.raw(s));
