@@ -12,6 +12,7 @@
 
 pub mod bits;
 pub mod cpu;
+pub mod gpu;
 pub mod semiring;
 
 pub use bits::BitMatrix;
