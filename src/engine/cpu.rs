@@ -222,10 +222,14 @@ impl Engine for CpuEngine {
     }
 
     fn matrix_bytes(&self, m: &CpuMatrix) -> u64 {
-        let s = m.tree.stats();
+        self.load_bytes(&m.tree, m.config)
+    }
+
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
+        let s = tree.stats();
         s.tree_bytes
             + s.directory_bytes
-            + if m.config == MatrixConfig::CachedFrontier {
+            + if config == MatrixConfig::CachedFrontier {
                 s.frontier_bytes
             } else {
                 0
