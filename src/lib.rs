@@ -9,5 +9,6 @@
 //! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU.
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod engine;
 pub mod k2tree;
