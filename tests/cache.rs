@@ -52,8 +52,17 @@ fn bytes(r: &Relation, config: MatrixConfig) -> u64 {
 fn check_budget(c: &DeviceCache<CpuEngine, usize>) {
     let used = c.used_bytes();
     let s = c.stats();
-    assert!(used <= c.budget(), "{used} bytes used over a budget of {}", c.budget());
-    assert!(s.peak_bytes <= s.budget, "peak {} over budget {}", s.peak_bytes, s.budget);
+    assert!(
+        used <= c.budget(),
+        "{used} bytes used over a budget of {}",
+        c.budget()
+    );
+    assert!(
+        s.peak_bytes <= s.budget,
+        "peak {} over budget {}",
+        s.peak_bytes,
+        s.budget
+    );
     assert!(s.resident_bytes + s.reserved_bytes <= s.budget);
 }
 
@@ -75,7 +84,10 @@ fn to_bits(set: &BTreeSet<u32>) -> BitMatrix {
 }
 
 fn from_bits(m: &BitMatrix) -> BTreeSet<u32> {
-    (0..m.rows()).filter(|&i| m.get(i, 0)).map(|i| i as u32).collect()
+    (0..m.rows())
+        .filter(|&i| m.get(i, 0))
+        .map(|i| i as u32)
+        .collect()
 }
 
 /// One forward step through a cached relation, checked against the edges.
@@ -112,12 +124,19 @@ fn random_sources(rng: &mut StdRng) -> BTreeSet<u32> {
 #[test]
 fn budget_smaller_than_the_workload_evicts_and_stays_right() {
     let rels = relations(10, 800, 1);
-    let total: u64 = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).sum();
+    let total: u64 = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .sum();
     let c = cache(total / 3 + 2 * N as u64 * 8);
     let mut rng = StdRng::seed_from_u64(2);
     for i in 0..200 {
         let k = rng.random_range(0..rels.len());
-        let traversal = if i % 2 == 0 { Traversal::Dense } else { Traversal::Masked };
+        let traversal = if i % 2 == 0 {
+            Traversal::Dense
+        } else {
+            Traversal::Masked
+        };
         step(&c, &rels, k, &random_sources(&mut rng), traversal);
     }
     let s = c.stats();
@@ -132,7 +151,10 @@ fn budget_smaller_than_the_workload_evicts_and_stays_right() {
 fn plan_larger_than_the_budget_runs_in_phases() {
     // A path a/b/c/d/e whose relations together need more than the budget, each fitting.
     let rels = relations(5, 1500, 3);
-    let sizes: Vec<u64> = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).collect();
+    let sizes: Vec<u64> = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .collect();
     let budget = sizes.iter().max().unwrap() * 2 + 2 * N as u64 * 8;
     assert!(sizes.iter().sum::<u64>() > budget);
     let c = cache(budget);
@@ -209,7 +231,11 @@ fn relation_larger_than_the_budget_falls_back_or_fails() {
 #[test]
 fn pinned_relations_are_never_evicted() {
     let rels = relations(6, 800, 7);
-    let max = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).max().unwrap();
+    let max = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .max()
+        .unwrap();
     let c = cache(2 * max);
     let pinned = c
         .get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier)
@@ -217,7 +243,9 @@ fn pinned_relations_are_never_evicted() {
     let mut rng = StdRng::seed_from_u64(8);
     for _ in 0..30 {
         let k = rng.random_range(1..rels.len());
-        let a = c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier).unwrap();
+        let a = c
+            .get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
+            .unwrap();
         check_budget(&c);
         assert!(c.contains(&0), "the pinned relation was evicted");
         drop(a);
@@ -226,7 +254,11 @@ fn pinned_relations_are_never_evicted() {
     let s = c.stats();
     assert!(s.evictions > 0);
     let again = c
-        .get(0, || panic!("relation 0 reloaded"), MatrixConfig::CachedFrontier)
+        .get(
+            0,
+            || panic!("relation 0 reloaded"),
+            MatrixConfig::CachedFrontier,
+        )
         .unwrap();
     assert_eq!(again.tree().nnz(), pinned.tree().nnz());
     drop((pinned, again));
@@ -239,11 +271,17 @@ fn pinned_relations_are_never_evicted() {
 #[test]
 fn reservations_evict_unpinned_relations_and_return_their_bytes() {
     let rels = relations(3, 800, 9);
-    let sizes: Vec<u64> = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).collect();
+    let sizes: Vec<u64> = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .collect();
     let budget = sizes.iter().sum::<u64>();
     let c = cache(budget);
     for (k, r) in rels.iter().enumerate() {
-        drop(c.get(k, || r.tree.clone(), MatrixConfig::CachedFrontier).unwrap());
+        drop(
+            c.get(k, || r.tree.clone(), MatrixConfig::CachedFrontier)
+                .unwrap(),
+        );
     }
     assert_eq!(c.used_bytes(), budget);
     // Relation 0 is the least recently used: a reservation of its size evicts it alone.
@@ -259,11 +297,17 @@ fn reservations_evict_unpinned_relations_and_return_their_bytes() {
 #[test]
 fn stats_are_consistent() {
     let rels = relations(3, 800, 10);
-    let sizes: Vec<u64> = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).collect();
+    let sizes: Vec<u64> = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .collect();
     // Room for relations 0 and 1 together, not all three.
     let c = cache(sizes[0] + sizes[1].max(sizes[2]));
     let get = |k: usize| {
-        drop(c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier).unwrap());
+        drop(
+            c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
+                .unwrap(),
+        );
         check_budget(&c);
     };
     get(0); // miss
@@ -281,7 +325,10 @@ fn stats_are_consistent() {
     assert_eq!(s.budget, c.budget());
     assert_eq!((s.tree_only_loads, s.upgrades, s.waits), (0, 0, 0));
     let text = s.to_string();
-    assert!(text.contains("2 hits, 4 misses") && text.contains("2 evictions"), "{text}");
+    assert!(
+        text.contains("2 hits, 4 misses") && text.contains("2 evictions"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -302,26 +349,42 @@ fn cold_relations_load_tree_only_and_upgrade_when_hot() {
     assert_eq!(third.config(), MatrixConfig::CachedFrontier);
     drop(third);
     let s = c.stats();
-    assert_eq!((s.misses, s.hits, s.upgrades, s.tree_only_loads), (2, 1, 1, 1), "{s}");
-    assert_eq!(s.resident_bytes, bytes(&rels[0], MatrixConfig::CachedFrontier));
+    assert_eq!(
+        (s.misses, s.hits, s.upgrades, s.tree_only_loads),
+        (2, 1, 1, 1),
+        "{s}"
+    );
+    assert_eq!(
+        s.resident_bytes,
+        bytes(&rels[0], MatrixConfig::CachedFrontier)
+    );
 }
 
 #[test]
 fn frontiers_that_do_not_fit_comfortably_are_left_out_when_memory_is_taken() {
     let rels = relations(2, 800, 15);
-    let full: Vec<u64> = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).collect();
+    let full: Vec<u64> = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .collect();
     // Each frontier configuration takes over a quarter of the budget.
     let budget = full[0] + full[1] + 1;
-    let c: DeviceCache<CpuEngine, usize> =
-        DeviceCache::new(Arc::new(CpuEngine::new()), CacheOptions::with_budget(budget));
+    let c: DeviceCache<CpuEngine, usize> = DeviceCache::new(
+        Arc::new(CpuEngine::new()),
+        CacheOptions::with_budget(budget),
+    );
     assert!(full[0] as f64 > 0.25 * budget as f64);
     // While the memory is free it is used.
-    let a = c.get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier).unwrap();
+    let a = c
+        .get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier)
+        .unwrap();
     assert_eq!(a.config(), MatrixConfig::CachedFrontier);
     // Relation 0 is pinned and a query holds working memory: relation 1's frontier no
     // longer fits in what is free, so it comes tree-only.
     let w = c.reserve(budget - full[0] - full[1] + 2).unwrap();
-    let b = c.get(1, || rels[1].tree.clone(), MatrixConfig::CachedFrontier).unwrap();
+    let b = c
+        .get(1, || rels[1].tree.clone(), MatrixConfig::CachedFrontier)
+        .unwrap();
     assert_eq!(b.config(), MatrixConfig::TreeOnly);
     check_budget(&c);
     drop((a, b, w));
@@ -333,23 +396,36 @@ fn failed_loads_leave_nothing_behind() {
     let rels = relations(1, 100, 12);
     let c = cache(1 << 20);
     let err = c
-        .try_get(0, || Err::<Arc<K2Tree>, _>("disk on fire"), MatrixConfig::TreeOnly)
+        .try_get(
+            0,
+            || Err::<Arc<K2Tree>, _>("disk on fire"),
+            MatrixConfig::TreeOnly,
+        )
         .err()
         .unwrap();
     assert!(err.to_string().contains("disk on fire"), "{err}");
     assert_eq!(c.used_bytes(), 0);
     // The placeholder is gone: the next request loads.
-    let a = c.get(0, || rels[0].tree.clone(), MatrixConfig::TreeOnly).unwrap();
+    let a = c
+        .get(0, || rels[0].tree.clone(), MatrixConfig::TreeOnly)
+        .unwrap();
     assert_eq!(a.tree().nnz(), rels[0].tree.nnz());
 }
 
 #[test]
 fn concurrent_queries_share_one_cache() {
     let rels = relations(12, 600, 13);
-    let total: u64 = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).sum();
+    let total: u64 = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .sum();
     let threads = 4;
     // Every thread can hold one relation and its working memory at once.
-    let max = rels.iter().map(|r| bytes(r, MatrixConfig::CachedFrontier)).max().unwrap();
+    let max = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .max()
+        .unwrap();
     let budget = (total / 4).max(threads as u64 * (max + 2 * N as u64 * 8));
     let c = cache(budget);
     let ops_per_thread = 60;
@@ -360,7 +436,11 @@ fn concurrent_queries_share_one_cache() {
                 let mut rng = StdRng::seed_from_u64(100 + t as u64);
                 for i in 0..ops_per_thread {
                     let k = rng.random_range(0..rels.len());
-                    let traversal = if i % 3 == 0 { Traversal::Dense } else { Traversal::Masked };
+                    let traversal = if i % 3 == 0 {
+                        Traversal::Dense
+                    } else {
+                        Traversal::Masked
+                    };
                     step(c, rels, k, &random_sources(&mut rng), traversal);
                 }
             });
