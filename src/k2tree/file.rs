@@ -270,6 +270,13 @@ fn decode_header(path: &Path, bytes: &[u8], file_len: u64, verify: bool) -> Resu
         needed,
         len: file_len,
     };
+    // A short file that is not a prefix of the magic is not a .k2 file at all.
+    let head = bytes.len().min(MAGIC.len());
+    if bytes[..head] != MAGIC[..head] {
+        return Err(FileError::BadMagic {
+            path: path.to_path_buf(),
+        });
+    }
     if bytes.len() < MAGIC.len() {
         return Err(truncated(FIXED_LEN as u64));
     }
