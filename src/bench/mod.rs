@@ -2,5 +2,6 @@
 //! and the construction benchmark behind `k2rpq bench-build`.
 
 pub mod build;
+pub mod cache;
 pub mod gen;
 pub mod input;
