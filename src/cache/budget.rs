@@ -80,6 +80,18 @@ pub fn parse_bytes(text: &str, free_memory: u64) -> Result<u64, BudgetError> {
     Ok(bytes as u64)
 }
 
+/// The budget a user asked for (`--gpu-budget`), or [`DEFAULT_BUDGET`] of `free_memory`
+/// when none was given.
+///
+/// ```
+/// use k2rpq::cache::budget::budget_or_default;
+/// assert_eq!(budget_or_default(Some("1KiB"), 4000).unwrap(), 1024);
+/// assert_eq!(budget_or_default(None, 4000).unwrap(), 3000);
+/// ```
+pub fn budget_or_default(text: Option<&str>, free_memory: u64) -> Result<u64, BudgetError> {
+    parse_bytes(text.unwrap_or(DEFAULT_BUDGET), free_memory)
+}
+
 /// `MemAvailable` of `/proc/meminfo` in bytes: the RAM the kernel can hand out without
 /// swapping. `None` where it cannot be read (not Linux).
 pub fn available_host_memory() -> Option<u64> {

@@ -32,6 +32,9 @@
 //!   *not* stream: a relation whose cached frontier does not fit runs tree-only, and one
 //!   whose tree alone exceeds the whole budget is an error ([`CacheError::TooLarge`]).
 //!   Streaming tiles from pinned host memory is left open.
+//! - **Budget.** Given in bytes; [`parse_bytes`] reads what users write (`8GiB`, `512MB`,
+//!   `10%` of free memory) and [`budget_or_default`] applies [`DEFAULT_BUDGET`] (75% of the
+//!   memory free at start: device memory for the GPU, [`available_host_memory`] for the CPU).
 //! - **Threads.** One cache is shared by any number of threads ([`DeviceCache`] is a cheap
 //!   handle: clone it). A mutex guards the LRU and the byte counts; loads, frees and the
 //!   caller's tree function run outside it. A relation being loaded has a placeholder, so
@@ -67,7 +70,9 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-pub use budget::{available_host_memory, human_bytes, parse_bytes, BudgetError, DEFAULT_BUDGET};
+pub use budget::{
+    available_host_memory, budget_or_default, human_bytes, parse_bytes, BudgetError, DEFAULT_BUDGET,
+};
 pub use stats::CacheStats;
 
 use crate::engine::{Engine, EngineError, MatrixConfig};
