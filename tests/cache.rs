@@ -170,24 +170,30 @@ fn plan_larger_than_the_budget_runs_in_phases() {
     assert_eq!(frontier, oracle);
     assert!(c.stats().evictions > 0);
 
-    // Pinning every relation at once cannot fit; a single thread holding all the pins
-    // gets an error instead of waiting forever.
-    let mut pins = Vec::new();
-    let mut failed = None;
-    for (k, r) in rels.iter().enumerate() {
-        match c.get(k, || r.tree.clone(), MatrixConfig::CachedFrontier) {
-            Ok(p) => pins.push(p),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
+    // Pinning every relation at once does not fit with frontiers: the relations that
+    // would block for good come tree-only instead.
+    let pins: Vec<_> = rels
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let p = c
+                .get(k, || r.tree.clone(), MatrixConfig::CachedFrontier)
+                .unwrap();
+            check_budget(&c);
+            p
+        })
+        .collect();
+    assert!(pins.iter().any(|p| p.config() == MatrixConfig::TreeOnly));
+    assert!(c.stats().tree_only_loads > 0);
+    // A thread holding every pin and asking for more than is left gets an error instead
+    // of waiting for itself forever.
+    let left = c.budget() - c.used_bytes();
+    match c.reserve(left + 1) {
+        Err(CacheError::Exhausted { needed, budget, .. }) => {
+            assert_eq!((needed, budget), (left + 1, c.budget()))
         }
-        check_budget(&c);
+        other => panic!("expected Exhausted, got {:?}", other.err()),
     }
-    assert!(
-        matches!(failed, Some(CacheError::Exhausted { .. })),
-        "{failed:?}"
-    );
     drop(pins);
     assert_eq!(c.stats().pinned_entries, 0);
 }
@@ -519,4 +525,69 @@ fn queries_blocking_each_other_fail_one_instead_of_hanging() {
     assert_eq!(s.reserved_bytes, 0);
     assert!(s.peak_bytes <= 1000);
     assert_eq!(s.waits, 1);
+}
+
+#[test]
+fn tight_budgets_with_long_queries_never_hang_or_overrun() {
+    // Queries hold their frontiers across steps (as the RPQ executor does) and pin one
+    // relation per step; the budget holds every thread's frontiers and about two
+    // relations. A query either completes with the right answer or gets `Exhausted`.
+    let rels = relations(8, 600, 16);
+    let max = rels
+        .iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .max()
+        .unwrap();
+    let threads = 4;
+    let frontier = 2 * N as u64 * 8;
+    let c = cache(threads as u64 * frontier + 2 * max);
+    let completed = AtomicUsize::new(0);
+    let exhausted = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (c, rels, completed, exhausted) = (&c, &rels, &completed, &exhausted);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(200 + t as u64);
+                'query: for _ in 0..25 {
+                    let held = c.reserve(frontier).unwrap();
+                    check_budget(c);
+                    let mut set = random_sources(&mut rng);
+                    let mut oracle = set.clone();
+                    for _ in 0..3 {
+                        let k = rng.random_range(0..rels.len());
+                        let a =
+                            match c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier) {
+                                Ok(a) => a,
+                                Err(CacheError::Exhausted { .. }) => {
+                                    exhausted.fetch_add(1, Ordering::Relaxed);
+                                    continue 'query;
+                                }
+                                Err(e) => panic!("{e}"),
+                            };
+                        check_budget(c);
+                        let mut y = BitMatrix::zeroed(N as usize, 1);
+                        c.engine()
+                            .bool_product(
+                                &a,
+                                Direction::Left,
+                                &to_bits(&set),
+                                &mut y,
+                                Traversal::Masked,
+                            )
+                            .unwrap();
+                        set = from_bits(&y);
+                        oracle = successors(&rels[k].edges, &oracle);
+                        assert_eq!(set, oracle);
+                    }
+                    drop(held);
+                    completed.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let done = completed.load(Ordering::Relaxed) + exhausted.load(Ordering::Relaxed);
+    assert_eq!(done, threads * 25);
+    let s = c.stats();
+    assert_eq!((s.pinned_entries, s.reserved_bytes), (0, 0), "{s}");
+    assert!(s.peak_bytes <= c.budget());
 }

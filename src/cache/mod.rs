@@ -20,7 +20,8 @@
 //!   by queries that are themselves waiting (a deadlock), the request fails with
 //!   [`CacheError::Exhausted`] instead of hanging. Guards are attributed to the thread that
 //!   created them; a guard moved to another thread can make this detection report a
-//!   deadlock that the other thread would have resolved, never hang.
+//!   deadlock that the other thread would have resolved, never hang. Before failing so, a
+//!   load that asked for the cached frontier tries tree-only.
 //! - **Configuration per relation.** A request names the configuration it prefers. The
 //!   cached frontier ([`MatrixConfig::CachedFrontier`], `k2+F`, ~8 bytes per last-level
 //!   node: usually several times the tree) is used when the relation is hot (asked for at
@@ -497,7 +498,15 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
             }
         }
 
-        let mut st = self.admit(sh.lock(), bytes, me)?;
+        let mut st = match self.admit(sh.lock(), bytes, me) {
+            // Blocked for good with the frontier: the tree alone may still get through.
+            Err(CacheError::Exhausted { .. }) if chosen == MatrixConfig::CachedFrontier => {
+                chosen = MatrixConfig::TreeOnly;
+                bytes = tree_only;
+                self.admit(sh.lock(), bytes, me)?
+            }
+            admitted => admitted?,
+        };
         st.loading += bytes;
         placeholder.admitted = bytes;
         st.note_peak();
