@@ -154,8 +154,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &what,
             args.stats,
         ),
-        EngineKind::Gpu => anyhow::bail!(
-            "--engine gpu: the GPU engine is not part of this build yet (branch gpu); use --engine cpu"
+        EngineKind::Gpu => report(
+            Arc::new(k2rpq::engine::gpu::GpuEngine::new(0).context("--engine gpu")?),
+            &relations,
+            &fractions,
+            &workload,
+            &what,
+            args.stats,
         ),
     }
 }
