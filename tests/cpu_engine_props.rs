@@ -53,7 +53,13 @@ fn check_semiring<S: Semiring>(
                     prop_assert!(
                         same(a, b),
                         "{:?} {:?} {:?} batch {} entry {}: got {:?}, want {:?}",
-                        S::KIND, config, dir, batch, k, a, b
+                        S::KIND,
+                        config,
+                        dir,
+                        batch,
+                        k,
+                        a,
+                        b
                     );
                 }
                 // Wrong shapes are errors, not panics.
@@ -82,7 +88,13 @@ fn check_all_semirings(tree: &Arc<K2Tree>, csr: &Csr, seed: u64) -> Result<(), T
         },
         |a, b| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0),
     )?;
-    check_semiring::<Counting>(tree, csr, seed, |r| (r.next() % 4) as u32 * 1_000_000_007, |a, b| a == b)?;
+    check_semiring::<Counting>(
+        tree,
+        csr,
+        seed,
+        |r| (r.next() % 4) as u32 * 1_000_000_007,
+        |a, b| a == b,
+    )?;
     check_semiring::<Boolean>(tree, csr, seed, |r| (r.next() % 3) as u32, |a, b| a == b)?;
     check_semiring::<Tropical>(
         tree,
@@ -125,20 +137,32 @@ fn check_bool(tree: &Arc<K2Tree>, csr: &Csr, seed: u64) -> Result<(), TestCaseEr
                     for traversal in [Traversal::Dense, Traversal::Masked] {
                         let xd = engine.bits_upload(&x).unwrap();
                         let mut yd = engine.bits_upload(&y0).unwrap();
-                        engine.bool_product(&m, dir, &xd, &mut yd, traversal).unwrap();
+                        engine
+                            .bool_product(&m, dir, &xd, &mut yd, traversal)
+                            .unwrap();
                         let got = engine.bits_download(&yd).unwrap();
                         prop_assert_eq!(
-                            &got, &want,
-                            "{:?} {:?} {:?} W = {} density {}", config, dir, traversal, words, density
+                            &got,
+                            &want,
+                            "{:?} {:?} {:?} W = {} density {}",
+                            config,
+                            dir,
+                            traversal,
+                            words,
+                            density
                         );
                     }
                 }
                 // Mismatched shapes are errors.
                 let x = engine.bits_zeroed(n_in as usize, words).unwrap();
                 let mut y = engine.bits_zeroed(n_out as usize + 1, words).unwrap();
-                prop_assert!(engine.bool_product(&m, dir, &x, &mut y, Traversal::Dense).is_err());
+                prop_assert!(engine
+                    .bool_product(&m, dir, &x, &mut y, Traversal::Dense)
+                    .is_err());
                 let mut y = engine.bits_zeroed(n_out as usize, words + 1).unwrap();
-                prop_assert!(engine.bool_product(&m, dir, &x, &mut y, Traversal::Masked).is_err());
+                prop_assert!(engine
+                    .bool_product(&m, dir, &x, &mut y, Traversal::Masked)
+                    .is_err());
             }
         }
     }
@@ -220,7 +244,10 @@ fn big_matrix_products_match_csr() {
                 for traversal in [Traversal::Dense, Traversal::Masked] {
                     let mut y = y0.clone();
                     engine.bool_product(&m, dir, &x, &mut y, traversal).unwrap();
-                    assert_eq!(y, want, "{config:?} {dir:?} {traversal:?} density {density}");
+                    assert_eq!(
+                        y, want,
+                        "{config:?} {dir:?} {traversal:?} density {density}"
+                    );
                 }
             }
         }

@@ -41,7 +41,10 @@ fn round_trip(t: &K2Tree, opts: WriteOptions) -> Result<(), TestCaseError> {
     prop_assert_eq!(u.cells(), t.cells());
     // (Validation may compute a default directory, so only a stored one is checked.)
     if let Some(s) = opts.directory {
-        prop_assert_eq!(u.directory_if_built().map(|d| d.sample), Some(s.max(16).next_power_of_two()));
+        prop_assert_eq!(
+            u.directory_if_built().map(|d| d.sample),
+            Some(s.max(16).next_power_of_two())
+        );
     }
     prop_assert_eq!(u.has_frontier(), opts.frontier);
     if let Some(s) = opts.directory {
@@ -105,7 +108,12 @@ fn truncation_at_every_boundary_is_reported() {
     let h = file::read_header(&path).unwrap();
     let mut cuts = vec![0, 1, 7, 8, 11, 12, 100, 119, 120, h.header_len() - 1];
     for s in &h.sections {
-        cuts.extend([s.offset, s.offset + 1, s.offset + s.len - 1, s.offset + s.len]);
+        cuts.extend([
+            s.offset,
+            s.offset + 1,
+            s.offset + s.len - 1,
+            s.offset + s.len,
+        ]);
     }
     cuts.retain(|&c| c < bytes.len() as u64);
     cuts.sort_unstable();
@@ -121,7 +129,10 @@ fn truncation_at_every_boundary_is_reported() {
             }
         }
         let p = dir.path().join("damaged.k2");
-        assert!(matches!(file::read_header(&p), Err(FileError::Truncated { .. })));
+        assert!(matches!(
+            file::read_header(&p),
+            Err(FileError::Truncated { .. })
+        ));
     }
 }
 
@@ -130,19 +141,30 @@ fn wrong_magic_version_and_trailing_bytes() {
     let (dir, _, _, bytes) = sample_file();
     let mut b = bytes.clone();
     b[0] ^= 0x20;
-    assert!(matches!(open_bytes(dir.path(), &b, true), Err(FileError::BadMagic { .. })));
-    assert!(matches!(open_bytes(dir.path(), b"hello", true), Err(FileError::BadMagic { .. })));
+    assert!(matches!(
+        open_bytes(dir.path(), &b, true),
+        Err(FileError::BadMagic { .. })
+    ));
+    assert!(matches!(
+        open_bytes(dir.path(), b"hello", true),
+        Err(FileError::BadMagic { .. })
+    ));
     let mut b = bytes.clone();
     b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     match open_bytes(dir.path(), &b, false) {
-        Err(FileError::UnsupportedVersion { found, supported, .. }) => {
+        Err(FileError::UnsupportedVersion {
+            found, supported, ..
+        }) => {
             assert_eq!((found, supported), (FORMAT_VERSION + 1, FORMAT_VERSION))
         }
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }
     let mut b = bytes.clone();
     b.extend_from_slice(&[0; 8]);
-    assert!(matches!(open_bytes(dir.path(), &b, true), Err(FileError::Invalid { .. })));
+    assert!(matches!(
+        open_bytes(dir.path(), &b, true),
+        Err(FileError::Invalid { .. })
+    ));
     // The error names the file.
     let e = open_bytes(dir.path(), &bytes[..50], true).unwrap_err();
     assert!(e.to_string().contains("damaged.k2"), "{e}");
@@ -154,7 +176,11 @@ fn wrong_magic_version_and_trailing_bytes() {
 fn damaged_section_is_named_by_its_checksum() {
     let (dir, path, _, bytes) = sample_file();
     let h = file::read_header(&path).unwrap();
-    for (s, name) in h.sections.iter().zip(["signatures", "directory", "frontier"]) {
+    for (s, name) in h
+        .sections
+        .iter()
+        .zip(["signatures", "directory", "frontier"])
+    {
         let mut b = bytes.clone();
         b[(s.offset + s.len / 2) as usize] ^= 0x10;
         match open_bytes(dir.path(), &b, true) {
@@ -163,7 +189,10 @@ fn damaged_section_is_named_by_its_checksum() {
         }
         // Without checksums the structural checks still refuse it.
         assert!(
-            matches!(open_bytes(dir.path(), &b, false), Err(FileError::Invalid { .. })),
+            matches!(
+                open_bytes(dir.path(), &b, false),
+                Err(FileError::Invalid { .. })
+            ),
             "{name}"
         );
     }
@@ -171,7 +200,10 @@ fn damaged_section_is_named_by_its_checksum() {
     b[20] ^= 1; // rows
     assert!(matches!(
         open_bytes(dir.path(), &b, true),
-        Err(FileError::Checksum { section: "header", .. })
+        Err(FileError::Checksum {
+            section: "header",
+            ..
+        })
     ));
 }
 
@@ -235,6 +267,10 @@ fn write_replaces_atomically_and_reports_bad_paths() {
     // The old map stays valid after the rename; the new file has the new tree.
     assert_eq!(mapped.cells(), vec![(0, 0)]);
     assert_eq!(file::open(&path, OpenOptions::default()).unwrap(), b);
-    let e = file::write(&a, dir.path().join("no/such/dir/x.k2"), WriteOptions::default());
+    let e = file::write(
+        &a,
+        dir.path().join("no/such/dir/x.k2"),
+        WriteOptions::default(),
+    );
     assert!(matches!(e, Err(FileError::Io { .. })));
 }

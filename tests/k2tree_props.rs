@@ -13,7 +13,8 @@ fn check_tree(rows: u64, cols: u64, edges: &[(u32, u32)]) -> Result<(), TestCase
     prop_assert_eq!(t.cols(), cols);
     prop_assert_eq!(t.nnz(), csr.nnz());
     prop_assert_eq!(t.height(), height_for(rows, cols));
-    t.validate().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    t.validate()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
 
     let mut cells = t.cells();
     // Cells come out in Morton order.
@@ -69,14 +70,23 @@ fn check_rank(t: &K2Tree) -> Result<(), TestCaseError> {
     for sample in [1, 16, 17, 64, 256, 1000] {
         let dir = Directory::build(t, sample);
         prop_assert!(dir.sample.is_power_of_two() && dir.sample >= 16 && dir.sample >= sample);
-        prop_assert_eq!(dir.ranks.len() as u64, t.internal_nodes() / dir.sample as u64 + 1);
+        prop_assert_eq!(
+            dir.ranks.len() as u64,
+            t.internal_nodes() / dir.sample as u64 + 1
+        );
         for (k, &r) in dir.ranks.iter().enumerate() {
             prop_assert_eq!(r, prefix[k * dir.sample as usize]);
         }
         let tt = t.clone().with_directory(dir.clone());
         prop_assert_eq!(tt.directory(), &dir);
         for j in 0..t.internal_nodes() {
-            prop_assert_eq!(tt.rank(j), prefix[j as usize], "rank({}) at S = {}", j, sample);
+            prop_assert_eq!(
+                tt.rank(j),
+                prefix[j as usize],
+                "rank({}) at S = {}",
+                j,
+                sample
+            );
         }
     }
     Ok(())
@@ -114,7 +124,10 @@ fn big_tree_exercises_parallel_paths() {
     let mut cells = t.cells();
     cells.sort_unstable();
     assert_eq!(cells, csr.cells());
-    assert!(t.level_nodes(t.height() - 2) > 1 << 15, "too small to split levels");
+    assert!(
+        t.level_nodes(t.height() - 2) > 1 << 15,
+        "too small to split levels"
+    );
     for r in (0..rows as u32).step_by(997) {
         assert_eq!(t.row(r), csr.row(r));
     }
@@ -122,7 +135,10 @@ fn big_tree_exercises_parallel_paths() {
         assert_eq!(t.column(c), csr.column(c));
     }
     // Same tree from a single-threaded pool (one build chunk per thread boundary moves).
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let t1 = one.install(|| K2Tree::from_edges(rows, cols, edges.clone()));
     assert_eq!(t1, t);
 }
@@ -144,7 +160,10 @@ fn from_parts_rejects_inconsistent_parts() {
     for bit in 0..t.nodes() * 4 {
         let mut w = words.clone();
         w[(bit / 64) as usize] ^= 1 << (bit % 64);
-        assert!(K2Tree::from_parts(6, 6, 3, &levels, Words::owned(w)).is_err(), "bit {bit}");
+        assert!(
+            K2Tree::from_parts(6, 6, 3, &levels, Words::owned(w)).is_err(),
+            "bit {bit}"
+        );
     }
     let mut w = words.clone();
     w.push(1);

@@ -45,11 +45,16 @@ impl Source {
     /// A short name for reports.
     pub fn name(&self) -> String {
         match self {
-            Source::File { path, .. } => path
-                .file_name()
-                .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into()),
+            Source::File { path, .. } => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into(),
+            ),
             Source::Synthetic { kind, edges, .. } => {
-                format!("{}-{}", format!("{kind:?}").to_lowercase(), human(*edges as f64))
+                format!(
+                    "{}-{}",
+                    format!("{kind:?}").to_lowercase(),
+                    human(*edges as f64)
+                )
             }
         }
     }
@@ -197,16 +202,17 @@ pub fn run(source: &Source, opts: &BenchOptions) -> Result<BuildReport, BenchErr
     let input_edges = codes.len() as u64;
 
     let peak_reset = reset_peak_rss();
-    let pb = spinner(opts.progress, &format!("building {name} ({input_edges} edges)"));
+    let pb = spinner(
+        opts.progress,
+        &format!("building {name} ({input_edges} edges)"),
+    );
     let t = Instant::now();
     let tree = K2Tree::from_codes(rows, cols, &mut codes).map_err(|source| BenchError::Tree {
         name: name.clone(),
         source,
     })?;
     let build_s = t.elapsed().as_secs_f64();
-    let build_peak_bytes = peak_reset
-        .then(|| proc_status_bytes("VmHWM"))
-        .flatten();
+    let build_peak_bytes = peak_reset.then(|| proc_status_bytes("VmHWM")).flatten();
     drop(codes);
 
     pb.set_message(format!("directory of {name}"));

@@ -78,27 +78,30 @@ impl Rmat {
         let scramble = self.scramble;
         let seed = self.seed;
         let mut codes = vec![0u64; self.edges as usize];
-        codes.par_chunks_mut(BLOCK).enumerate().for_each(|(k, out)| {
-            let mut rng = block_rng(seed, k);
-            for slot in out {
-                let mut code = 0u64;
-                let mut bits = 0u64;
-                for level in 0..scale {
-                    if level % 4 == 0 {
-                        bits = rng.random();
+        codes
+            .par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(k, out)| {
+                let mut rng = block_rng(seed, k);
+                for slot in out {
+                    let mut code = 0u64;
+                    let mut bits = 0u64;
+                    for level in 0..scale {
+                        if level % 4 == 0 {
+                            bits = rng.random();
+                        }
+                        let u = (bits & 0xFFFF) as u32;
+                        bits >>= 16;
+                        let q = (u >= ta) as u64 + (u >= tab) as u64 + (u >= tabc) as u64;
+                        code = (code << 2) | q;
                     }
-                    let u = (bits & 0xFFFF) as u32;
-                    bits >>= 16;
-                    let q = (u >= ta) as u64 + (u >= tab) as u64 + (u >= tabc) as u64;
-                    code = (code << 2) | q;
+                    if scramble {
+                        let (r, c) = morton::decode(code);
+                        code = morton::encode(permute(r, mask, seed), permute(c, mask, seed));
+                    }
+                    *slot = code;
                 }
-                if scramble {
-                    let (r, c) = morton::decode(code);
-                    code = morton::encode(permute(r, mask, seed), permute(c, mask, seed));
-                }
-                *slot = code;
-            }
-        });
+            });
         Generated {
             nodes: 1u64 << scale,
             codes,
@@ -177,50 +180,53 @@ impl Web {
             stride += 2;
         }
         let mut codes = vec![0u64; edges as usize];
-        codes.par_chunks_mut(BLOCK).enumerate().for_each(|(k, out)| {
-            let mut rng = block_rng(self.seed, k);
-            let first = (k * BLOCK) as u64;
-            // Edge i leaves page i·n/edges: pages in order, degree edges/n each.
-            let src_of = |i: u64| ((i as u128 * n as u128) / edges as u128) as u64;
-            let mut host_lo = u64::MAX;
-            let mut host_hi = 0;
-            for (i, slot) in out.iter_mut().enumerate() {
-                let src = src_of(first + i as u64);
-                if src >= host_hi || host_lo == u64::MAX {
-                    host_lo = src;
-                    while !self.host_starts_at(host_lo) {
-                        host_lo -= 1;
+        codes
+            .par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(k, out)| {
+                let mut rng = block_rng(self.seed, k);
+                let first = (k * BLOCK) as u64;
+                // Edge i leaves page i·n/edges: pages in order, degree edges/n each.
+                let src_of = |i: u64| ((i as u128 * n as u128) / edges as u128) as u64;
+                let mut host_lo = u64::MAX;
+                let mut host_hi = 0;
+                for (i, slot) in out.iter_mut().enumerate() {
+                    let src = src_of(first + i as u64);
+                    if src >= host_hi || host_lo == u64::MAX {
+                        host_lo = src;
+                        while !self.host_starts_at(host_lo) {
+                            host_lo -= 1;
+                        }
+                        host_hi = src + 1;
+                        while host_hi < n && !self.host_starts_at(host_hi) {
+                            host_hi += 1;
+                        }
                     }
-                    host_hi = src + 1;
-                    while host_hi < n && !self.host_starts_at(host_hi) {
-                        host_hi += 1;
-                    }
-                }
-                let u: u32 = rng.random();
-                let dst = if u < t_host {
-                    let size = host_hi - host_lo;
-                    if rng.random::<bool>() {
-                        // Near the page: a small geometric-ish offset either way.
-                        let off = (1u64 << rng.random_range(0..6)) + rng.random_range(0..4);
-                        let d = if rng.random::<bool>() {
-                            src + off
+                    let u: u32 = rng.random();
+                    let dst = if u < t_host {
+                        let size = host_hi - host_lo;
+                        if rng.random::<bool>() {
+                            // Near the page: a small geometric-ish offset either way.
+                            let off = (1u64 << rng.random_range(0..6)) + rng.random_range(0..4);
+                            let d = if rng.random::<bool>() {
+                                src + off
+                            } else {
+                                src.saturating_sub(off)
+                            };
+                            d.clamp(host_lo, host_hi - 1)
                         } else {
-                            src.saturating_sub(off)
-                        };
-                        d.clamp(host_lo, host_hi - 1)
+                            host_lo + rng.random_range(0..size)
+                        }
+                    } else if u < t_pop {
+                        let x: f64 = rng.random();
+                        let rank = ((n as f64) * x.powi(4)) as u64;
+                        (rank.min(n - 1) as u128 * stride as u128 % n as u128) as u64
                     } else {
-                        host_lo + rng.random_range(0..size)
-                    }
-                } else if u < t_pop {
-                    let x: f64 = rng.random();
-                    let rank = ((n as f64) * x.powi(4)) as u64;
-                    (rank.min(n - 1) as u128 * stride as u128 % n as u128) as u64
-                } else {
-                    rng.random_range(0..n)
-                };
-                *slot = morton::encode(src as u32, dst as u32);
-            }
-        });
+                        rng.random_range(0..n)
+                    };
+                    *slot = morton::encode(src as u32, dst as u32);
+                }
+            });
         Generated { nodes: n, codes }
     }
 }
@@ -274,7 +280,10 @@ mod tests {
         let frac = tl / plain.codes.len() as f64;
         assert!((frac - 0.57).abs() < 0.01, "{frac}");
         // The same on one thread.
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         assert_eq!(one.install(|| g.generate().codes), g.generate().codes);
     }
 

@@ -96,7 +96,9 @@ pub fn read_edges(
         Some(pb) => Box::new(pb.wrap_read(file)),
         None => Box::new(file),
     };
-    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     let reader: Box<dyn BufRead> = if gz {
         Box::new(BufReader::with_capacity(
             1 << 20,
@@ -113,7 +115,8 @@ pub fn read_edges(
 
 /// Splits a line into whitespace-separated fields without allocating.
 fn fields(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty())
+    line.split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
 }
 
 fn parse_u64(f: &[u8]) -> Option<u64> {
@@ -240,7 +243,10 @@ pub fn read_mtx(reader: impl BufRead, path: &Path) -> Result<EdgeList, InputErro
             if h[1] != "matrix" || h[2] != "coordinate" {
                 return Err(err(
                     n,
-                    format!("`{} {}` is not supported: only `matrix coordinate`", h[1], h[2]),
+                    format!(
+                        "`{} {}` is not supported: only `matrix coordinate`",
+                        h[1], h[2]
+                    ),
                 ));
             }
             field = Some(match h[3].as_str() {
@@ -385,8 +391,8 @@ mod tests {
             .unwrap();
         assert_eq!((e.rows, e.cols), (3, 4));
         assert_eq!(e.edges().collect::<Vec<_>>(), vec![(0, 0), (2, 3)]);
-        let e = mtx("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 2 7\n2 1 0\n")
-            .unwrap();
+        let e =
+            mtx("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 2 7\n2 1 0\n").unwrap();
         assert_eq!(e.edges().collect::<Vec<_>>(), vec![(0, 1)]);
         let e = mtx("%%MatrixMarket matrix coordinate real general\n2 2 1\n2 2 -0.5e3\n").unwrap();
         assert_eq!(e.edges().collect::<Vec<_>>(), vec![(1, 1)]);
@@ -408,12 +414,18 @@ mod tests {
         assert_eq!(line_of(mtx(&format!("{h}2 2 1\n3 1\n")).unwrap_err()), 3);
         assert_eq!(line_of(mtx(&format!("{h}2 2 1\n0 1\n")).unwrap_err()), 3);
         assert_eq!(line_of(mtx(&format!("{h}2 2 1\n1 1 5\n")).unwrap_err()), 3);
-        assert_eq!(line_of(mtx(&format!("{h}2 2 1\n1 1\n2 2\n")).unwrap_err()), 4);
+        assert_eq!(
+            line_of(mtx(&format!("{h}2 2 1\n1 1\n2 2\n")).unwrap_err()),
+            4
+        );
         assert_eq!(line_of(mtx(&format!("{h}2 2 2\n1 1\n")).unwrap_err()), 0);
         assert_eq!(line_of(mtx("").unwrap_err()), 0);
-        let e = mtx("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 x\n")
-            .unwrap_err();
-        assert!(e.to_string().contains("x.mtx:3: `x` is not an integer"), "{e}");
+        let e =
+            mtx("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 x\n").unwrap_err();
+        assert!(
+            e.to_string().contains("x.mtx:3: `x` is not an integer"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -431,6 +443,9 @@ mod tests {
         std::fs::write(&bad, b"1\t2\n").unwrap();
         let err = read_edges(&bad, InputFormat::Tsv, None).unwrap_err();
         assert!(matches!(err, InputError::Io { .. }) && err.to_string().contains("bad.tsv.gz"));
-        assert_eq!(InputFormat::from_path(Path::new("a.MTX.gz")), InputFormat::Mtx);
+        assert_eq!(
+            InputFormat::from_path(Path::new("a.MTX.gz")),
+            InputFormat::Mtx
+        );
     }
 }

@@ -74,7 +74,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.frontier {
         println!("frontier bytes   {}", s.frontier_bytes);
     } else {
-        println!("frontier bytes   0 (not stored; {} if --frontier)", s.frontier_bytes);
+        println!(
+            "frontier bytes   0 (not stored; {} if --frontier)",
+            s.frontier_bytes
+        );
     }
     println!("read             {read_s:.2} s");
     println!(
@@ -90,7 +93,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 frontier: args.frontier,
             },
         )?;
-        println!("wrote            {} ({} bytes)", out.display(), h.file_len());
+        println!(
+            "wrote            {} ({} bytes)",
+            out.display(),
+            h.file_len()
+        );
     }
     Ok(())
 }

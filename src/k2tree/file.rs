@@ -260,7 +260,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// Parses and checks the header at the start of `bytes` (`file_len` is the whole file's
 /// length). Checks everything that does not need the payload.
-fn decode_header(path: &Path, bytes: &[u8], file_len: u64, verify: bool) -> Result<Header, FileError> {
+fn decode_header(
+    path: &Path,
+    bytes: &[u8],
+    file_len: u64,
+    verify: bool,
+) -> Result<Header, FileError> {
     let invalid = |msg: String| FileError::Invalid {
         path: path.to_path_buf(),
         source: InvalidTree(msg),
@@ -483,7 +488,9 @@ pub fn open(path: impl AsRef<Path>, options: OpenOptions) -> Result<K2Tree, File
     if file_len < FIXED_LEN as u64 {
         // Too short to map usefully; read what is there to tell bad magic from truncation.
         let mut buf = Vec::new();
-        (&f).take(FIXED_LEN as u64).read_to_end(&mut buf).map_err(io)?;
+        (&f).take(FIXED_LEN as u64)
+            .read_to_end(&mut buf)
+            .map_err(io)?;
         decode_header(path, &buf, file_len, options.verify_checksums)?;
         unreachable!("a header shorter than FIXED_LEN is always rejected");
     }
@@ -519,7 +526,9 @@ pub fn open(path: impl AsRef<Path>, options: OpenOptions) -> Result<K2Tree, File
         // A wrong rank would send descents to the wrong children: recompute and compare
         // (a popcount pass over the signatures, far cheaper than the validation above).
         if dir != Directory::build(&tree, sample) {
-            return Err(invalid(InvalidTree("directory ranks do not match the tree".into())));
+            return Err(invalid(InvalidTree(
+                "directory ranks do not match the tree".into(),
+            )));
         }
         tree = tree.with_directory(dir);
     }
@@ -538,7 +547,11 @@ pub fn open(path: impl AsRef<Path>, options: OpenOptions) -> Result<K2Tree, File
 /// Writes `tree` to `path` atomically: a temporary file in the same folder is written,
 /// synced and renamed over `path`, then the folder is synced. A crash leaves either the
 /// old file or the new one, never a mix.
-pub fn write(tree: &K2Tree, path: impl AsRef<Path>, options: WriteOptions) -> Result<Header, FileError> {
+pub fn write(
+    tree: &K2Tree,
+    path: impl AsRef<Path>,
+    options: WriteOptions,
+) -> Result<Header, FileError> {
     let path = path.as_ref();
     let io = |source| FileError::Io {
         path: path.to_path_buf(),
@@ -596,9 +609,12 @@ pub fn write(tree: &K2Tree, path: impl AsRef<Path>, options: WriteOptions) -> Re
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
+    let name = path.file_name().ok_or_else(|| {
+        io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file name",
+        ))
+    })?;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
         ".{}.tmp.{}.{}",

@@ -330,7 +330,6 @@ impl K2Tree {
         self
     }
 
-
     /// Morton codes of the nodes of the last internal level (`h − 2`), in level order:
     /// the cached frontier. Computed on first use unless attached.
     pub fn frontier(&self) -> &Words {
@@ -350,7 +349,6 @@ impl K2Tree {
         self.frontier = OnceLock::from(frontier);
         self
     }
-
 
     /// Morton codes of the nodes of level `d`, in level order (a host-side expansion).
     pub fn level_codes(&self, d: u32) -> Vec<u64> {
@@ -421,7 +419,13 @@ pub(crate) fn popcount_nibbles(w: u64) -> u64 {
 fn nibble_mask(w: u64, a: u64, b: u64) -> u64 {
     let lo = a.saturating_sub(16 * w).min(16);
     let hi = (b - 16 * w).min(16);
-    let upto = |n: u64| if n >= 16 { u64::MAX } else { (1u64 << (4 * n)) - 1 };
+    let upto = |n: u64| {
+        if n >= 16 {
+            u64::MAX
+        } else {
+            (1u64 << (4 * n)) - 1
+        }
+    };
     upto(hi) & !upto(lo)
 }
 

@@ -73,7 +73,12 @@ impl Csr {
     }
 
     /// The semiring product as the definition says, serially, in row-major cell order.
-    pub fn product<S: Semiring>(&self, dir: Direction, x: &[S::Elem], batch: usize) -> Vec<S::Elem> {
+    pub fn product<S: Semiring>(
+        &self,
+        dir: Direction,
+        x: &[S::Elem],
+        batch: usize,
+    ) -> Vec<S::Elem> {
         let (_, n_out) = dir.lengths(self.rows, self.cols);
         let mut y = vec![S::zero(); n_out as usize * batch];
         for (r, c) in self.cells() {
