@@ -169,7 +169,8 @@ impl Web {
     /// Whether a host starts at page `x` (a hash decides, so any block can find its hosts
     /// without the others).
     fn host_starts_at(&self, x: u64) -> bool {
-        x == 0 || splitmix(x ^ self.seed.rotate_left(17)) % self.host_size.max(1) as u64 == 0
+        x == 0
+            || splitmix(x ^ self.seed.rotate_left(17)).is_multiple_of(self.host_size.max(1) as u64)
     }
 
     /// Generates the edges.

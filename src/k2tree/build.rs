@@ -123,9 +123,9 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
     let mut cursor0 = vec![vec![0u64; h]; chunks.len()];
     let mut before = vec![0u64; h];
     for (c, (opened, _)) in counts.iter().enumerate() {
-        for d in 0..h {
-            cursor0[c][d] = before[d];
-            before[d] += opened[d];
+        cursor0[c].copy_from_slice(&before);
+        for (b, o) in before.iter_mut().zip(opened) {
+            *b += o;
         }
     }
     chunks
