@@ -67,9 +67,11 @@ fn check_rank(t: &K2Tree) -> Result<(), TestCaseError> {
     for j in 0..t.nodes() {
         prefix.push(prefix[j as usize] + t.signature(j).count_ones() as u64);
     }
-    for sample in [1, 16, 17, 64, 256, 1000] {
+    for sample in [0, 1, 16, 17, 64, 256, 1000, u32::MAX] {
         let dir = Directory::build(t, sample);
-        prop_assert!(dir.sample.is_power_of_two() && dir.sample >= 16 && dir.sample >= sample);
+        prop_assert!(dir.sample.is_power_of_two() && dir.sample >= 16);
+        prop_assert!(dir.sample >= sample.min(1 << 31));
+        prop_assert_eq!(dir.sample, Directory::period(sample));
         prop_assert_eq!(
             dir.ranks.len() as u64,
             t.internal_nodes() / dir.sample as u64 + 1
@@ -141,6 +143,17 @@ fn big_tree_exercises_parallel_paths() {
         .unwrap();
     let t1 = one.install(|| K2Tree::from_edges(rows, cols, edges.clone()));
     assert_eq!(t1, t);
+}
+
+#[test]
+fn shapes_beyond_32_bit_coordinates_are_errors() {
+    assert!(K2Tree::try_from_edges(1 << 33, 4, vec![(0, 0)]).is_err());
+    assert!(K2Tree::from_codes(4, (1 << 32) + 1, &mut [0]).is_err());
+    let t = K2Tree::try_from_edges(1 << 32, 1 << 32, vec![(u32::MAX, 0), (3, u32::MAX)]).unwrap();
+    assert_eq!(t.height(), 32);
+    assert_eq!(t.row(u32::MAX), vec![0]);
+    assert_eq!(t.column(u32::MAX), vec![3]);
+    assert!(t.contains(3, u32::MAX) && !t.contains(u32::MAX, 3));
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub(super) fn from_edges(
     cols: u64,
     edges: Vec<(u32, u32)>,
 ) -> Result<K2Tree, InvalidTree> {
+    check_shape(rows, cols)?;
     if let Some(&(r, c)) = edges
         .par_iter()
         .find_any(|&&(r, c)| r as u64 >= rows || c as u64 >= cols)
@@ -36,7 +37,18 @@ pub(super) fn from_edges(
     build_sorted(rows, cols, sort(&mut codes))
 }
 
+/// Coordinates are u32, so a side of at most 2^32 (32 levels, 64-bit codes).
+fn check_shape(rows: u64, cols: u64) -> Result<(), InvalidTree> {
+    if rows > 1 << 32 || cols > 1 << 32 {
+        return Err(InvalidTree(format!(
+            "{rows}×{cols} matrix: at most 2^32 rows and columns"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn from_codes(rows: u64, cols: u64, codes: &mut [u64]) -> Result<K2Tree, InvalidTree> {
+    check_shape(rows, cols)?;
     let height = height_for(rows, cols);
     if let Some(&m) = codes.par_iter().find_any(|&&m| {
         let (r, c) = morton::decode(m);

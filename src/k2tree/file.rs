@@ -571,7 +571,7 @@ pub fn write(
     let directory: Option<&Directory> = match options.directory {
         None => None,
         Some(s) => {
-            let sample = s.max(16).next_power_of_two();
+            let sample = Directory::period(s);
             match tree.directory_if_built() {
                 Some(d) if d.sample == sample => Some(d),
                 _ => {
