@@ -28,13 +28,43 @@ pub(super) fn from_edges(
             "cell ({r}, {c}) outside the {rows}×{cols} matrix"
         )));
     }
-    // Callers with very large inputs produce codes directly (`K2Tree::from_codes`) and so
-    // avoid this second edge-sized buffer.
+    let mut edges = edges;
+    if let Some(codes) = encode_in_place(&mut edges) {
+        return build_sorted(rows, cols, sort(codes));
+    }
+    // Misaligned buffer (not seen with the system allocator): a second edge-sized buffer.
     let mut codes: Vec<u64> = edges
         .into_par_iter()
         .map(|(r, c)| morton::encode(r, c))
         .collect();
     build_sorted(rows, cols, sort(&mut codes))
+}
+
+/// Overwrites each `(row, col)` pair with its Morton code in the same 8 bytes, so building
+/// from edges needs no second edge-sized buffer; returns the codes, or `None` when the
+/// buffer is not 8-byte aligned (then nothing was changed).
+fn encode_in_place(edges: &mut [(u32, u32)]) -> Option<&mut [u64]> {
+    const _: () = assert!(std::mem::size_of::<(u32, u32)>() == std::mem::size_of::<u64>());
+    let base = edges.as_mut_ptr();
+    if !(base as usize).is_multiple_of(std::mem::align_of::<u64>()) {
+        return None;
+    }
+    let n = edges.len();
+    let addr = base as usize;
+    (0..n).into_par_iter().with_min_len(1 << 14).for_each(|i| {
+        // SAFETY: `i < n` is inside the exclusively borrowed buffer; each element is read
+        // as a pair and then overwritten as a u64 through raw pointers (no references to
+        // it are alive), the address is 8-byte aligned (checked above), and both types are
+        // 8 bytes of plain data with no invalid bit patterns.
+        unsafe {
+            let p = (addr as *mut (u32, u32)).add(i);
+            let (r, c) = p.read();
+            (p as *mut u64).write(morton::encode(r, c));
+        }
+    });
+    // SAFETY: the same buffer, now holding n initialised u64 values; the returned slice
+    // borrows `edges` exclusively, so the pairs are not observed while it lives.
+    Some(unsafe { std::slice::from_raw_parts_mut(base as *mut u64, n) })
 }
 
 /// Coordinates are u32, so a side of at most 2^32 (32 levels, 64-bit codes).

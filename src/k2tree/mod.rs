@@ -102,6 +102,9 @@ impl K2Tree {
     }
 
     /// Builds the tree of the cells `(row, col)` in parallel; duplicates are allowed.
+    ///
+    /// The pairs are turned into Morton codes in place, so the build needs the 8 bytes per
+    /// edge of `edges` plus the tree, and no second edge-sized buffer.
     pub fn try_from_edges(
         rows: u64,
         cols: u64,
