@@ -128,7 +128,7 @@ fn permute(x: u32, mask: u32, seed: u64) -> u32 {
 
 /// A web-like graph: pages (nodes) grouped into hosts of consecutive ids, as a crawl
 /// ordered by URL produces. Each page has `degree` out-links on average: most stay in the
-/// page's host (50% to the host's first [`MENU`] "navigation" pages, which makes rows of a
+/// page's host (50% to the host's first 16 "navigation" pages, which makes rows of a
 /// host alike, as on real sites; 45% to pages at most 8 ids away; 5% anywhere in the host),
 /// some go to popular pages anywhere (a heavy-tailed choice), the rest to uniform pages.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -107,7 +107,7 @@ pub enum FileError {
     },
 }
 
-/// What [`write`] stores besides the signatures.
+/// What [`write()`] stores besides the signatures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Store the sampled directory with this period (rounded up to a power of two >= 16);
