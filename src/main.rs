@@ -17,6 +17,10 @@ struct Cli {
 enum Command {
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
+    /// Benchmark k²-tree construction on edge lists and synthetic graphs.
+    BenchBuild(cli::bench_build::Args),
+    /// Benchmark the device cache: a mixed workload of products at several budgets.
+    BenchCache(cli::bench_cache::Args),
     /// Load RDF (N-Triples, N-Quads, Turtle, TriG; plain, .gz, .bz2; files or stdin) into a store.
     Load(cli::load::Args),
     /// Show what a store holds: graphs, predicates, edges, bits per edge, sizes.
@@ -29,6 +33,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
+        Command::BenchBuild(a) => cli::bench_build::run(a),
+        Command::BenchCache(a) => cli::bench_cache::run(a),
         Command::Load(a) => cli::load::run(a),
         Command::Info(a) => cli::info::run(a),
         Command::Gen(a) => cli::gen::run(a),

@@ -12,7 +12,6 @@
 //! in place: [`load()`] builds a new folder beside the store and swaps it in.
 
 pub mod dictionary;
-mod k2file_standin;
 mod load;
 
 use std::collections::HashMap;
@@ -26,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use dictionary::Dictionary;
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
-use crate::k2tree::{height_for, K2Tree};
+use crate::k2tree::{file, height_for, K2Tree};
 pub use crate::rdf::parse::{Format, Input};
 
 /// Name of the manifest file inside a store folder.
@@ -189,14 +188,17 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Reads a `.k2` file. One place to switch to `k2tree::file::open` when it lands.
+/// Maps a `.k2` file, verifying its checksums and structure.
 pub(crate) fn open_tree(path: &Path) -> Result<K2Tree, String> {
-    k2file_standin::standin_open(path)
+    file::open(path, file::OpenOptions::default()).map_err(|e| e.to_string())
 }
 
-/// Writes a `.k2` file atomically. One place to switch to `k2tree::file::write`.
+/// Writes a `.k2` file atomically (fsynced), with the sampled directory so that opening
+/// needs no rebuild; the frontier cache is left to the engine, which builds it on demand.
 pub(crate) fn write_tree(tree: &K2Tree, path: &Path) -> Result<(), String> {
-    k2file_standin::standin_write(tree, path).map_err(|e| e.to_string())
+    file::write(tree, path, file::WriteOptions::default())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Parses a graph name stored as `<iri>` or `_:b`.
@@ -372,8 +374,16 @@ impl Store {
                 )));
             }
             let levels: Vec<u64> = (0..tree.height()).map(|d| tree.level_nodes(d)).collect();
-            tree = K2Tree::from_parts(n, n, tree.nnz(), &levels, tree.nibbles().clone())
+            // Directory and frontier depend only on the signatures: carry the mapped ones.
+            let mut wider = K2Tree::from_parts(n, n, tree.nnz(), &levels, tree.nibbles().clone())
                 .map_err(|e| err(e.to_string()))?;
+            if tree.has_directory() {
+                wider = wider.with_directory(tree.directory().clone());
+            }
+            if tree.has_frontier() {
+                wider = wider.with_frontier(tree.frontier().clone());
+            }
+            tree = wider;
         }
         let tree = Arc::new(tree);
         self.trees
