@@ -16,7 +16,7 @@ for n in $SIZES; do
   ls -la "w$n.nt.gz"
   rm -rf "s$n"; echo "-- load $n"; /usr/bin/time -f "$T" "$B" load "w$n.nt.gz" --store "s$n" --quiet
   du -sh "s$n"
-  rm -rf "s$n"; echo "-- load $n, --memory 256M (spilled runs)"; /usr/bin/time -f "$T" "$B" load "w$n.nt.gz" --store "s$n" --quiet --memory 256M
+  rm -rf "s$n"; echo "-- load $n, --memory 32M (spilled runs)"; /usr/bin/time -f "$T" "$B" load "w$n.nt.gz" --store "s$n" --quiet --memory 32M
   if [ "$n" -le 10000000 ]; then
     rm -rf "s$n"; echo "-- load $n, 1 thread"; RAYON_NUM_THREADS=1 /usr/bin/time -f "$T" "$B" load "w$n.nt.gz" --store "s$n" --quiet
   fi
