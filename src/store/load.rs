@@ -13,6 +13,9 @@
 //! 32 bytes each), and building a tree holds that relation's cells (8 bytes per edge, plus
 //! the old cells of an incremental rebuild).
 //!
+//! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
+//! inputs, or in two loads, is one node; give inputs distinct labels if they must not meet.
+//!
 //! Safety: everything is written into `.NAME.k2rpq-tmp-PID-…` beside the target, fsynced,
 //! and renamed into place; an existing store is swapped atomically (`renameat2` with
 //! `RENAME_EXCHANGE` on Linux) and the old folder removed afterwards. A failure at any point
