@@ -50,7 +50,9 @@ use crate::rdf::terms;
 pub struct LoadOptions {
     /// Format of every input; guessed from each file name when `None`.
     pub format: Option<Format>,
-    /// Skip and count malformed statements instead of stopping at the first.
+    /// Skip and count malformed statements instead of stopping at the first. N-Triples and
+    /// N-Quads skip exactly the bad line; Turtle and TriG resume where oxttl's error
+    /// recovery does, which may drop the rest of the bad statement.
     pub lenient: bool,
     /// Bytes of edges buffered in memory before sorted runs are spilled to disk.
     pub memory: usize,
