@@ -303,42 +303,92 @@ fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
     pb
 }
 
+/// Shards of the term table; a batch's keys are numbered by all shards in parallel.
+const SHARDS: usize = 64;
+
+/// The shard of a key. The hash is re-mixed so that the shard does not correlate with the
+/// bits hashbrown uses inside each shard (low bits for the bucket, top bits for tags).
+fn shard_of(key: &[u8]) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    (h.finish()
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(17)
+        % SHARDS as u64) as usize
+}
+
+/// One shard of the term table.
+#[derive(Default)]
+struct Shard {
+    /// Keys seen → provisional id (final for old terms; `old_n + k·SHARDS + shard` for the
+    /// shard's `k`-th new term).
+    terms: FxHashMap<Box<[u8]>, u32>,
+    /// New terms numbered by this shard.
+    new: u32,
+}
+
+impl Shard {
+    fn id(
+        &mut self,
+        key: &[u8],
+        shard: usize,
+        old: Option<&Store>,
+        old_n: u32,
+    ) -> Result<u32, String> {
+        if let Some(&id) = self.terms.get(key) {
+            return Ok(id);
+        }
+        // Old terms seen are cached in the same table: a dictionary lookup (binary search
+        // and block decode) costs far more than a hash probe.
+        if let Some(id) = old.and_then(|s| s.dictionary().id_of_key(key)) {
+            self.terms.insert(key.into(), id);
+            return Ok(id);
+        }
+        let id = old_n as u64 + self.new as u64 * SHARDS as u64 + shard as u64;
+        if id >= u32::MAX as u64 {
+            return Err(LoadError::TooManyTerms.to_string());
+        }
+        self.terms.insert(key.into(), id as u32);
+        self.new += 1;
+        Ok(id as u32)
+    }
+}
+
 /// Parsing state: provisional term ids and relation numbers.
 struct Numbering<'a> {
     old: Option<&'a Store>,
     old_n: u32,
-    /// Keys seen → provisional id (final for old terms, `old_n..` for new ones).
-    terms: FxHashMap<Box<[u8]>, u32>,
-    new_count: u32,
+    shards: Vec<Shard>,
     relations: FxHashMap<(u32, u32), u32>,
     relation_keys: Vec<(u32, u32)>,
     statements: u64,
 }
 
 impl Numbering<'_> {
-    fn id(&mut self, key: &[u8]) -> Result<u32, String> {
-        if let Some(&id) = self.terms.get(key) {
-            return Ok(id);
-        }
-        // Old terms seen are cached in the same table: a dictionary lookup (binary search
-        // and block decode) costs far more than a hash probe.
-        if let Some(id) = self.old.and_then(|s| s.dictionary().id_of_key(key)) {
-            self.terms.insert(key.into(), id);
-            return Ok(id);
-        }
-        let id = self.old_n as u64 + self.new_count as u64;
-        if id >= u32::MAX as u64 {
-            return Err(LoadError::TooManyTerms.to_string());
-        }
-        self.terms.insert(key.into(), id as u32);
-        self.new_count += 1;
-        Ok(id as u32)
-    }
-
     fn add(&mut self, batch: Batch, edges: &mut EdgeCollector) -> Result<(), String> {
-        let mut ids = Vec::with_capacity(batch.term_count());
-        for i in 0..batch.term_count() {
-            ids.push(self.id(batch.key(i))?);
+        let n = batch.term_count();
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
+        for i in 0..n {
+            buckets[shard_of(batch.key(i))].push(i as u32);
+        }
+        let (old, old_n, keys) = (self.old, self.old_n, &batch);
+        let numbered: Vec<Result<Vec<(u32, u32)>, String>> = self
+            .shards
+            .par_iter_mut()
+            .zip(buckets.par_iter())
+            .enumerate()
+            .map(|(s, (shard, idx))| {
+                idx.iter()
+                    .map(|&i| Ok((i, shard.id(keys.key(i as usize), s, old, old_n)?)))
+                    .collect()
+            })
+            .collect();
+        let mut ids = vec![0u32; n];
+        for part in numbered {
+            for (i, id) in part? {
+                ids[i as usize] = id;
+            }
         }
         for [g, p, s, o] in batch.quads {
             let g = if g == DEFAULT_GRAPH {
@@ -420,8 +470,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut numbering = Numbering {
         old: old.as_ref(),
         old_n,
-        terms: FxHashMap::default(),
-        new_count: 0,
+        shards: (0..SHARDS).map(|_| Shard::default()).collect(),
         relations: FxHashMap::default(),
         relation_keys: Vec::new(),
         statements: 0,
@@ -457,15 +506,19 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
     // ---- Dictionary: new terms sorted and numbered after the old ones.
     let Numbering {
-        terms: seen,
+        shards,
         relation_keys,
         statements,
         ..
     } = numbering;
-    let mut new_keys: Vec<(Box<[u8]>, u32)> =
-        seen.into_iter().filter(|&(_, id)| id >= old_n).collect();
+    // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
+    let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
+    let mut new_keys: Vec<(Box<[u8]>, u32)> = shards
+        .into_iter()
+        .flat_map(|s| s.terms.into_iter().filter(|&(_, id)| id >= old_n))
+        .collect();
     new_keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut perm = vec![0u32; new_keys.len()];
+    let mut perm = vec![0u32; span];
     for (rank, (_, prov)) in new_keys.iter().enumerate() {
         perm[(*prov - old_n) as usize] = old_n + rank as u32;
     }
