@@ -2,7 +2,8 @@
 //!
 //! Pipeline: inputs are parsed batch by batch ([`crate::rdf::parse`]); each distinct term
 //! of a batch gets a *provisional* id (its final id if an existing store already has it,
-//! else the next free number) from one hash table; edges go as `(relation, s, o)` records
+//! else a fresh number) from a term table split into 64 hash shards that number a batch's
+//! keys in parallel; edges go as `(relation, s, o)` records
 //! into an [`EdgeCollector`] that spills sorted runs to disk beyond `--memory`. At the end
 //! the new terms are sorted and numbered after the old ones (so each load's terms form one
 //! front-coded segment with ids in key order), the runs are merged one relation at a time,
