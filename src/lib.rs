@@ -11,3 +11,4 @@
 
 pub mod engine;
 pub mod k2tree;
+pub mod rpq;
