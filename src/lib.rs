@@ -14,3 +14,4 @@ pub mod bench;
 pub mod cache;
 pub mod engine;
 pub mod k2tree;
+pub mod rpq;

@@ -3,3 +3,6 @@
 pub mod bench_build;
 pub mod bench_cache;
 pub mod build_tree;
+pub mod explain;
+pub mod graph_source;
+pub mod rpq;
