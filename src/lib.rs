@@ -15,4 +15,5 @@ pub mod cache;
 pub mod engine;
 pub mod k2tree;
 pub mod rdf;
+pub mod rpq;
 pub mod store;

@@ -27,6 +27,10 @@ enum Command {
     Info(cli::info::Args),
     /// Generate synthetic datasets (see `gen wikidata-like --help`).
     Gen(cli::gen::Args),
+    /// Evaluate regular path queries `S REGEX O` and print the (start, end) pairs as TSV.
+    Rpq(cli::rpq::Args),
+    /// Print the plan of a path query and the steps of its run.
+    Explain(cli::explain::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +42,7 @@ fn main() -> anyhow::Result<()> {
         Command::Load(a) => cli::load::run(a),
         Command::Info(a) => cli::info::run(a),
         Command::Gen(a) => cli::gen::run(a),
+        Command::Rpq(a) => cli::rpq::run(a),
+        Command::Explain(a) => cli::explain::run(a),
     }
 }

@@ -3,6 +3,9 @@
 pub mod bench_build;
 pub mod bench_cache;
 pub mod build_tree;
+pub mod explain;
 pub mod gen;
+pub mod graph_source;
 pub mod info;
 pub mod load;
+pub mod rpq;
