@@ -13,3 +13,4 @@
 pub mod bench;
 pub mod engine;
 pub mod k2tree;
+pub mod rpq;
