@@ -14,3 +14,5 @@ pub mod bench;
 pub mod engine;
 pub mod k2tree;
 pub mod rpq;
+pub mod rdf;
+pub mod store;

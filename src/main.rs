@@ -19,6 +19,12 @@ enum Command {
     BuildTree(cli::build_tree::Args),
     /// Benchmark k²-tree construction on edge lists and synthetic graphs.
     BenchBuild(cli::bench_build::Args),
+    /// Load RDF (N-Triples, N-Quads, Turtle, TriG; plain, .gz, .bz2; files or stdin) into a store.
+    Load(cli::load::Args),
+    /// Show what a store holds: graphs, predicates, edges, bits per edge, sizes.
+    Info(cli::info::Args),
+    /// Generate synthetic datasets (see `gen wikidata-like --help`).
+    Gen(cli::gen::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -26,5 +32,8 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
+        Command::Load(a) => cli::load::run(a),
+        Command::Info(a) => cli::info::run(a),
+        Command::Gen(a) => cli::gen::run(a),
     }
 }

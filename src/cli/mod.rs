@@ -2,3 +2,6 @@
 
 pub mod bench_build;
 pub mod build_tree;
+pub mod gen;
+pub mod info;
+pub mod load;

@@ -1,0 +1,563 @@
+//! Reading RDF inputs (files or stdin, plain, gzip or bzip2) into batches of quads whose
+//! terms are byte keys ([`super::terms`]), ready for the dictionary.
+//!
+//! N-Triples and N-Quads have one statement per line, so the stream is cut into
+//! line-aligned chunks of a few MiB that rayon parses in parallel (each chunk with its own
+//! oxttl slice parser and its own small term table); the batches come back in input order
+//! so errors are reported at the first bad line. oxttl's own
+//! `split_file_for_parallel_parsing` needs a seekable uncompressed file and loses line
+//! numbers, hence this streaming splitter, which works on `.gz`/`.bz2` and stdin alike.
+//! Turtle and TriG cannot be split without parsing them, so they go through one oxttl
+//! reader parser.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use oxrdf::{GraphNameRef, QuadRef, TermRef, TripleRef};
+use oxttl::{NQuadsParser, NTriplesParser, TriGParser, TurtleParseError, TurtleParser};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::terms;
+
+/// Where RDF comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A file; its extension tells the format unless one is given.
+    Path(PathBuf),
+    /// Standard input; needs an explicit format.
+    Stdin,
+}
+
+impl Input {
+    /// `-` is stdin, anything else a path.
+    pub fn from_arg(arg: &str) -> Input {
+        if arg == "-" {
+            Input::Stdin
+        } else {
+            Input::Path(PathBuf::from(arg))
+        }
+    }
+
+    /// The name used in messages: the path, or `<stdin>`.
+    pub fn name(&self) -> String {
+        match self {
+            Input::Path(p) => p.display().to_string(),
+            Input::Stdin => "<stdin>".into(),
+        }
+    }
+}
+
+/// RDF syntaxes read by the loader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// N-Triples (`.nt`): one triple per line, parsed in parallel.
+    NTriples,
+    /// N-Quads (`.nq`): one quad per line, parsed in parallel.
+    NQuads,
+    /// Turtle (`.ttl`): parsed sequentially.
+    Turtle,
+    /// TriG (`.trig`): Turtle with named graphs, parsed sequentially.
+    TriG,
+}
+
+/// Compression of an input stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain text.
+    None,
+    /// gzip (`.gz`), possibly several concatenated members.
+    Gzip,
+    /// bzip2 (`.bz2`), possibly several concatenated streams.
+    Bzip2,
+}
+
+impl Format {
+    /// The format named `name` (`nt`, `ntriples`, `n-triples`, `nq`, `ttl`, `turtle`, `trig`, ...).
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "nt" | "ntriples" | "n-triples" => Format::NTriples,
+            "nq" | "nquads" | "n-quads" => Format::NQuads,
+            "ttl" | "turtle" => Format::Turtle,
+            "trig" => Format::TriG,
+            _ => return None,
+        })
+    }
+
+    /// Format and compression from a file name such as `dump.nt.gz`.
+    pub fn guess(path: &Path) -> Option<(Format, Compression)> {
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        let (stem, compression) = if let Some(s) = name.strip_suffix(".gz") {
+            (s, Compression::Gzip)
+        } else if let Some(s) = name.strip_suffix(".bz2") {
+            (s, Compression::Bzip2)
+        } else {
+            (name.as_str(), Compression::None)
+        };
+        let ext = stem.rsplit_once('.')?.1;
+        Some((Format::from_name(ext)?, compression))
+    }
+
+    fn is_line_based(self) -> bool {
+        matches!(self, Format::NTriples | Format::NQuads)
+    }
+}
+
+/// Why an input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// A statement that does not parse (the default mode stops at the first one).
+    #[error("{file}:{line}: {reason}")]
+    Syntax {
+        /// Input name.
+        file: String,
+        /// 1-based line number.
+        line: u64,
+        /// What the parser objected to.
+        reason: String,
+    },
+    /// The input does not exist or cannot be opened.
+    #[error("cannot open {file}: {source}")]
+    Open {
+        /// Input name.
+        file: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Reading or decompressing failed part way.
+    #[error("cannot read {file}: {source}")]
+    Read {
+        /// Input name.
+        file: String,
+        /// The I/O or decompression error.
+        source: io::Error,
+    },
+    /// The format could not be told from the name and none was given.
+    #[error("{file}: unknown RDF format (use .nt .nq .ttl .trig, optionally .gz or .bz2, or pass --format)")]
+    UnknownFormat {
+        /// Input name.
+        file: String,
+    },
+    /// The consumer of the batches failed (for example, the edge spill file).
+    #[error("{0}")]
+    Sink(String),
+}
+
+/// Default graph marker in [`Batch::quads`].
+pub const DEFAULT_GRAPH: u32 = u32::MAX;
+
+/// Statements of one stretch of input with their distinct terms.
+#[derive(Default, Debug)]
+pub struct Batch {
+    /// Concatenated term keys; key `i` is `bytes[ends[i-1]..ends[i]]`.
+    pub bytes: Vec<u8>,
+    /// End offset of each key in `bytes`.
+    pub ends: Vec<usize>,
+    /// `[graph, predicate, subject, object]` as key indices (`graph` may be [`DEFAULT_GRAPH`]).
+    pub quads: Vec<[u32; 4]>,
+    /// Lines skipped in lenient mode.
+    pub bad: u64,
+}
+
+impl Batch {
+    /// Key `i`.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    /// Number of distinct keys.
+    pub fn term_count(&self) -> usize {
+        self.ends.len()
+    }
+}
+
+/// Builds a [`Batch`], numbering each distinct key once.
+#[derive(Default)]
+struct BatchBuilder {
+    batch: Batch,
+    index: FxHashMap<Vec<u8>, u32>,
+    scratch: Vec<u8>,
+}
+
+impl BatchBuilder {
+    fn term(&mut self, term: TermRef<'_>) -> u32 {
+        self.scratch.clear();
+        terms::encode_into(term, &mut self.scratch);
+        if let Some(&i) = self.index.get(self.scratch.as_slice()) {
+            return i;
+        }
+        let i = self.batch.ends.len() as u32;
+        self.batch.bytes.extend_from_slice(&self.scratch);
+        self.batch.ends.push(self.batch.bytes.len());
+        self.index.insert(self.scratch.clone(), i);
+        i
+    }
+
+    fn quad(&mut self, q: QuadRef<'_>) {
+        let g = match q.graph_name {
+            GraphNameRef::DefaultGraph => DEFAULT_GRAPH,
+            GraphNameRef::NamedNode(n) => self.term(n.into()),
+            GraphNameRef::BlankNode(b) => self.term(b.into()),
+        };
+        let p = self.term(q.predicate.into());
+        let s = self.term(q.subject.into());
+        let o = self.term(q.object);
+        self.batch.quads.push([g, p, s, o]);
+    }
+
+    fn triple(&mut self, t: TripleRef<'_>) {
+        self.quad(t.in_graph(GraphNameRef::DefaultGraph));
+    }
+
+    fn finish(self) -> Batch {
+        self.batch
+    }
+}
+
+/// How to read one input.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// The format; guessed from the file name when `None`.
+    pub format: Option<Format>,
+    /// Skip and count bad statements instead of stopping.
+    pub lenient: bool,
+    /// Target chunk size for parallel parsing, in bytes.
+    pub chunk_bytes: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            format: None,
+            lenient: false,
+            chunk_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Counting wrapper so that a progress bar can follow the (compressed) bytes read.
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// The format and compression `options` imply for `input`.
+pub fn resolve_format(
+    input: &Input,
+    options: &ReadOptions,
+) -> Result<(Format, Compression), ParseError> {
+    let guessed = match input {
+        Input::Path(p) => Format::guess(p),
+        Input::Stdin => None,
+    };
+    let compression = match input {
+        Input::Path(p) => {
+            let name = p.to_string_lossy().to_ascii_lowercase();
+            if name.ends_with(".gz") {
+                Compression::Gzip
+            } else if name.ends_with(".bz2") {
+                Compression::Bzip2
+            } else {
+                Compression::None
+            }
+        }
+        Input::Stdin => Compression::None,
+    };
+    match (options.format, guessed) {
+        (Some(f), _) => Ok((f, compression)),
+        (None, Some((f, c))) => Ok((f, c)),
+        (None, None) => Err(ParseError::UnknownFormat { file: input.name() }),
+    }
+}
+
+/// Size in bytes of the input as stored (for a progress bar), when known.
+pub fn input_size(input: &Input) -> Option<u64> {
+    match input {
+        Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+        Input::Stdin => None,
+    }
+}
+
+/// Reads `input` and hands its statements to `sink` in input order, batch by batch.
+///
+/// `read_bytes` grows with the bytes taken from the file (before decompression).
+/// Returns the number of bad statements skipped (always 0 unless lenient).
+pub fn read_input(
+    input: &Input,
+    options: &ReadOptions,
+    read_bytes: Arc<AtomicU64>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+) -> Result<u64, ParseError> {
+    let (format, compression) = resolve_format(input, options)?;
+    let file = input.name();
+    let raw: Box<dyn Read + Send> = match input {
+        Input::Path(p) => Box::new(File::open(p).map_err(|source| ParseError::Open {
+            file: file.clone(),
+            source,
+        })?),
+        Input::Stdin => Box::new(io::stdin()),
+    };
+    let counted = BufReader::with_capacity(
+        1 << 20,
+        Counted {
+            inner: raw,
+            read: read_bytes,
+        },
+    );
+    let reader: Box<dyn Read + Send> = match compression {
+        Compression::None => Box::new(counted),
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(counted)),
+        Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(counted)),
+    };
+    if format.is_line_based() {
+        read_lines(reader, format, &file, options, sink)
+    } else {
+        read_sequential(reader, format, &file, options, sink)
+    }
+}
+
+/// Parses one line-aligned chunk whose first line is `first_line` (1-based).
+fn parse_chunk(
+    chunk: &[u8],
+    format: Format,
+    first_line: u64,
+    file: &str,
+    lenient: bool,
+) -> Result<Batch, ParseError> {
+    let mut b = BatchBuilder::default();
+    let mut bad = 0;
+    let mut on_error = |e: oxttl::TurtleSyntaxError| -> Result<(), ParseError> {
+        if lenient {
+            bad += 1;
+            Ok(())
+        } else {
+            Err(ParseError::Syntax {
+                file: file.to_string(),
+                line: first_line + e.location().start.line,
+                reason: e.message().to_string(),
+            })
+        }
+    };
+    match format {
+        Format::NTriples => {
+            for t in NTriplesParser::new().for_slice(chunk) {
+                match t {
+                    Ok(t) => b.triple(t.as_ref()),
+                    Err(e) => on_error(e)?,
+                }
+            }
+        }
+        Format::NQuads => {
+            for q in NQuadsParser::new().for_slice(chunk) {
+                match q {
+                    Ok(q) => b.quad(q.as_ref()),
+                    Err(e) => on_error(e)?,
+                }
+            }
+        }
+        Format::Turtle | Format::TriG => unreachable!("not line based"),
+    }
+    let mut batch = b.finish();
+    batch.bad = bad;
+    Ok(batch)
+}
+
+/// Fills `buf` from `reader` up to `want` bytes; returns false at end of input.
+fn fill(reader: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
+    while buf.len() < want {
+        let old = buf.len();
+        buf.resize(want, 0);
+        let n = match reader.read(&mut buf[old..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                buf.truncate(old);
+                continue;
+            }
+            Err(e) => {
+                buf.truncate(old);
+                return Err(e);
+            }
+        };
+        buf.truncate(old + n);
+        if n == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn read_lines(
+    mut reader: Box<dyn Read + Send>,
+    format: Format,
+    file: &str,
+    options: &ReadOptions,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+) -> Result<u64, ParseError> {
+    let read_err = |source| ParseError::Read {
+        file: file.to_string(),
+        source,
+    };
+    // Enough chunks in flight to keep every thread busy; memory is about
+    // `2 × threads × chunk_bytes` of text plus their batches.
+    let in_flight = 2 * rayon::current_num_threads().max(1);
+    let chunk_bytes = options.chunk_bytes.max(1 << 12);
+    let mut carry: Vec<u8> = Vec::new();
+    let mut next_line = 1u64;
+    let mut bad = 0u64;
+    let mut more = true;
+    while more {
+        // Cut up to `in_flight` chunks, each ending at a line break.
+        let mut chunks: Vec<(Vec<u8>, u64)> = Vec::with_capacity(in_flight);
+        while more && chunks.len() < in_flight {
+            let mut buf = std::mem::take(&mut carry);
+            let mut want = chunk_bytes.max(buf.len() + 1);
+            loop {
+                more = fill(&mut *reader, &mut buf, want).map_err(read_err)?;
+                if !more {
+                    break;
+                }
+                if let Some(cut) = memchr::memrchr(b'\n', &buf) {
+                    carry = buf.split_off(cut + 1);
+                    break;
+                }
+                // One line longer than the chunk: read on until it ends.
+                want *= 2;
+            }
+            if buf.is_empty() {
+                continue;
+            }
+            let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
+            chunks.push((buf, next_line));
+            next_line += lines;
+        }
+        let batches: Vec<Result<Batch, ParseError>> = chunks
+            .par_iter()
+            .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, options.lenient))
+            .collect();
+        for batch in batches {
+            let batch = batch?;
+            bad += batch.bad;
+            sink(batch).map_err(ParseError::Sink)?;
+        }
+    }
+    Ok(bad)
+}
+
+/// Statements per batch from the sequential parsers.
+const SEQUENTIAL_BATCH: usize = 1 << 16;
+
+fn read_sequential(
+    reader: Box<dyn Read + Send>,
+    format: Format,
+    file: &str,
+    options: &ReadOptions,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+) -> Result<u64, ParseError> {
+    let mut bad = 0u64;
+    let mut builder = BatchBuilder::default();
+    let on_error = |e: TurtleParseError, bad: &mut u64| -> Result<(), ParseError> {
+        match e {
+            TurtleParseError::Io(source) => Err(ParseError::Read {
+                file: file.to_string(),
+                source,
+            }),
+            TurtleParseError::Syntax(_) if options.lenient => {
+                *bad += 1;
+                Ok(())
+            }
+            TurtleParseError::Syntax(e) => Err(ParseError::Syntax {
+                file: file.to_string(),
+                line: e.location().start.line + 1,
+                reason: e.message().to_string(),
+            }),
+        }
+    };
+    let mut flush = |builder: &mut BatchBuilder, force: bool| -> Result<(), ParseError> {
+        if force || builder.batch.quads.len() >= SEQUENTIAL_BATCH {
+            let batch = std::mem::take(builder).finish();
+            sink(batch).map_err(ParseError::Sink)?;
+        }
+        Ok(())
+    };
+    match format {
+        Format::Turtle => {
+            for t in TurtleParser::new().for_reader(reader) {
+                match t {
+                    Ok(t) => builder.triple(t.as_ref()),
+                    Err(e) => on_error(e, &mut bad)?,
+                }
+                flush(&mut builder, false)?;
+            }
+        }
+        Format::TriG => {
+            for q in TriGParser::new().for_reader(reader) {
+                match q {
+                    Ok(q) => builder.quad(q.as_ref()),
+                    Err(e) => on_error(e, &mut bad)?,
+                }
+                flush(&mut builder, false)?;
+            }
+        }
+        Format::NTriples | Format::NQuads => unreachable!("line based"),
+    }
+    flush(&mut builder, true)?;
+    Ok(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guesses_formats_from_names() {
+        let g = |s: &str| Format::guess(Path::new(s));
+        assert_eq!(g("a.nt"), Some((Format::NTriples, Compression::None)));
+        assert_eq!(g("x/a.NQ.gz"), Some((Format::NQuads, Compression::Gzip)));
+        assert_eq!(g("a.ttl.bz2"), Some((Format::Turtle, Compression::Bzip2)));
+        assert_eq!(g("a.trig"), Some((Format::TriG, Compression::None)));
+        assert_eq!(g("a.txt"), None);
+        assert_eq!(g("nt"), None);
+    }
+
+    #[test]
+    fn small_chunks_keep_lines_and_order() {
+        let mut text = String::new();
+        for i in 0..500 {
+            text.push_str(&format!("<http://e/{i}> <http://p> \"v{i}\" .\n"));
+        }
+        let path = std::env::temp_dir().join(format!("k2rpq-parse-{}.nt", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let options = ReadOptions {
+            chunk_bytes: 4096,
+            ..ReadOptions::default()
+        };
+        let mut seen = Vec::new();
+        read_input(
+            &Input::Path(path.clone()),
+            &options,
+            Arc::default(),
+            &mut |b| {
+                for q in &b.quads {
+                    seen.push(terms::decode(b.key(q[2] as usize)).unwrap().to_string());
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let expect: Vec<String> = (0..500).map(|i| format!("<http://e/{i}>")).collect();
+        assert_eq!(seen, expect);
+    }
+}

@@ -1,0 +1,432 @@
+//! The term dictionary: term ↔ dense `u32` id, stored as front-coded blocks.
+//!
+//! **Why front coding and not an FST.** Both directions must be fast and the file must be
+//! mmap'ed, not rebuilt, on open. An FST (`fst` crate) maps a key to a value very
+//! compactly but offers no id → term lookup, so it would need a second structure holding
+//! every term again. Front-coded blocks give both directions from one copy of the text:
+//! term → id is a binary search over the blocks' first keys plus a scan of one block;
+//! id → term decodes at most one block. Sorted RDF terms share long prefixes (namespaces,
+//! datatypes), which is what front coding removes; Wikidata-style IRIs shrink to a few
+//! bytes each.
+//!
+//! **Segments.** Ids are stable across incremental loads, so a load cannot re-sort terms
+//! already numbered. Each load appends one *segment*: the terms it introduced, sorted,
+//! numbered consecutively from the previous node count. A lookup by id picks the segment by
+//! range; a lookup by term tries each segment (a store loaded in `k` steps has `k`).
+//!
+//! **File layout** (little-endian): `b"K2RDICT1"`, `first_id: u32`, `count: u32`,
+//! `block_size: u32`, 4 bytes of padding; then the blocks; then one `u64` offset per block
+//! (relative to the end of the header) and one past the end; then `offsets_at: u64` (file
+//! position of the offsets) and a CRC-32 of everything before it. In a block the first key
+//! is `varint(len) bytes`, each next one `varint(shared prefix) varint(len of rest) rest`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+use oxrdf::{Term, TermRef};
+
+use crate::rdf::terms;
+
+const MAGIC: &[u8; 8] = b"K2RDICT1";
+const HEADER: usize = 24;
+const FOOTER: usize = 12;
+/// Keys per front-coded block: 16 keeps a scan short while saving most of the prefix bytes.
+pub const BLOCK_SIZE: u32 = 16;
+
+/// A dictionary segment that does not read back.
+#[derive(Debug, thiserror::Error)]
+#[error("dictionary file {file}: {reason}")]
+pub struct DictionaryError {
+    /// The file.
+    pub file: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint at `*pos`, advancing it; `None` past the end or on overlong input.
+fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Writes a segment of `keys` (sorted, distinct) numbered from `first_id`; returns
+/// `(bytes, crc32)` of the file. The file is fsynced.
+pub fn write_segment<'a>(
+    path: &Path,
+    first_id: u32,
+    keys: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> io::Result<(u64, u32)> {
+    let count = keys.len() as u32;
+    let file = File::create(path)?;
+    let mut out = CrcWriter {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        crc: crc32fast::Hasher::new(),
+        written: 0,
+    };
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&first_id.to_le_bytes());
+    header.extend_from_slice(&count.to_le_bytes());
+    header.extend_from_slice(&BLOCK_SIZE.to_le_bytes());
+    header.extend_from_slice(&[0; 4]);
+    out.write_all(&header)?;
+    let mut offsets = Vec::with_capacity((count / BLOCK_SIZE + 2) as usize);
+    let mut block = Vec::new();
+    let mut prev: &[u8] = &[];
+    let mut data_len = 0u64;
+    for (i, key) in keys.enumerate() {
+        if (i as u32).is_multiple_of(BLOCK_SIZE) {
+            out.write_all(&block)?;
+            data_len += block.len() as u64;
+            block.clear();
+            offsets.push(data_len);
+            put_varint(&mut block, key.len() as u64);
+            block.extend_from_slice(key);
+        } else {
+            let shared = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
+            put_varint(&mut block, shared as u64);
+            put_varint(&mut block, (key.len() - shared) as u64);
+            block.extend_from_slice(&key[shared..]);
+        }
+        prev = key;
+    }
+    out.write_all(&block)?;
+    data_len += block.len() as u64;
+    offsets.push(data_len);
+    let offsets_at = out.written;
+    for o in &offsets {
+        out.write_all(&o.to_le_bytes())?;
+    }
+    out.write_all(&offsets_at.to_le_bytes())?;
+    let crc = out.crc.clone().finalize();
+    let mut inner = out.inner;
+    inner.write_all(&crc.to_le_bytes())?;
+    let file = inner.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok((out.written + 4, crc))
+}
+
+struct CrcWriter<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    written: u64,
+}
+
+impl<W: Write> Write for CrcWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// One mmap'ed segment: ids `first_id .. first_id + count`.
+#[derive(Debug)]
+pub struct Segment {
+    map: Arc<Mmap>,
+    first_id: u32,
+    count: u32,
+    block_size: u32,
+    offsets_at: usize,
+    blocks: usize,
+}
+
+impl Segment {
+    /// Maps `path` and checks its header, bounds and CRC (and `expect_crc` when given).
+    pub fn open(path: &Path, expect_crc: Option<u32>) -> Result<Segment, DictionaryError> {
+        let err = |reason: String| DictionaryError {
+            file: path.display().to_string(),
+            reason,
+        };
+        let file = File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+        // SAFETY: store files are never modified in place (a load writes new files and
+        // renames); a concurrent truncation by another program is outside our contract.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| err(format!("cannot map: {e}")))?;
+        if map.len() < HEADER + FOOTER + 8 || &map[..8] != MAGIC {
+            return Err(err(
+                "not a k2rpq dictionary segment (bad magic or too short)".into(),
+            ));
+        }
+        let body = map.len() - 4;
+        let stored = u32::from_le_bytes(map[body..].try_into().unwrap());
+        let actual = crc32fast::hash(&map[..body]);
+        if stored != actual {
+            return Err(err(format!(
+                "checksum mismatch (stored {stored:08x}, computed {actual:08x}): the file is corrupt"
+            )));
+        }
+        if let Some(e) = expect_crc {
+            if e != actual {
+                return Err(err(format!(
+                    "checksum {actual:08x} differs from the manifest's {e:08x}: file replaced?"
+                )));
+            }
+        }
+        let u32_at = |p: usize| u32::from_le_bytes(map[p..p + 4].try_into().unwrap());
+        let (first_id, count, block_size) = (u32_at(8), u32_at(12), u32_at(16));
+        let offsets_at = u64::from_le_bytes(map[body - 8..body].try_into().unwrap()) as usize;
+        let blocks = count.div_ceil(block_size.max(1)) as usize;
+        if block_size == 0
+            || offsets_at < HEADER
+            || offsets_at.checked_add((blocks + 1) * 8) != Some(body - 8)
+        {
+            return Err(err("inconsistent header".into()));
+        }
+        let seg = Segment {
+            map: Arc::new(map),
+            first_id,
+            count,
+            block_size,
+            offsets_at,
+            blocks,
+        };
+        if seg.offset(blocks) as usize + HEADER != offsets_at {
+            return Err(err("block offsets do not end at the offset table".into()));
+        }
+        Ok(seg)
+    }
+
+    /// First id of the segment.
+    pub fn first_id(&self) -> u32 {
+        self.first_id
+    }
+
+    /// Terms in the segment.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn offset(&self, block: usize) -> u64 {
+        let p = self.offsets_at + 8 * block;
+        u64::from_le_bytes(self.map[p..p + 8].try_into().unwrap())
+    }
+
+    fn block_bytes(&self, block: usize) -> &[u8] {
+        let (a, b) = (self.offset(block) as usize, self.offset(block + 1) as usize);
+        let (a, b) = (HEADER + a.min(b), HEADER + b);
+        &self.map[a.min(self.offsets_at)..b.min(self.offsets_at)]
+    }
+
+    /// Decodes the keys of `block` one by one into `key`, calling `f(i, key)`; stops when
+    /// `f` returns false. Returns false when the block is malformed.
+    fn scan(&self, block: usize, mut f: impl FnMut(usize, &[u8]) -> bool) -> bool {
+        let bytes = self.block_bytes(block);
+        let n =
+            (self.count as usize - block * self.block_size as usize).min(self.block_size as usize);
+        let mut key: Vec<u8> = Vec::new();
+        let mut pos = 0;
+        for i in 0..n {
+            let shared = if i == 0 {
+                0
+            } else {
+                match get_varint(bytes, &mut pos) {
+                    Some(s) if s as usize <= key.len() => s as usize,
+                    _ => return false,
+                }
+            };
+            let Some(len) = get_varint(bytes, &mut pos) else {
+                return false;
+            };
+            let Some(rest) = bytes.get(pos..pos.saturating_add(len as usize)) else {
+                return false;
+            };
+            pos += len as usize;
+            key.truncate(shared);
+            key.extend_from_slice(rest);
+            if !f(i, &key) {
+                break;
+            }
+        }
+        true
+    }
+
+    fn first_key(&self, block: usize) -> Option<&[u8]> {
+        let bytes = self.block_bytes(block);
+        let mut pos = 0;
+        let len = get_varint(bytes, &mut pos)? as usize;
+        bytes.get(pos..pos + len)
+    }
+
+    /// The key of `id`, if the segment holds it.
+    pub fn key(&self, id: u32) -> Option<Vec<u8>> {
+        let rank = id.checked_sub(self.first_id)?;
+        if rank >= self.count {
+            return None;
+        }
+        let (block, within) = (
+            (rank / self.block_size) as usize,
+            (rank % self.block_size) as usize,
+        );
+        let mut found = None;
+        self.scan(block, |i, k| {
+            if i == within {
+                found = Some(k.to_vec());
+                false
+            } else {
+                true
+            }
+        });
+        found
+    }
+
+    /// The id of `key`, if the segment holds it.
+    pub fn id(&self, key: &[u8]) -> Option<u32> {
+        // Last block whose first key is <= key.
+        let (mut lo, mut hi) = (0usize, self.blocks);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.first_key(mid)? <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let block = lo.checked_sub(1)?;
+        let mut found = None;
+        self.scan(block, |i, k| match k.cmp(key) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => {
+                found = Some(i);
+                false
+            }
+            std::cmp::Ordering::Greater => false,
+        });
+        found.map(|i| self.first_id + (block * self.block_size as usize + i) as u32)
+    }
+
+    /// Decodes every block once; false at the first malformed one (a deep check).
+    pub fn check_blocks(&self) -> bool {
+        (0..self.blocks).all(|b| self.scan(b, |_, _| true))
+    }
+}
+
+/// Term ↔ id over all segments of a store.
+#[derive(Debug, Default)]
+pub struct Dictionary {
+    segments: Vec<Segment>,
+    len: u32,
+}
+
+impl Dictionary {
+    /// A dictionary of `segments`, which must number ids consecutively from 0.
+    pub fn from_segments(segments: Vec<Segment>) -> Result<Dictionary, String> {
+        let mut len = 0u32;
+        for s in &segments {
+            if s.first_id != len {
+                return Err(format!(
+                    "segment starts at id {} but {} ids precede it",
+                    s.first_id, len
+                ));
+            }
+            len = len
+                .checked_add(s.count)
+                .ok_or_else(|| "more than 2^32 terms".to_string())?;
+        }
+        Ok(Dictionary { segments, len })
+    }
+
+    /// The id of `term`, if it occurs in the store.
+    pub fn id(&self, term: TermRef<'_>) -> Option<u32> {
+        self.id_of_key(&terms::encode(term))
+    }
+
+    /// The id of a term key ([`crate::rdf::terms`]).
+    pub fn id_of_key(&self, key: &[u8]) -> Option<u32> {
+        self.segments.iter().find_map(|s| s.id(key))
+    }
+
+    /// The term of `id`.
+    pub fn term(&self, id: u32) -> Option<Term> {
+        terms::decode(&self.key(id)?)
+    }
+
+    /// The key of `id`.
+    pub fn key(&self, id: u32) -> Option<Vec<u8>> {
+        let i = self.segments.partition_point(|s| s.first_id <= id);
+        self.segments.get(i.checked_sub(1)?)?.key(id)
+    }
+
+    /// Number of terms (= the store's node count).
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// True when the dictionary holds no term.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_round_trip_and_lookups() {
+        let mut keys: Vec<Vec<u8>> = (0..1000)
+            .map(|i| format!("<http://www.wikidata.org/entity/Q{i}").into_bytes())
+            .collect();
+        keys.push(b"\"".to_vec()); // the empty simple literal
+        keys.sort();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let (bytes, crc) = write_segment(&path, 7, keys.iter().map(|k| k.as_slice())).unwrap();
+        assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
+        let seg = Segment::open(&path, Some(crc)).unwrap();
+        assert!(seg.check_blocks());
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(seg.key(7 + i as u32).as_ref(), Some(k));
+            assert_eq!(seg.id(k), Some(7 + i as u32));
+        }
+        assert_eq!(seg.id(b"<http://www.wikidata.org/entity/Q5x"), None);
+        assert_eq!(seg.id(b""), None);
+        assert_eq!(seg.id(b"~"), None);
+        assert_eq!(seg.key(6), None);
+        assert_eq!(seg.key(7 + keys.len() as u32), None);
+        // Prefix sharing pays: far fewer bytes than the raw keys.
+        let raw: usize = keys.iter().map(|k| k.len()).sum();
+        assert!((bytes as usize) < raw / 2, "{bytes} vs {raw}");
+    }
+
+    #[test]
+    fn empty_segment_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        write_segment(&path, 0, std::iter::empty()).unwrap();
+        let seg = Segment::open(&path, None).unwrap();
+        assert_eq!((seg.count(), seg.id(b"<x")), (0, None));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[9] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Segment::open(&path, None).unwrap_err();
+        assert!(e.reason.contains("checksum"), "{e}");
+    }
+}

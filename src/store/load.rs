@@ -1,0 +1,757 @@
+//! `load`: RDF inputs → a new or updated store, built beside the target and swapped in.
+//!
+//! Pipeline: inputs are parsed batch by batch ([`crate::rdf::parse`]); each distinct term
+//! of a batch gets a *provisional* id (its final id if an existing store already has it,
+//! else the next free number) from one hash table; edges go as `(relation, s, o)` records
+//! into an [`EdgeCollector`] that spills sorted runs to disk beyond `--memory`. At the end
+//! the new terms are sorted and numbered after the old ones (so each load's terms form one
+//! front-coded segment with ids in key order), the runs are merged one relation at a time,
+//! ids remapped, and each relation's k²-tree built and written.
+//!
+//! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
+//! triple); the term table grows with the distinct *new* terms (their key bytes plus about
+//! 32 bytes each), and building a tree holds that relation's cells (8 bytes per edge, plus
+//! the old cells of an incremental rebuild).
+//!
+//! Safety: everything is written into `.NAME.k2rpq-tmp-PID-…` beside the target, fsynced,
+//! and renamed into place; an existing store is swapped atomically (`renameat2` with
+//! `RENAME_EXCHANGE` on Linux) and the old folder removed afterwards. A failure at any point
+//! removes the temporary folder and leaves the old store as it was; temporaries of killed
+//! loads (dead PID) are removed by the next load into the same target.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    write_tree, GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError, FORMAT_NAME,
+    FORMAT_VERSION, MANIFEST,
+};
+use crate::k2tree::{height_for, morton, K2Tree};
+use crate::rdf::edges::EdgeCollector;
+use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
+use crate::rdf::terms;
+
+/// How to load.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Format of every input; guessed from each file name when `None`.
+    pub format: Option<Format>,
+    /// Skip and count malformed statements instead of stopping at the first.
+    pub lenient: bool,
+    /// Bytes of edges buffered in memory before sorted runs are spilled to disk.
+    pub memory: usize,
+    /// Show progress bars on stderr (hidden when stderr is not a terminal).
+    pub progress: bool,
+    /// Chunk size for parallel N-Triples/N-Quads parsing.
+    pub chunk_bytes: usize,
+    /// Test hook: fail after writing this many trees, before the swap.
+    #[doc(hidden)]
+    pub fail_after_trees: Option<usize>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            format: None,
+            lenient: false,
+            memory: default_memory(),
+            progress: false,
+            chunk_bytes: 4 << 20,
+            fail_after_trees: None,
+        }
+    }
+}
+
+/// A quarter of physical memory (1 GiB when it cannot be read).
+pub fn default_memory() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024);
+    total.map_or(1 << 30, |b| (b / 4) as usize)
+}
+
+/// What a load did; also kept in the manifest's `loads`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Input names.
+    pub inputs: Vec<String>,
+    /// Statements read (triples and quads), duplicates included.
+    pub statements: u64,
+    /// Malformed statements skipped (lenient mode).
+    pub skipped: u64,
+    /// Terms this load added to the dictionary.
+    pub new_terms: u64,
+    /// Node count after the load.
+    pub node_count: u32,
+    /// Distinct (graph, predicate, s, o) edges read (before merging with old trees).
+    pub distinct_edges: u64,
+    /// Relations (graph, predicate) built or rebuilt.
+    pub relations_built: usize,
+    /// Relations carried over unchanged.
+    pub relations_kept: usize,
+    /// Sorted runs spilled to disk.
+    pub runs_spilled: usize,
+    /// Seconds parsing and numbering terms.
+    pub parse_seconds: f64,
+    /// Seconds building and writing trees, dictionary and manifest.
+    pub build_seconds: f64,
+    /// Seconds end to end.
+    pub total_seconds: f64,
+    /// Bytes of the finished store.
+    pub store_bytes: u64,
+    /// Peak resident memory of the process (Linux `VmHWM`), when known.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Why a load failed. The target is unchanged whenever one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// An input is missing, unreadable, of unknown format or malformed.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The existing store cannot be opened (it is never overwritten then).
+    #[error("existing store: {0}")]
+    Existing(#[from] StoreError),
+    /// The target exists but is not a store.
+    #[error("{0}: exists and is not a k2rpq store; refusing to replace it")]
+    NotAStore(PathBuf),
+    /// Writing the new store failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// More distinct terms than a `u32` id space holds.
+    #[error("more than {} distinct terms", u32::MAX - 1)]
+    TooManyTerms,
+    /// A tree could not be built or written.
+    #[error("building {file}: {reason}")]
+    Tree {
+        /// The tree file.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+    /// The failure injected by [`LoadOptions::fail_after_trees`].
+    #[error("injected failure (test hook)")]
+    Injected,
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> LoadError + '_ {
+    move |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Removes the temporary folder unless the load committed.
+struct TempDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+fn temp_prefix(dir: &Path) -> String {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "store".into());
+    format!(".{name}.k2rpq-tmp-")
+}
+
+/// Removes temporaries of earlier loads into `dir` whose process is gone.
+fn remove_stale_temps(parent: &Path, dir: &Path) {
+    let prefix = temp_prefix(dir);
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or("");
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Atomically exchanges two paths (Linux), or reports that it cannot.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let ca = CString::new(a.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let cb = CString::new(b.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: two valid NUL-terminated paths; renameat2 touches nothing else.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// Puts the finished `tmp` in place of `dir`.
+fn commit(tmp: &Path, dir: &Path, replace: bool) -> io::Result<()> {
+    if !replace {
+        std::fs::rename(tmp, dir)?;
+    } else if exchange(tmp, dir).is_ok() {
+        // `tmp` now holds the old store.
+        std::fs::remove_dir_all(tmp)?;
+    } else {
+        // Not atomic: between the two renames the target is briefly absent (the old
+        // store is still whole under `old`).
+        let old = tmp.with_extension("old");
+        std::fs::rename(dir, &old)?;
+        std::fs::rename(tmp, dir)?;
+        std::fs::remove_dir_all(&old)?;
+    }
+    if let Some(parent) = dir.parent() {
+        if let Ok(f) = File::open(if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        }) {
+            let _ = f.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = match len {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+/// Parsing state: provisional term ids and relation numbers.
+struct Numbering<'a> {
+    old: Option<&'a Store>,
+    old_n: u32,
+    new_terms: FxHashMap<Box<[u8]>, u32>,
+    relations: FxHashMap<(u32, u32), u32>,
+    relation_keys: Vec<(u32, u32)>,
+    statements: u64,
+}
+
+impl Numbering<'_> {
+    fn id(&mut self, key: &[u8]) -> Result<u32, String> {
+        if let Some(old) = self.old {
+            if let Some(id) = old.dictionary().id_of_key(key) {
+                return Ok(id);
+            }
+        }
+        if let Some(&id) = self.new_terms.get(key) {
+            return Ok(id);
+        }
+        let id = self.old_n as u64 + self.new_terms.len() as u64;
+        if id >= u32::MAX as u64 {
+            return Err(LoadError::TooManyTerms.to_string());
+        }
+        self.new_terms.insert(key.into(), id as u32);
+        Ok(id as u32)
+    }
+
+    fn add(&mut self, batch: Batch, edges: &mut EdgeCollector) -> Result<(), String> {
+        let mut ids = Vec::with_capacity(batch.term_count());
+        for i in 0..batch.term_count() {
+            ids.push(self.id(batch.key(i))?);
+        }
+        for [g, p, s, o] in batch.quads {
+            let g = if g == DEFAULT_GRAPH {
+                DEFAULT_GRAPH
+            } else {
+                ids[g as usize]
+            };
+            let key = (g, ids[p as usize]);
+            let next = self.relation_keys.len() as u32;
+            let rel = *self.relations.entry(key).or_insert(next);
+            if rel == next {
+                self.relation_keys.push(key);
+            }
+            edges
+                .push([rel, ids[s as usize], ids[o as usize]])
+                .map_err(|e| format!("spilling edges: {e}"))?;
+            self.statements += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Loads `inputs` into the store at `dir` (created, or extended incrementally).
+///
+/// On success the store at `dir` holds the old contents (ids unchanged) plus the inputs;
+/// on any error it is exactly as before and no temporary folder remains.
+pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadReport, LoadError> {
+    let start = Instant::now();
+    let read_options = ReadOptions {
+        format: options.format,
+        lenient: options.lenient,
+        chunk_bytes: options.chunk_bytes,
+    };
+    // Fail fast on inputs that cannot be read at all, before any work.
+    for input in inputs {
+        parse::resolve_format(input, &read_options)?;
+        if let Input::Path(p) = input {
+            File::open(p).map_err(|source| ParseError::Open {
+                file: input.name(),
+                source,
+            })?;
+        }
+    }
+    let old = if dir.join(MANIFEST).exists() {
+        Some(Store::open(dir)?)
+    } else if dir.exists()
+        && std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .next()
+            .is_some()
+    {
+        return Err(LoadError::NotAStore(dir.to_path_buf()));
+    } else {
+        None
+    };
+    let replace = dir.exists();
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+    remove_stale_temps(&parent, dir);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = TempDir {
+        path: parent.join(format!(
+            "{}{}-{nanos}",
+            temp_prefix(dir),
+            std::process::id()
+        )),
+        keep: false,
+    };
+    let runs_dir = tmp.path.join("runs");
+    std::fs::create_dir_all(&runs_dir).map_err(io_err(&runs_dir))?;
+
+    // ---- Parse and number.
+    let old_n = old.as_ref().map_or(0, |s| s.node_count());
+    let mut numbering = Numbering {
+        old: old.as_ref(),
+        old_n,
+        new_terms: FxHashMap::default(),
+        relations: FxHashMap::default(),
+        relation_keys: Vec::new(),
+        statements: 0,
+    };
+    let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
+    let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    let pb = bar(
+        options.progress,
+        sizes,
+        "{spinner} parse [{elapsed_precise}] [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
+    );
+    let mut skipped = 0;
+    for input in inputs {
+        let t0 = Instant::now();
+        let before = numbering.statements;
+        skipped += parse::read_input(input, &read_options, read_bytes.clone(), &mut |batch| {
+            numbering.add(batch, &mut edges)?;
+            pb.set_position(read_bytes.load(Ordering::Relaxed));
+            let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            pb.set_message(format!(
+                "{} statements, {:.2} M/s",
+                numbering.statements,
+                (numbering.statements - before) as f64 / secs / 1e6
+            ));
+            Ok(())
+        })?;
+    }
+    pb.finish_and_clear();
+    let parse_seconds = start.elapsed().as_secs_f64();
+    let build_start = Instant::now();
+    let runs_spilled = edges.runs();
+
+    // ---- Dictionary: new terms sorted and numbered after the old ones.
+    let Numbering {
+        new_terms,
+        relation_keys,
+        statements,
+        ..
+    } = numbering;
+    let mut new_keys: Vec<(Box<[u8]>, u32)> = new_terms.into_iter().collect();
+    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut perm = vec![0u32; new_keys.len()];
+    for (rank, (_, prov)) in new_keys.iter().enumerate() {
+        perm[(*prov - old_n) as usize] = old_n + rank as u32;
+    }
+    let new_n = old_n + new_keys.len() as u32;
+    let remap = |id: u32| {
+        if id < old_n || id == DEFAULT_GRAPH {
+            id
+        } else {
+            perm[(id - old_n) as usize]
+        }
+    };
+    let mut segments: Vec<SegmentInfo> = old
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.manifest().dictionary.clone());
+    for s in &segments {
+        let to = tmp.path.join(&s.file);
+        link_or_copy(&dir.join(&s.file), &to).map_err(io_err(&to))?;
+    }
+    if !new_keys.is_empty() || segments.is_empty() {
+        let file = format!("dict-{:04}.fc", segments.len());
+        let path = tmp.path.join(&file);
+        let (bytes, crc32) =
+            super::dictionary::write_segment(&path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
+                .map_err(io_err(&path))?;
+        segments.push(SegmentInfo {
+            file,
+            first_id: old_n,
+            count: new_keys.len() as u32,
+            bytes,
+            crc32,
+        });
+    }
+    // Terms of ids, for predicate IRIs and graph names in the manifest.
+    let term_of = |id: u32| -> Option<oxrdf::Term> {
+        if id >= old_n {
+            terms::decode(&new_keys[(id - old_n) as usize].0)
+        } else {
+            old.as_ref().and_then(|s| s.dictionary().term(id))
+        }
+    };
+    let iri_of = |id: u32| -> String {
+        match term_of(id) {
+            Some(oxrdf::Term::NamedNode(n)) => n.into_string(),
+            Some(t) => t.to_string(),
+            None => String::new(),
+        }
+    };
+
+    // ---- Graphs: old ones keep their index; new ones follow in id order.
+    let mut graphs: Vec<GraphEntry> = old.as_ref().map_or_else(
+        || {
+            vec![GraphEntry {
+                name: None,
+                id: None,
+                edges: 0,
+                nodes: 0,
+                nodes_file: String::new(),
+                nodes_crc32: 0,
+                nodes_bytes: 0,
+                predicates: Vec::new(),
+            }]
+        },
+        |s| s.manifest().graphs.clone(),
+    );
+    let mut graph_index: HashMap<Option<u32>, usize> =
+        graphs.iter().enumerate().map(|(i, g)| (g.id, i)).collect();
+    let mut fresh: Vec<u32> = relation_keys
+        .iter()
+        .map(|&(g, _)| remap(g))
+        .filter(|&g| g != DEFAULT_GRAPH && !graph_index.contains_key(&Some(g)))
+        .collect();
+    fresh.sort_unstable();
+    fresh.dedup();
+    for g in fresh {
+        graph_index.insert(Some(g), graphs.len());
+        let name = term_of(g).map_or_else(String::new, |t| t.to_string());
+        graphs.push(GraphEntry {
+            name: Some(name),
+            id: Some(g),
+            edges: 0,
+            nodes: 0,
+            nodes_file: String::new(),
+            nodes_crc32: 0,
+            nodes_bytes: 0,
+            predicates: Vec::new(),
+        });
+    }
+    let graph_of = |g: u32| graph_index[&(if g == DEFAULT_GRAPH { None } else { Some(g) })];
+
+    // ---- Trees of touched relations.
+    let mut touched: BTreeMap<(usize, u32), ()> = BTreeMap::new();
+    let mut new_preds: Vec<BTreeMap<u32, PredicateInfo>> = graphs
+        .iter()
+        .map(|g| g.predicates.iter().map(|p| (p.id, p.clone())).collect())
+        .collect();
+    let mut node_sets: Vec<Option<RoaringBitmap>> = vec![None; graphs.len()];
+    let pb = bar(
+        options.progress,
+        Some(relation_keys.len() as u64),
+        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
+    );
+    let mut stream = edges.finish().map_err(io_err(&runs_dir))?;
+    let mut distinct_edges = 0u64;
+    let mut written = 0usize;
+    let side_changed =
+        height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
+    let nodes_of =
+        |gi: usize, node_sets: &mut Vec<Option<RoaringBitmap>>| -> Result<(), LoadError> {
+            if node_sets[gi].is_none() {
+                node_sets[gi] = Some(match &old {
+                    Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
+                    _ => RoaringBitmap::new(),
+                });
+            }
+            Ok(())
+        };
+    while let Some((rel, cells)) = stream.next_relation().map_err(io_err(&runs_dir))? {
+        let (g, p) = relation_keys[rel as usize];
+        let (gi, pid) = (graph_of(remap(g)), remap(p));
+        distinct_edges += cells.len() as u64;
+        nodes_of(gi, &mut node_sets)?;
+        let nodes = node_sets[gi].as_mut().unwrap();
+        let mut codes: Vec<u64> = cells
+            .into_iter()
+            .map(|(s, o)| {
+                let (s, o) = (remap(s), remap(o));
+                nodes.insert(s);
+                nodes.insert(o);
+                morton::encode(s, o)
+            })
+            .collect();
+        if new_preds[gi].contains_key(&pid) {
+            // Incremental: the old cells join the new edges (ids of old terms are stable).
+            let old_tree = old_tree(&old, gi, pid)?;
+            codes.extend(
+                old_tree
+                    .cells()
+                    .into_iter()
+                    .map(|(s, o)| morton::encode(s, o)),
+            );
+        }
+        let info = build_and_write(&tmp.path, gi, pid, iri_of(pid), new_n, &mut codes)?;
+        new_preds[gi].insert(pid, info);
+        touched.insert((gi, pid), ());
+        written += 1;
+        pb.inc(1);
+        if options.fail_after_trees == Some(written) {
+            return Err(LoadError::Injected);
+        }
+    }
+    drop(stream);
+    std::fs::remove_dir(&runs_dir).map_err(io_err(&runs_dir))?;
+
+    // ---- Untouched relations: carried over as files, or rebuilt when the padded side grew.
+    let mut relations_kept = 0;
+    for (gi, preds) in new_preds.iter_mut().enumerate() {
+        for (&pid, info) in preds.iter_mut() {
+            if touched.contains_key(&(gi, pid)) {
+                continue;
+            }
+            if side_changed {
+                let t = old_tree(&old, gi, pid)?;
+                let mut codes: Vec<u64> = t
+                    .cells()
+                    .into_iter()
+                    .map(|(s, o)| morton::encode(s, o))
+                    .collect();
+                *info = build_and_write(&tmp.path, gi, pid, info.iri.clone(), new_n, &mut codes)?;
+                written += 1;
+                if options.fail_after_trees == Some(written) {
+                    return Err(LoadError::Injected);
+                }
+            } else {
+                let to = tmp.path.join(&info.file);
+                link_or_copy(&dir.join(&info.file), &to).map_err(io_err(&to))?;
+                relations_kept += 1;
+            }
+        }
+    }
+    pb.finish_and_clear();
+
+    // ---- Node bitmaps and graph entries.
+    for (gi, g) in graphs.iter_mut().enumerate() {
+        g.predicates = std::mem::take(&mut new_preds[gi]).into_values().collect();
+        g.edges = g.predicates.iter().map(|p| p.edges).sum();
+        g.nodes_file = format!("g{gi}.nodes");
+        let to = tmp.path.join(&g.nodes_file);
+        match node_sets[gi].take() {
+            Some(bitmap) => {
+                let mut bytes = Vec::with_capacity(bitmap.serialized_size());
+                bitmap.serialize_into(&mut bytes).map_err(io_err(&to))?;
+                write_synced(&to, &bytes).map_err(io_err(&to))?;
+                g.nodes = bitmap.len();
+                g.nodes_crc32 = crc32fast::hash(&bytes);
+                g.nodes_bytes = bytes.len() as u64;
+            }
+            None if old.is_some() && gi < old.as_ref().unwrap().graphs().len() => {
+                link_or_copy(&dir.join(&g.nodes_file), &to).map_err(io_err(&to))?;
+            }
+            None => {
+                let mut bytes = Vec::new();
+                RoaringBitmap::new()
+                    .serialize_into(&mut bytes)
+                    .map_err(io_err(&to))?;
+                write_synced(&to, &bytes).map_err(io_err(&to))?;
+                g.nodes = 0;
+                g.nodes_crc32 = crc32fast::hash(&bytes);
+                g.nodes_bytes = bytes.len() as u64;
+            }
+        }
+    }
+
+    // ---- Manifest, sync, swap.
+    let mut report = LoadReport {
+        inputs: inputs.iter().map(Input::name).collect(),
+        statements,
+        skipped,
+        new_terms: (new_n - old_n) as u64,
+        node_count: new_n,
+        distinct_edges,
+        relations_built: written,
+        relations_kept,
+        runs_spilled,
+        parse_seconds,
+        build_seconds: 0.0,
+        total_seconds: 0.0,
+        store_bytes: 0,
+        peak_rss_bytes: None,
+    };
+    let mut loads = old
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.manifest().loads.clone());
+    report.store_bytes = segments.iter().map(|s| s.bytes).sum::<u64>()
+        + graphs
+            .iter()
+            .map(|g| g.nodes_bytes + g.predicates.iter().map(|p| p.bytes).sum::<u64>())
+            .sum::<u64>();
+    report.build_seconds = build_start.elapsed().as_secs_f64();
+    report.total_seconds = start.elapsed().as_secs_f64();
+    report.peak_rss_bytes = peak_rss();
+    loads.push(report.clone());
+    let manifest = Manifest {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        node_count: new_n,
+        dictionary: segments,
+        graphs,
+        loads,
+    };
+    let mpath = tmp.path.join(MANIFEST);
+    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| LoadError::Io {
+        path: mpath.clone(),
+        source: io::Error::other(e),
+    })?;
+    write_synced(&mpath, &json).map_err(io_err(&mpath))?;
+    File::open(&tmp.path)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(&tmp.path))?;
+    drop(old); // unmap before the old folder is removed
+    let mut tmp = tmp;
+    commit(&tmp.path, dir, replace).map_err(io_err(dir))?;
+    tmp.keep = true;
+    Ok(report)
+}
+
+fn old_tree(old: &Option<Store>, gi: usize, pid: u32) -> Result<Arc<K2Tree>, LoadError> {
+    let s = old.as_ref().expect("a kept relation implies an old store");
+    Ok(s.relation(gi, pid)?
+        .expect("the old manifest lists this relation"))
+}
+
+fn build_and_write(
+    tmp: &Path,
+    gi: usize,
+    pid: u32,
+    iri: String,
+    n: u32,
+    codes: &mut [u64],
+) -> Result<PredicateInfo, LoadError> {
+    let file = format!("g{gi}-p{pid}.k2");
+    let err = |reason: String| LoadError::Tree {
+        file: file.clone(),
+        reason,
+    };
+    let tree = K2Tree::from_codes(n as u64, n as u64, codes).map_err(|e| err(e.to_string()))?;
+    let path = tmp.join(&file);
+    write_tree(&tree, &path).map_err(err)?;
+    let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+    let stats = tree.stats();
+    Ok(PredicateInfo {
+        iri,
+        id: pid,
+        edges: tree.nnz(),
+        bits_per_edge: stats.bits_per_edge,
+        bytes: bytes.len() as u64,
+        crc32: crc32fast::hash(&bytes),
+        file,
+        side: n as u64,
+    })
+}

@@ -1,0 +1,235 @@
+//! Formats, compression, named graphs, literals and blank nodes as endpoints, stdin.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use k2rpq::store::{load, Format, Input, LoadOptions, Store};
+use oxrdf::{BlankNode, Literal, NamedNode, Term};
+
+fn iri(s: &str) -> Term {
+    NamedNode::new_unchecked(format!("http://ex.org/{s}")).into()
+}
+
+fn has(store: &Store, graph: usize, s: &Term, p: &str, o: &Term) -> bool {
+    let d = store.dictionary();
+    let (Some(s), Some(p), Some(o)) = (d.id(s.as_ref()), d.id(iri(p).as_ref()), d.id(o.as_ref()))
+    else {
+        return false;
+    };
+    store
+        .relation(graph, p)
+        .unwrap()
+        .is_some_and(|t| t.contains(s, o))
+}
+
+const NQ: &str = r#"<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .
+<http://ex.org/a> <http://ex.org/p> <http://ex.org/c> <http://ex.org/g1> .
+<http://ex.org/b> <http://ex.org/p> <http://ex.org/c> <http://ex.org/g2> .
+_:x <http://ex.org/q> "lit"@en <http://ex.org/g1> .
+<http://ex.org/a> <http://ex.org/q> "42"^^<http://www.w3.org/2001/XMLSchema#integer> _:g .
+<http://ex.org/a> <http://ex.org/q> "plain" .
+"#;
+
+fn check_quads(store: &Store) {
+    let g = |name: &str| {
+        store
+            .graph_id(Some(&iri(name)))
+            .unwrap_or_else(|| panic!("graph {name}"))
+    };
+    assert_eq!(
+        store.graphs().len(),
+        4,
+        "default, g1, g2 and the blank graph"
+    );
+    assert!(store.graphs()[0].name.is_none());
+    let (g1, g2) = (g("g1"), g("g2"));
+    assert!(has(store, 0, &iri("a"), "p", &iri("b")));
+    assert!(
+        !has(store, 0, &iri("a"), "p", &iri("c")),
+        "graphs kept apart"
+    );
+    assert!(has(store, g1, &iri("a"), "p", &iri("c")));
+    assert!(!has(store, g1, &iri("b"), "p", &iri("c")));
+    assert!(has(store, g2, &iri("b"), "p", &iri("c")));
+    let x: Term = BlankNode::new_unchecked("x").into();
+    assert!(has(
+        store,
+        g1,
+        &x,
+        "q",
+        &Literal::new_language_tagged_literal_unchecked("lit", "en").into()
+    ));
+    assert!(has(
+        store,
+        0,
+        &iri("a"),
+        "q",
+        &Literal::new_simple_literal("plain").into()
+    ));
+    let int = Literal::new_typed_literal(
+        "42",
+        NamedNode::new_unchecked("http://www.w3.org/2001/XMLSchema#integer"),
+    );
+    let blank_graph = store
+        .graphs()
+        .iter()
+        .position(|gi| matches!(gi.name, Some(oxrdf::NamedOrBlankNode::BlankNode(_))))
+        .unwrap();
+    assert!(has(store, blank_graph, &iri("a"), "q", &int.into()));
+    assert_eq!(store.graphs()[g1].edges, 2);
+    let nodes = store.graph_nodes(g2).unwrap();
+    let d = store.dictionary();
+    let expect: Vec<u32> = ["b", "c"]
+        .iter()
+        .map(|n| d.id(iri(n).as_ref()).unwrap())
+        .collect();
+    assert_eq!(nodes.iter().collect::<Vec<_>>(), {
+        let mut e = expect;
+        e.sort();
+        e
+    });
+}
+
+#[test]
+fn nquads_plain_gzip_and_bzip2_keep_graphs_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("d.nq");
+    std::fs::write(&plain, NQ).unwrap();
+    let gz = dir.path().join("d.nq.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(NQ.as_bytes()).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let bz = dir.path().join("d.nq.bz2");
+    let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+    e.write_all(NQ.as_bytes()).unwrap();
+    std::fs::write(&bz, e.finish().unwrap()).unwrap();
+    for (i, input) in [plain, gz, bz].into_iter().enumerate() {
+        let store_dir = dir.path().join(format!("s{i}"));
+        load(&[Input::Path(input)], &store_dir, &LoadOptions::default()).unwrap();
+        check_quads(&Store::open(&store_dir).unwrap());
+    }
+}
+
+#[test]
+fn trig_and_turtle() {
+    let dir = tempfile::tempdir().unwrap();
+    let trig = dir.path().join("d.trig");
+    std::fs::write(
+        &trig,
+        r#"@prefix : <http://ex.org/> .
+:a :p :b .
+:a :q "plain" .
+:g1 { :a :p :c . _:x :q "lit"@en . }
+GRAPH :g2 { :b :p :c }
+_:g { :a :q 42 }
+"#,
+    )
+    .unwrap();
+    let s = dir.path().join("trig");
+    load(&[Input::Path(trig)], &s, &LoadOptions::default()).unwrap();
+    check_quads(&Store::open(&s).unwrap());
+
+    let ttl = dir.path().join("d.ttl");
+    std::fs::write(
+        &ttl,
+        "@prefix : <http://ex.org/> .\n:a :p :b , :c ; :q [ :p :a ] .\n",
+    )
+    .unwrap();
+    let s = dir.path().join("ttl");
+    load(&[Input::Path(ttl)], &s, &LoadOptions::default()).unwrap();
+    let store = Store::open(&s).unwrap();
+    assert_eq!(store.graphs().len(), 1);
+    assert!(has(&store, 0, &iri("a"), "p", &iri("c")));
+    assert_eq!(store.graphs()[0].edges, 4);
+}
+
+#[test]
+fn explicit_format_overrides_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("data.txt");
+    std::fs::write(
+        &f,
+        "<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .\n",
+    )
+    .unwrap();
+    let options = LoadOptions {
+        format: Some(Format::NTriples),
+        ..LoadOptions::default()
+    };
+    load(&[Input::Path(f)], &dir.path().join("s"), &options).unwrap();
+    let store = Store::open(&dir.path().join("s")).unwrap();
+    assert!(has(&store, 0, &iri("a"), "p", &iri("b")));
+}
+
+#[test]
+fn cli_loads_stdin_and_info_prints_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let exe = env!("CARGO_BIN_EXE_k2rpq");
+    let mut child = Command::new(exe)
+        .args(["load", "-", "--format", "nq", "--quiet", "--store"])
+        .arg(&s)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(NQ.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    check_quads(&Store::open(&s).unwrap());
+    let out = Command::new(exe).arg("info").arg(&s).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(
+        text.contains("http://ex.org/p") && text.contains("bits/edge"),
+        "{text}"
+    );
+    assert!(text.contains("<http://ex.org/g1>"), "{text}");
+    let out = Command::new(exe)
+        .args(["info", "--json"])
+        .arg(&s)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["format"], "k2rpq-store");
+    // stdin without a format is refused with a clear message.
+    let out = Command::new(exe)
+        .args(["load", "-", "--quiet", "--store"])
+        .arg(dir.path().join("t"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown RDF format"));
+}
+
+#[test]
+fn generated_dump_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("w.nt.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(["gen", "wikidata-like", "--triples", "20000", "-o"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = load(
+        &[Input::Path(f)],
+        &dir.path().join("s"),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(report.statements, 20000);
+    let store = Store::open(Path::new(&dir.path().join("s"))).unwrap();
+    let p279 = NamedNode::new_unchecked("http://www.wikidata.org/prop/direct/P279");
+    let id = store.dictionary().id(p279.as_ref().into()).unwrap();
+    assert!(store.relation(0, id).unwrap().unwrap().nnz() > 0);
+}
