@@ -11,8 +11,9 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod database;
 pub mod engine;
 pub mod k2tree;
-pub mod rpq;
 pub mod rdf;
+pub mod rpq;
 pub mod store;

@@ -25,7 +25,12 @@ pub struct OxigraphOutcome {
 
 /// Runs `query` on `store`, iterating all rows (at most `limit`), cancelled after
 /// `timeout` by a watchdog thread through Oxigraph's cancellation token.
-pub fn run_query(store: &Store, query: &str, limit: u64, timeout: Duration) -> Result<OxigraphOutcome, String> {
+pub fn run_query(
+    store: &Store,
+    query: &str,
+    limit: u64,
+    timeout: Duration,
+) -> Result<OxigraphOutcome, String> {
     let token = CancellationToken::new();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let watchdog = {
@@ -46,7 +51,11 @@ pub fn run_query(store: &Store, query: &str, limit: u64, timeout: Duration) -> R
             .with_cancellation_token(token.clone())
             .parse_query(query)
             .map_err(|e| e.to_string())?;
-        match prepared.on_store(store).execute().map_err(|e| e.to_string())? {
+        match prepared
+            .on_store(store)
+            .execute()
+            .map_err(|e| e.to_string())?
+        {
             QueryResults::Solutions(solutions) => {
                 for s in solutions {
                     let s = match s {
@@ -64,8 +73,11 @@ pub fn run_query(store: &Store, query: &str, limit: u64, timeout: Duration) -> R
                         break;
                     }
                     out.rows += 1;
-                    let key: Vec<String> =
-                        s.values().iter().map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default()).collect();
+                    let key: Vec<String> = s
+                        .values()
+                        .iter()
+                        .map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                        .collect();
                     out.distinct.insert(key.join("\t"));
                 }
             }
@@ -75,7 +87,9 @@ pub fn run_query(store: &Store, query: &str, limit: u64, timeout: Duration) -> R
                     out.distinct.insert(String::new());
                 }
             }
-            QueryResults::Graph(_) => return Err("CONSTRUCT/DESCRIBE queries are not benchmarked".into()),
+            QueryResults::Graph(_) => {
+                return Err("CONSTRUCT/DESCRIBE queries are not benchmarked".into())
+            }
         }
         Ok(out)
     })();
@@ -83,7 +97,10 @@ pub fn run_query(store: &Store, query: &str, limit: u64, timeout: Duration) -> R
     let cancelled = watchdog.join().unwrap_or(false);
     let mut out = match result {
         Ok(o) => o,
-        Err(_) if cancelled => OxigraphOutcome { timed_out: true, ..Default::default() },
+        Err(_) if cancelled => OxigraphOutcome {
+            timed_out: true,
+            ..Default::default()
+        },
         Err(e) => return Err(e),
     };
     out.timed_out |= cancelled;

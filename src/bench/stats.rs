@@ -32,7 +32,11 @@ impl Summary {
         }
         v.sort_by(|a, b| a.total_cmp(b));
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
         let rank = ((0.95 * n as f64).ceil() as usize).clamp(1, n);
         Summary {
             n,
@@ -47,7 +51,11 @@ impl Summary {
 
 /// Geometric mean of positive values (zero when there are none).
 pub fn geomean(values: &[f64]) -> f64 {
-    let v: Vec<f64> = values.iter().copied().filter(|x| *x > 0.0 && x.is_finite()).collect();
+    let v: Vec<f64> = values
+        .iter()
+        .copied()
+        .filter(|x| *x > 0.0 && x.is_finite())
+        .collect();
     if v.is_empty() {
         return 0.0;
     }

@@ -46,7 +46,10 @@ fn decade_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 impl LogLogPlot {
@@ -67,19 +70,46 @@ impl LogLogPlot {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#, W / 2.0, escape(&self.title));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
+            W / 2.0,
+            escape(&self.title)
+        );
         // Grid and decade labels.
         for d in (x0 as i32)..=(x1 as i32) {
             let x = sx(10f64.powi(d));
-            let _ = writeln!(s, r##"<line x1="{x:.1}" y1="{M}" x2="{x:.1}" y2="{}" stroke="#ddd"/>"##, H - M);
-            let _ = writeln!(s, r#"<text x="{x:.1}" y="{}" text-anchor="middle">1e{d}</text>"#, H - M + 16.0);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{M}" x2="{x:.1}" y2="{}" stroke="#ddd"/>"##,
+                H - M
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{x:.1}" y="{}" text-anchor="middle">1e{d}</text>"#,
+                H - M + 16.0
+            );
         }
         for d in (y0 as i32)..=(y1 as i32) {
             let y = sy(10f64.powi(d));
-            let _ = writeln!(s, r##"<line x1="{M}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/>"##, W - M);
-            let _ = writeln!(s, r#"<text x="{}" y="{:.1}" text-anchor="end">1e{d}</text>"#, M - 6.0, y + 4.0);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{M}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/>"##,
+                W - M
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{:.1}" text-anchor="end">1e{d}</text>"#,
+                M - 6.0,
+                y + 4.0
+            );
         }
-        let _ = writeln!(s, r##"<rect x="{M}" y="{M}" width="{}" height="{}" fill="none" stroke="#333"/>"##, W - 2.0 * M, H - 2.0 * M);
+        let _ = writeln!(
+            s,
+            r##"<rect x="{M}" y="{M}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
+            W - 2.0 * M,
+            H - 2.0 * M
+        );
         if self.diagonal {
             let (a, b) = (10f64.powf(x0), 10f64.powf(x1));
             let _ = writeln!(
@@ -91,7 +121,13 @@ impl LogLogPlot {
                 sy(b)
             );
         }
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, W / 2.0, H - 18.0, escape(&self.x_label));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            W / 2.0,
+            H - 18.0,
+            escape(&self.x_label)
+        );
         let _ = writeln!(
             s,
             r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
@@ -113,8 +149,19 @@ impl LogLogPlot {
                 }
             }
             let ly = M + 16.0 + 16.0 * i as f64;
-            let _ = writeln!(s, r#"<circle cx="{}" cy="{}" r="4" fill="{}"/>"#, M + 12.0, ly - 4.0, series.color);
-            let _ = writeln!(s, r#"<text x="{}" y="{ly}">{}</text>"#, M + 22.0, escape(&series.label));
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{}" cy="{}" r="4" fill="{}"/>"#,
+                M + 12.0,
+                ly - 4.0,
+                series.color
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{ly}">{}</text>"#,
+                M + 22.0,
+                escape(&series.label)
+            );
         }
         s.push_str("</svg>\n");
         s
@@ -135,12 +182,20 @@ mod tests {
             series: vec![Series {
                 label: "s".into(),
                 color: "red".into(),
-                points: vec![(1.0, 10.0, "q1".into()), (0.0, 1.0, "skipped".into()), (100.0, 0.5, "q3".into())],
+                points: vec![
+                    (1.0, 10.0, "q1".into()),
+                    (0.0, 1.0, "skipped".into()),
+                    (100.0, 0.5, "q3".into()),
+                ],
             }],
         };
         let svg = p.render();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<circle").count(), 2 + 1, "two points plus the legend dot");
+        assert_eq!(
+            svg.matches("<circle").count(),
+            2 + 1,
+            "two points plus the legend dot"
+        );
         assert!(svg.contains("a &lt; b") && !svg.contains("skipped"));
     }
 }

@@ -32,7 +32,12 @@ impl WorkloadQuery {
         match &self.kind {
             QueryKind::Sparql(s) => s.clone(),
             QueryKind::Path(q) => {
-                format!("SELECT * WHERE {{ {} {} {} }}", endpoint(&q.subject), q.path, endpoint(&q.object))
+                format!(
+                    "SELECT * WHERE {{ {} {} {} }}",
+                    endpoint(&q.subject),
+                    q.path,
+                    endpoint(&q.object)
+                )
             }
         }
     }
@@ -73,7 +78,10 @@ pub enum WorkloadError {
 
 /// Reads a workload from a log file or a folder of `.rq` files.
 pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
-    let io = |source| WorkloadError::Io { path: path.to_path_buf(), source };
+    let io = |source| WorkloadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut out = Vec::new();
     if path.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
@@ -83,9 +91,19 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
             .collect();
         files.sort();
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| WorkloadError::Io { path: f.clone(), source })?;
-            let id = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            out.push(WorkloadQuery { id, shape: "sparql".into(), kind: QueryKind::Sparql(text) });
+            let text = std::fs::read_to_string(&f).map_err(|source| WorkloadError::Io {
+                path: f.clone(),
+                source,
+            })?;
+            let id = f
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(WorkloadQuery {
+                id,
+                shape: "sparql".into(),
+                kind: QueryKind::Sparql(text),
+            });
         }
     } else {
         let text = std::fs::read_to_string(path).map_err(io)?;
@@ -100,7 +118,11 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
                 reason: e.to_string(),
             })?;
             let id = q.id.clone().unwrap_or_else(|| format!("line{}", i + 1));
-            out.push(WorkloadQuery { id, shape: shape_of(&q), kind: QueryKind::Path(q) });
+            out.push(WorkloadQuery {
+                id,
+                shape: shape_of(&q),
+                kind: QueryKind::Path(q),
+            });
         }
     }
     if out.is_empty() {
@@ -118,7 +140,13 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
 /// assert_eq!(shape_of(&q), "v a/a* c");
 /// ```
 pub fn shape_of(q: &LogQuery) -> String {
-    let end = |e: &LogEndpoint| if matches!(e, LogEndpoint::Var(_)) { "v" } else { "c" };
+    let end = |e: &LogEndpoint| {
+        if matches!(e, LogEndpoint::Var(_)) {
+            "v"
+        } else {
+            "c"
+        }
+    };
     let mut regex = String::new();
     let text = q.path.to_string();
     let mut chars = text.chars().peekable();
