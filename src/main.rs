@@ -27,6 +27,8 @@ enum Command {
     Info(cli::info::Args),
     /// Generate synthetic datasets (see `gen wikidata-like --help`).
     Gen(cli::gen::Args),
+    /// Benchmark the device cache: a mixed workload of products at several budgets.
+    BenchCache(cli::bench_cache::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Command::Load(a) => cli::load::run(a),
         Command::Info(a) => cli::info::run(a),
         Command::Gen(a) => cli::gen::run(a),
+        Command::BenchCache(a) => cli::bench_cache::run(a),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_build;
+pub mod bench_cache;
 pub mod build_tree;
 pub mod gen;
 pub mod info;
