@@ -29,6 +29,10 @@ enum Command {
     Gen(cli::gen::Args),
     /// Benchmark the device cache: a mixed workload of products at several budgets.
     BenchCache(cli::bench_cache::Args),
+    /// Evaluate regular path queries `S REGEX O` and print the (start, end) pairs as TSV.
+    Rpq(cli::rpq::Args),
+    /// Print the plan of a path query and the steps of its run.
+    Explain(cli::explain::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,5 +45,7 @@ fn main() -> anyhow::Result<()> {
         Command::Info(a) => cli::info::run(a),
         Command::Gen(a) => cli::gen::run(a),
         Command::BenchCache(a) => cli::bench_cache::run(a),
+        Command::Rpq(a) => cli::rpq::run(a),
+        Command::Explain(a) => cli::explain::run(a),
     }
 }

@@ -124,7 +124,6 @@ fn device() -> std::result::Result<Arc<CudaContext>, String> {
     }
 }
 
-#[test]
 fn device_memory_stays_within_the_budget() {
     let ctx = match device() {
         Ok(c) => c,
@@ -198,4 +197,15 @@ fn device_memory_stays_within_the_budget() {
     );
     assert!(s.evictions > 0);
     assert!(s.peak_bytes <= budget);
+}
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+fn main() {
+    harness::run(&[harness::GpuTest {
+        name: "device_memory_stays_within_the_budget",
+        needs: harness::Needs::Gpu,
+        run: device_memory_stays_within_the_budget,
+    }])
 }

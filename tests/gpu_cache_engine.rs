@@ -17,7 +17,6 @@ use rand::{Rng, SeedableRng};
 /// granularity and the engine's allocations outside the cache (CUDA graphs, kernels).
 const SLACK: u64 = 64 << 20;
 
-#[test]
 fn gpu_products_through_the_cache_stay_within_budget_and_right() {
     let gpu = match GpuEngine::new(0) {
         Ok(e) => Arc::new(e),
@@ -114,4 +113,15 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
     );
     assert!(s.evictions > 0);
     assert!(s.peak_bytes <= budget);
+}
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+fn main() {
+    harness::run(&[harness::GpuTest {
+        name: "gpu_products_through_the_cache_stay_within_budget_and_right",
+        needs: harness::Needs::Gpu,
+        run: gpu_products_through_the_cache_stay_within_budget_and_right,
+    }])
 }

@@ -7,3 +7,6 @@ pub mod build_tree;
 pub mod gen;
 pub mod info;
 pub mod load;
+pub mod explain;
+pub mod graph_source;
+pub mod rpq;

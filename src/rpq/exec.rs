@@ -544,8 +544,9 @@ impl<E: Engine> Run<'_, E> {
             }
         }
         for (k, e) in ends.into_iter().enumerate() {
-            if self.result.truncated {
-                break;
+            if self.result.count >= limit {
+                self.result.truncated |= !e.is_empty();
+                continue;
             }
             let bm = RoaringBitmap::from_sorted_iter(e).expect("rows ascending");
             self.emit(sources[k], &bm);

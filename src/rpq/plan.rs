@@ -92,7 +92,7 @@ impl fmt::Display for PlanDisplay<'_> {
         let name = self.name;
         let end = |e: Endpoint| match e {
             Endpoint::Var => "?var".to_string(),
-            Endpoint::Const(c) => format!("node {c}"),
+            Endpoint::Const(c) => name(c).unwrap_or_else(|| format!("node {c}")),
         };
         f.write_str("path: ")?;
         p.path.fmt_with(f, name)?;
@@ -143,7 +143,11 @@ impl fmt::Display for PlanDisplay<'_> {
             }
         }
         match &p.start {
-            StartNodes::Const(c) => writeln!(f, "start: node {c}, one batch of 1 word")?,
+            StartNodes::Const(c) => writeln!(
+                f,
+                "start: {} (id {c}), one batch of 1 word",
+                name(*c).unwrap_or_else(|| "a node".into())
+            )?,
             StartNodes::Candidates(c) => writeln!(
                 f,
                 "start: {} candidate nodes in {} batches of {} ({} words per node)",

@@ -159,3 +159,79 @@ pub fn load_tsv(path: &FsPath) -> Result<(MemoryGraph, TermDict), RpqError> {
         dict,
     ))
 }
+
+/// Looks terms up in a dictionary: [`TermDict`] here, the store's dictionary later.
+pub trait TermLookup {
+    /// The id of an IRI (without `<>`), if the dictionary knows it.
+    fn iri_id(&self, iri: &str) -> Option<u32>;
+    /// The N-Triples form of term `id`.
+    fn term(&self, id: u32) -> Option<String>;
+}
+
+impl TermLookup for TermDict {
+    fn iri_id(&self, iri: &str) -> Option<u32> {
+        TermDict::iri_id(self, iri)
+    }
+    fn term(&self, id: u32) -> Option<String> {
+        TermDict::term(self, id).map(str::to_string)
+    }
+}
+
+/// Ids given to constants the dictionary does not know (they are in no graph, but a
+/// zero-length path still relates them to themselves): the subject's and the object's.
+pub const UNKNOWN_SUBJECT: u32 = u32::MAX;
+/// See [`UNKNOWN_SUBJECT`].
+pub const UNKNOWN_OBJECT: u32 = u32::MAX - 1;
+
+/// A log query with its IRIs resolved against a dictionary.
+#[derive(Clone, Debug)]
+pub struct ResolvedQuery {
+    /// The path over predicate ids.
+    pub path: super::Path,
+    /// The subject end.
+    pub subject: super::Endpoint,
+    /// The object end.
+    pub object: super::Endpoint,
+    /// Constants unknown to the dictionary, by the placeholder id they were given, with
+    /// their N-Triples form (to print them back).
+    pub unknown: Vec<(u32, String)>,
+}
+
+impl ResolvedQuery {
+    /// The N-Triples form of a result id.
+    pub fn term(&self, terms: &dyn TermLookup, id: u32) -> String {
+        self.unknown
+            .iter()
+            .find(|u| u.0 == id)
+            .map(|u| u.1.clone())
+            .or_else(|| terms.term(id))
+            .unwrap_or_else(|| format!("_:unknown{id}"))
+    }
+}
+
+/// Resolves the IRIs of a log query: predicates to ids (unknown ones match nothing),
+/// constants to ids (unknown ones to placeholders; equal IRIs to equal ids).
+pub fn resolve_log_query(q: &super::LogQuery, terms: &dyn TermLookup) -> ResolvedQuery {
+    use super::{Endpoint, LogEndpoint};
+    let path = super::parse_path_expr(&q.path, |iri| terms.iri_id(iri));
+    let mut unknown = Vec::new();
+    let mut end = |e: &LogEndpoint, placeholder: u32| match e {
+        LogEndpoint::Var(_) => Endpoint::Var,
+        LogEndpoint::Iri(iri) => Endpoint::Const(terms.iri_id(iri).unwrap_or_else(|| {
+            let nt = format!("<{iri}>");
+            if let Some(u) = unknown.iter().find(|u: &&(u32, String)| u.1 == nt) {
+                return u.0;
+            }
+            unknown.push((placeholder, nt));
+            placeholder
+        })),
+    };
+    let subject = end(&q.subject, UNKNOWN_SUBJECT);
+    let object = end(&q.object, UNKNOWN_OBJECT);
+    ResolvedQuery {
+        path,
+        subject,
+        object,
+        unknown,
+    }
+}

@@ -1,0 +1,260 @@
+//! `k2rpq rpq`: evaluate `S REGEX O` queries (one argument, or a file of them) and print
+//! the distinct (start, end) term pairs as TSV.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::{Engine, MatrixConfig};
+use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
+use k2rpq::rpq::{
+    evaluate_with, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
+    TraversalPolicy,
+};
+
+use super::graph_source::{open_source, SourceArgs};
+
+/// Which engine runs the products.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// The multi-threaded CPU engine.
+    Cpu,
+    /// The GPU engine.
+    Gpu,
+    /// The GPU when usable, else the CPU.
+    Auto,
+}
+
+/// How products visit the trees.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraversalChoice {
+    /// Masked while the frontier is small, dense otherwise.
+    Auto,
+    /// Always dense.
+    Dense,
+    /// Always masked.
+    Masked,
+}
+
+/// Options shared by `rpq` and `explain`.
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// Stop each query after this many pairs.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Stop each query after this many seconds (the pairs found so far are printed).
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Engine.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineChoice,
+    /// Words per node of a frontier batch: 64·W start nodes per batch (var→var).
+    #[arg(long, default_value_t = 8)]
+    pub batch_words: usize,
+    /// Product traversal.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub traversal: TraversalChoice,
+    /// Load only the tree and directory (no cached frontier).
+    #[arg(long)]
+    pub tree_only: bool,
+}
+
+impl EvalArgs {
+    /// The evaluation options these arguments ask for.
+    pub fn options(&self, count_only: bool) -> anyhow::Result<EvalOptions> {
+        let timeout = match self.timeout {
+            Some(s) if !(s.is_finite() && s >= 0.0) => {
+                anyhow::bail!("--timeout {s}: not a number of seconds")
+            }
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        if self.batch_words == 0 {
+            anyhow::bail!("--batch-words must be at least 1");
+        }
+        Ok(EvalOptions {
+            limit: self.limit,
+            timeout,
+            batch_words: self.batch_words,
+            traversal: match self.traversal {
+                TraversalChoice::Auto => TraversalPolicy::Auto,
+                TraversalChoice::Dense => TraversalPolicy::Dense,
+                TraversalChoice::Masked => TraversalPolicy::Masked,
+            },
+            config: if self.tree_only {
+                MatrixConfig::TreeOnly
+            } else {
+                MatrixConfig::CachedFrontier
+            },
+            count_only,
+        })
+    }
+
+    /// Runs `task` on the chosen engine (`auto`: the GPU when usable, else the CPU with
+    /// a one-line notice).
+    pub fn dispatch<T: EngineTask>(&self, task: T) -> anyhow::Result<T::Output> {
+        match self.engine {
+            EngineChoice::Cpu => task.run(&CpuEngine::new()),
+            EngineChoice::Gpu => task.run(&GpuEngine::new(0).context("--engine gpu")?),
+            EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
+                Some(g) => task.run(&g),
+                None => task.run(&CpuEngine::new()),
+            },
+        }
+    }
+}
+
+/// Work that runs on whichever engine the user picked.
+pub trait EngineTask {
+    /// What the work returns.
+    type Output;
+    /// Runs the work on `engine`.
+    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<Self::Output>;
+}
+
+/// Arguments of `k2rpq rpq`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The graph.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// One query, `S REGEX O` (S, O: `?var` or `<IRI>`).
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub query: Option<String>,
+    /// A file of queries, one per line (`id,` prefixes allowed; blank and `#` lines skipped).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Print only the number of pairs of each query.
+    #[arg(long)]
+    pub count: bool,
+    /// Evaluation options.
+    #[command(flatten)]
+    pub eval: EvalArgs,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let options = args.eval.options(args.count)?;
+    let t0 = Instant::now();
+    let (graph, terms) = open_source(&args.source)?;
+    eprintln!(
+        "loaded {} node ids, {} predicates in {:.2} s",
+        graph.node_count(),
+        graph.predicates().len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let queries: Vec<(String, String)> = match (&args.query, &args.file) {
+        (Some(q), _) => vec![("1".into(), q.clone())],
+        (None, Some(f)) => {
+            let file =
+                std::fs::File::open(f).with_context(|| format!("opening {}", f.display()))?;
+            let mut out = Vec::new();
+            for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+                let line = line.with_context(|| format!("{} line {}", f.display(), i + 1))?;
+                if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+                    out.push(((i + 1).to_string(), line));
+                }
+            }
+            out
+        }
+        (None, None) => anyhow::bail!("give a query or --file"),
+    };
+    let task = RunQueries {
+        args: &args,
+        options,
+        graph: graph.as_ref(),
+        terms: terms.as_ref(),
+        queries,
+    };
+    args.eval.dispatch(task)
+}
+
+struct RunQueries<'a> {
+    args: &'a Args,
+    options: EvalOptions,
+    graph: &'a dyn PathGraph,
+    terms: &'a dyn TermLookup,
+    queries: Vec<(String, String)>,
+}
+
+impl EngineTask for RunQueries<'_> {
+    type Output = ();
+
+    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<()> {
+        let RunQueries {
+            args,
+            options,
+            graph,
+            terms,
+            queries,
+        } = self;
+        let many = queries.len() > 1;
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        // Relations stay loaded across the queries of one run.
+        let mut relations = PerQueryRelations::new(engine, graph, options.config);
+        for (line_no, text) in &queries {
+            let q = parse_log_line(text).with_context(|| match &args.file {
+                Some(f) => format!("{} line {line_no}", f.display()),
+                None => "the query".to_string(),
+            })?;
+            let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+            let r = run_one(
+                engine,
+                graph,
+                terms,
+                &q,
+                &options,
+                &mut relations,
+                |a, b| {
+                    if many {
+                        writeln!(out, "{label}\t{a}\t{b}")
+                    } else {
+                        writeln!(out, "{a}\t{b}")
+                    }
+                },
+            )?;
+            if args.count {
+                if many {
+                    writeln!(out, "{label}\t{}", r.count)?;
+                } else {
+                    writeln!(out, "{}", r.count)?;
+                }
+            }
+            eprintln!(
+                "query {label}: {} pairs{}{} in {:.3} ms on {} ({} steps, {} products)",
+                r.count,
+                if r.truncated { " (limit reached)" } else { "" },
+                if r.timed_out { " (timed out)" } else { "" },
+                r.trace.elapsed.as_secs_f64() * 1e3,
+                engine.name(),
+                r.trace.total_steps,
+                r.trace.products
+            );
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// Plans and evaluates one parsed query, calling `emit` with each pair's terms.
+pub fn run_one<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    terms: &dyn TermLookup,
+    q: &k2rpq::rpq::LogQuery,
+    options: &EvalOptions,
+    relations: &mut PerQueryRelations<'_, E>,
+    mut emit: impl FnMut(&str, &str) -> std::io::Result<()>,
+) -> anyhow::Result<PathResult> {
+    let rq = resolve_log_query(q, terms);
+    let p = plan(graph, &rq.path, rq.subject, rq.object, options);
+    let r = evaluate_with(engine, graph, &p, options, relations)?;
+    for &(a, b) in &r.pairs {
+        emit(&rq.term(terms, a), &rq.term(terms, b))?;
+    }
+    Ok(r)
+}
