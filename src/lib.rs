@@ -11,8 +11,8 @@
 #![warn(missing_docs)]
 
 pub mod bench;
-pub mod database;
 pub mod cache;
+pub mod database;
 pub mod engine;
 pub mod k2tree;
 pub mod rdf;

@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
 use k2rpq::bench::workload::read_workload;
-use k2rpq::database::{Database, EngineChoice};
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 
 /// Arguments of `k2rpq bench`.
 #[derive(clap::Args)]
@@ -42,6 +42,13 @@ pub struct Args {
     /// Write the per-query plot (ours vs Oxigraph, log–log) here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Device memory for resident relations plus query working memory (`8GiB`, `512MB`,
+    /// `60%` of free device memory). Default: 75% of free device memory.
+    #[arg(long)]
+    pub gpu_budget: Option<String>,
+    /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
+    #[arg(long)]
+    pub stats: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -67,10 +74,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         eprintln!("note: no usable GPU ({why}); running k2rpq on the CPU engine");
     }
-    let cpu_db = Database::open(&args.store, EngineChoice::Cpu)
+    let open = |engine| {
+        Database::open(
+            &args.store,
+            &DatabaseOptions {
+                engine,
+                gpu_budget: args.gpu_budget.clone(),
+            },
+        )
+    };
+    let cpu_db = open(EngineChoice::Cpu)
         .with_context(|| format!("opening store {}", args.store.display()))?;
     let gpu_db = if engines.contains(&BenchEngine::Gpu) {
-        Some(Database::open(&args.store, EngineChoice::Auto)?)
+        Some(open(EngineChoice::Auto)?)
     } else {
         None
     };
@@ -104,6 +120,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(p, report.svg()).with_context(|| format!("writing {}", p.display()))?;
     }
     print!("{}", report.table());
+    if args.stats {
+        if let Some(stats) = gpu_db.as_ref().and_then(|d| d.gpu_stats()) {
+            println!("\nDevice cache:\n{stats}");
+        }
+    }
     if !report.disagreements.is_empty() {
         anyhow::bail!("engines disagree on {} queries", report.disagreements.len());
     }
