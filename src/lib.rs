@@ -12,6 +12,7 @@
 
 pub mod bench;
 pub mod cache;
+pub mod database;
 pub mod engine;
 pub mod k2tree;
 pub mod rdf;

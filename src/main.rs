@@ -15,6 +15,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a query workload on k2rpq (GPU, CPU) and Oxigraph side by side.
+    Bench(cli::bench::Args),
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
     /// Benchmark k²-tree construction on edge lists and synthetic graphs.
@@ -36,6 +38,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Bench(a) => cli::bench::run(a),
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
         Command::BenchCache(a) => cli::bench_cache::run(a),

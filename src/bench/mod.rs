@@ -5,3 +5,8 @@ pub mod build;
 pub mod cache;
 pub mod gen;
 pub mod input;
+pub mod oxigraph_runner;
+pub mod rpq;
+pub mod stats;
+pub mod svg;
+pub mod workload;

@@ -37,12 +37,14 @@ pub fn open_source(args: &SourceArgs) -> anyhow::Result<Source> {
         return Ok((Box::new(g), Box::new(d)));
     }
     if let Some(dir) = &args.store {
-        // The on-disk store (k2rpq::store) lands in another branch: wire it here as a
-        // PathGraph plus its dictionary as a TermLookup.
-        anyhow::bail!(
-            "--store {}: the store is not wired into rpq yet",
-            dir.display()
+        let store = std::sync::Arc::new(
+            k2rpq::store::Store::open(dir)
+                .with_context(|| format!("opening store {}", dir.display()))?,
         );
+        return Ok((
+            Box::new(k2rpq::database::StoreGraph::new(store.clone(), 0)),
+            Box::new(k2rpq::database::StoreTerms(store)),
+        ));
     }
     anyhow::bail!("give one of --nt, --tsv or --store")
 }

@@ -243,6 +243,10 @@ impl Engine for CpuEngine {
         })
     }
 
+    fn matrix_tree<'m>(&self, m: &'m CpuMatrix) -> &'m Arc<K2Tree> {
+        &m.tree
+    }
+
     fn matrix_bytes(&self, m: &CpuMatrix) -> u64 {
         self.load_bytes(&m.tree, m.config)
     }

@@ -116,9 +116,9 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 /// ```
 pub trait Engine: Send + Sync {
     /// A matrix loaded into the engine (host tree, or device-resident tree).
-    type Matrix: Send + Sync;
+    type Matrix: Send + Sync + 'static;
     /// A bit-packed Boolean batch held by the engine (host or device memory).
-    type Bits: Send + Sync;
+    type Bits: Send + Sync + 'static;
 
     /// A short name for reports (`cpu`, `gpu`).
     fn name(&self) -> &'static str;
@@ -128,6 +128,9 @@ pub trait Engine: Send + Sync {
 
     /// Bytes the loaded matrix holds in the engine's memory.
     fn matrix_bytes(&self, m: &Self::Matrix) -> u64;
+
+    /// The tree a loaded matrix was made from.
+    fn matrix_tree<'m>(&self, m: &'m Self::Matrix) -> &'m Arc<K2Tree>;
 
     /// Bytes [`Engine::load`] of `tree` with `config` would take in the engine's memory,
     /// known before anything is allocated; equal to [`Engine::matrix_bytes`] of the result.

@@ -20,8 +20,8 @@ const MAX_LOGGED_STEPS: usize = 2000;
 
 /// A relation loaded into an engine, with what the executor needs to choose a traversal.
 pub struct Loaded<M> {
-    /// The engine's matrix.
-    pub matrix: Arc<M>,
+    /// The engine's matrix: owned by the evaluation, or pinned in a device cache.
+    pub matrix: MatrixHandle<M>,
     /// Its non-zero cells.
     pub nnz: u64,
     /// Its tree height.
@@ -37,6 +37,10 @@ impl<M> Clone for Loaded<M> {
         }
     }
 }
+
+/// A shared handle to a loaded matrix: a plain `Arc` of it, or a cache pin that keeps it
+/// resident while the handle lives.
+pub type MatrixHandle<M> = Arc<dyn std::ops::Deref<Target = M> + Send + Sync>;
 
 /// Where the executor gets loaded relations: the seam for a device-resident cache. The
 /// default, [`PerQueryRelations`], loads each relation once per evaluation.
@@ -94,7 +98,8 @@ impl<E: Engine> RelationSource<E> for PerQueryRelations<'_, E> {
                 nodes: n,
             });
         }
-        let matrix = Arc::new(self.engine.load(&tree, self.config)?);
+        let matrix: MatrixHandle<E::Matrix> =
+            Arc::new(Box::new(self.engine.load(&tree, self.config)?));
         let l = Loaded {
             matrix,
             nnz: tree.nnz(),

@@ -718,6 +718,10 @@ impl Engine for GpuEngine {
         Ok(m)
     }
 
+    fn matrix_tree<'m>(&self, m: &'m DeviceTree) -> &'m Arc<K2Tree> {
+        m.tree()
+    }
+
     fn matrix_bytes(&self, m: &DeviceTree) -> u64 {
         m.bytes
     }

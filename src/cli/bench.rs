@@ -1,0 +1,132 @@
+//! `k2rpq bench`: a query workload on several engines side by side.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
+use k2rpq::bench::workload::read_workload;
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+
+/// Arguments of `k2rpq bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The store (made by `k2rpq load`).
+    #[arg(long)]
+    pub store: PathBuf,
+    /// Workload: a file of `[id,] S REGEX O` lines, or a folder of `.rq` files.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Engines, comma-separated. Default: gpu (when a GPU is usable), cpu, oxigraph.
+    #[arg(long, value_delimiter = ',')]
+    pub engines: Option<Vec<BenchEngine>>,
+    /// Timed repeats per query (median reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Untimed runs after the cold run.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Row limit per query.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub limit: u64,
+    /// Time limit per run, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Write every figure as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write one CSV row per query and engine here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the per-query plot (ours vs Oxigraph, log–log) here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Device memory for resident relations plus query working memory (`8GiB`, `512MB`,
+    /// `60%` of free device memory). Default: 75% of free device memory.
+    #[arg(long)]
+    pub gpu_budget: Option<String>,
+    /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
+    #[arg(long)]
+    pub stats: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let workload = read_workload(&args.queries)?;
+    let engines = match args.engines {
+        Some(e) => e,
+        None => {
+            let mut e = Vec::new();
+            if k2rpq::database::gpu_available().is_ok() {
+                e.push(BenchEngine::Gpu);
+            }
+            e.extend([BenchEngine::Cpu, BenchEngine::Oxigraph]);
+            e
+        }
+    };
+    if let Err(why) = k2rpq::database::gpu_available() {
+        if engines.contains(&BenchEngine::Gpu) {
+            anyhow::bail!("engine gpu asked for, but no GPU is usable: {why}");
+        }
+        eprintln!("note: no usable GPU ({why}); running k2rpq on the CPU engine");
+    }
+    let open = |engine| {
+        Database::open(
+            &args.store,
+            &DatabaseOptions {
+                engine,
+                gpu_budget: args.gpu_budget.clone(),
+            },
+        )
+    };
+    let cpu_db = open(EngineChoice::Cpu)
+        .with_context(|| format!("opening store {}", args.store.display()))?;
+    let gpu_db = if engines.contains(&BenchEngine::Gpu) {
+        Some(open(EngineChoice::Auto)?)
+    } else {
+        None
+    };
+    let options = BenchOptions {
+        engines,
+        repeats: args.repeats,
+        warmup: args.warmup,
+        limit: args.limit,
+        timeout: Duration::from_secs_f64(args.timeout),
+        progress: !args.quiet,
+    };
+    eprintln!(
+        "k2rpq bench: {} queries from {}, engines {:?}, {} repeats after {} warm-up, limit {}, timeout {} s",
+        workload.len(),
+        args.queries.display(),
+        options.engines.iter().map(|e| e.name()).collect::<Vec<_>>(),
+        options.repeats,
+        options.warmup,
+        options.limit,
+        args.timeout
+    );
+    let report = run_bench(&cpu_db, gpu_db.as_ref(), &workload, &options)?;
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.csv {
+        std::fs::write(p, report.csv()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.svg {
+        std::fs::write(p, report.svg()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", report.table());
+    if args.stats {
+        if let Some(stats) = gpu_db.as_ref().and_then(|d| d.gpu_stats()) {
+            println!("\nDevice cache:\n{stats}");
+        }
+    }
+    if !report.disagreements.is_empty() {
+        anyhow::bail!("engines disagree on {} queries", report.disagreements.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,407 @@
+//! An opened store together with the engines that evaluate on it: the entry point for
+//! path queries from the CLI, the benchmarks and embedders.
+//!
+//! Queries run on the GPU engine when one is usable and the query touches enough edges to
+//! pay for the device (see [`EngineChoice::Auto`]); relations stay resident on the device
+//! across queries in a [`DeviceCache`] under a byte budget.
+//!
+//! ```no_run
+//! use k2rpq::database::{Database, DatabaseOptions};
+//! use k2rpq::rpq::{parse_log_line, EvalOptions};
+//! let db = Database::open("codex.store".as_ref(), &DatabaseOptions::default()).unwrap();
+//! let q = parse_log_line("<http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y").unwrap();
+//! let answer = db.run_log_query(&q, &EvalOptions::default()).unwrap();
+//! println!("{} rows on the {} engine", answer.result.count, answer.engine);
+//! ```
+
+use std::path::Path as FsPath;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use oxrdf::{NamedNodeRef, Term, TermRef};
+use roaring::RoaringBitmap;
+
+use crate::cache::{budget_or_default, CacheError, CacheOptions, CacheStats, DeviceCache};
+use crate::engine::cpu::CpuEngine;
+use crate::engine::gpu::GpuEngine;
+use crate::engine::{Engine, MatrixConfig};
+use crate::k2tree::K2Tree;
+use crate::rpq::terms::TermLookup;
+use crate::rpq::{
+    self, union_tree, Endpoint, EvalOptions, Loaded, LogEndpoint, LogQuery, MatrixHandle, Path,
+    PathGraph, PathResult, PerQueryRelations, PredId, RelKey, RelationSource, RpqError,
+};
+use crate::store::{GraphId, Store, StoreError};
+
+/// Which engine evaluates queries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+pub enum EngineChoice {
+    /// The GPU when one is usable, except for queries whose relations hold fewer than
+    /// [`AUTO_GPU_MIN_EDGES`] edges (they run on the CPU: there a device round trip costs
+    /// more than the whole query); the CPU without a GPU, after a one-line notice.
+    #[default]
+    Auto,
+    /// Always the CPU engine.
+    Cpu,
+    /// The GPU engine; an error when no GPU is usable.
+    Gpu,
+}
+
+/// Queries whose relations hold fewer edges than this run on the CPU under
+/// [`EngineChoice::Auto`].
+pub const AUTO_GPU_MIN_EDGES: u64 = 1 << 20;
+
+/// How to open a [`Database`].
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseOptions {
+    /// Engine selection.
+    pub engine: EngineChoice,
+    /// Device memory for resident relations plus query working memory (`8GiB`, `60%` of
+    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`].
+    pub gpu_budget: Option<String>,
+}
+
+/// Errors of the database layer.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    /// The store cannot be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Planning or evaluation failed.
+    #[error(transparent)]
+    Rpq(#[from] RpqError),
+    /// The GPU was asked for and is not usable.
+    #[error("no usable GPU: {0}")]
+    NoGpu(String),
+    /// A bad `--gpu-budget`.
+    #[error("GPU budget: {0}")]
+    Budget(String),
+}
+
+/// Whether a GPU is usable here; the reason when not.
+pub fn gpu_available() -> Result<(), String> {
+    crate::engine::gpu::available(0).map(|_| ())
+}
+
+/// One graph of a store seen as a [`PathGraph`].
+///
+/// Store errors met while mapping a relation (a corrupt file) cannot cross the
+/// `PathGraph` interface, so the first one is kept and reported after the evaluation.
+pub struct StoreGraph {
+    store: Arc<Store>,
+    graph: GraphId,
+    nodes: OnceLock<RoaringBitmap>,
+    error: Mutex<Option<StoreError>>,
+}
+
+impl StoreGraph {
+    /// Graph `graph` of `store`.
+    pub fn new(store: Arc<Store>, graph: GraphId) -> Self {
+        StoreGraph {
+            store,
+            graph,
+            nodes: OnceLock::new(),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// The first store error met so far, if any (taking it).
+    pub fn take_error(&self) -> Option<StoreError> {
+        self.error.lock().unwrap().take()
+    }
+
+    fn record(&self, e: StoreError) {
+        self.error.lock().unwrap().get_or_insert(e);
+    }
+}
+
+impl PathGraph for StoreGraph {
+    fn node_count(&self) -> u32 {
+        self.store.node_count()
+    }
+
+    fn nodes(&self) -> &RoaringBitmap {
+        self.nodes
+            .get_or_init(|| match self.store.graph_nodes(self.graph) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.record(e);
+                    RoaringBitmap::new()
+                }
+            })
+    }
+
+    fn predicates(&self) -> Vec<PredId> {
+        self.store
+            .predicates(self.graph)
+            .iter()
+            .map(|p| p.id)
+            .collect()
+    }
+
+    fn relation(&self, p: PredId) -> Option<Arc<K2Tree>> {
+        match self.store.relation(self.graph, p) {
+            Ok(r) => r,
+            Err(e) => {
+                self.record(e);
+                None
+            }
+        }
+    }
+}
+
+/// The store's dictionary as the RPQ layer's [`TermLookup`].
+pub struct StoreTerms(pub Arc<Store>);
+
+impl TermLookup for StoreTerms {
+    fn iri_id(&self, iri: &str) -> Option<u32> {
+        self.0
+            .dictionary()
+            .id(TermRef::NamedNode(NamedNodeRef::new_unchecked(iri)))
+    }
+    fn term(&self, id: u32) -> Option<String> {
+        self.0.dictionary().term(id).map(|t| t.to_string())
+    }
+}
+
+/// Key of a resident relation: graph and predicate (or union of predicates).
+type ResidentKey = (GraphId, RelKey);
+
+/// Relations served from a [`DeviceCache`]: pinned for the evaluation, resident after.
+struct CachedRelations<'a, E: Engine> {
+    cache: &'a DeviceCache<E, ResidentKey>,
+    graph: &'a dyn PathGraph,
+    graph_id: GraphId,
+    config: MatrixConfig,
+    loads: u32,
+    load_time: Duration,
+}
+
+impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
+    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
+        let t0 = Instant::now();
+        // Absent relations are not cached: the store answers that from its manifest.
+        if let RelKey::Pred(p) = key {
+            if self.graph.relation(*p).is_none() {
+                return Ok(None);
+            }
+        }
+        let graph = self.graph;
+        let pinned = self
+            .cache
+            .get(
+                (self.graph_id, key.clone()),
+                || match key {
+                    RelKey::Pred(p) => graph.relation(*p).expect("checked above"),
+                    RelKey::Union(ps) => union_tree(graph, ps),
+                },
+                self.config,
+            )
+            .map_err(|e| match e {
+                CacheError::Engine(e) => RpqError::Engine(e),
+                other => RpqError::Options(format!("device cache: {other}")),
+            })?;
+        let tree = self.cache.engine().matrix_tree(&pinned);
+        let (nnz, height) = (tree.nnz(), tree.height());
+        self.loads += 1;
+        self.load_time += t0.elapsed();
+        let matrix: MatrixHandle<E::Matrix> = Arc::new(pinned);
+        Ok(Some(Loaded {
+            matrix,
+            nnz,
+            height,
+        }))
+    }
+
+    fn load_stats(&self) -> (u32, Duration) {
+        (self.loads, self.load_time)
+    }
+}
+
+/// The answer to one path query.
+#[derive(Debug)]
+pub struct PathAnswer {
+    /// Distinct `(start, end)` id pairs and the trace.
+    pub result: PathResult,
+    /// The engine that ran it (`cpu`, `gpu`, or `none` when no engine was needed).
+    pub engine: &'static str,
+}
+
+/// An opened store and its engines.
+pub struct Database {
+    store: Arc<Store>,
+    choice: EngineChoice,
+    cpu: CpuEngine,
+    gpu: Option<DeviceCache<GpuEngine, ResidentKey>>,
+}
+
+impl Database {
+    /// Opens the store in `dir` and, unless the CPU is asked for, the GPU engine: with
+    /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
+    pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
+        let store = Arc::new(Store::open(dir)?);
+        let gpu = match options.engine {
+            EngineChoice::Cpu => None,
+            EngineChoice::Gpu => {
+                Some(GpuEngine::new(0).map_err(|e| DatabaseError::NoGpu(e.to_string()))?)
+            }
+            EngineChoice::Auto => GpuEngine::new_or_notice(0),
+        };
+        let gpu = match gpu {
+            None => None,
+            Some(engine) => {
+                let free = engine
+                    .context()
+                    .context()
+                    .mem_get_info()
+                    .map(|(free, _)| free as u64)
+                    .unwrap_or(engine.device().total_memory);
+                let budget = budget_or_default(options.gpu_budget.as_deref(), free)
+                    .map_err(|e| DatabaseError::Budget(e.to_string()))?;
+                Some(DeviceCache::new(
+                    Arc::new(engine),
+                    CacheOptions::with_budget(budget),
+                ))
+            }
+        };
+        Ok(Database {
+            store,
+            choice: options.engine,
+            cpu: CpuEngine::new(),
+            gpu,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Whether queries may run on the GPU.
+    pub fn has_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// Device cache statistics (hits, misses, evictions, bytes uploaded, peak), when a
+    /// GPU is in use.
+    pub fn gpu_stats(&self) -> Option<CacheStats> {
+        self.gpu.as_ref().map(|c| c.stats())
+    }
+
+    /// The term id of an IRI, if the store knows it.
+    pub fn iri_id(&self, iri: &str) -> Option<u32> {
+        self.store
+            .dictionary()
+            .id(TermRef::NamedNode(NamedNodeRef::new_unchecked(iri)))
+    }
+
+    /// The term of an id.
+    pub fn term(&self, id: u32) -> Option<Term> {
+        self.store.dictionary().term(id)
+    }
+
+    /// Resolves a log query's path against the dictionary.
+    pub fn path_of(&self, q: &LogQuery) -> Path {
+        rpq::parse_path_expr(&q.path, |iri| self.iri_id(iri))
+    }
+
+    /// Evaluates a log query on the default graph.
+    ///
+    /// An IRI endpoint the store does not know has no node id: it can only be reached by
+    /// the empty word, and there is no id pair to return, so the answer is empty here (the
+    /// SPARQL layer, which returns terms, answers it with the constant itself).
+    pub fn run_log_query(
+        &self,
+        q: &LogQuery,
+        options: &EvalOptions,
+    ) -> Result<PathAnswer, DatabaseError> {
+        let path = self.path_of(q);
+        let end = |e: &LogEndpoint| match e {
+            LogEndpoint::Var(_) => Some(Endpoint::Var),
+            LogEndpoint::Iri(i) => self.iri_id(i).map(Endpoint::Const),
+        };
+        match (end(&q.subject), end(&q.object)) {
+            (Some(s), Some(o)) => self.run_path(0, &path, s, o, options),
+            _ => Ok(PathAnswer {
+                result: PathResult::default(),
+                engine: "none",
+            }),
+        }
+    }
+
+    /// Edges of the relations `path` reads in `graph` (all of them for negated sets).
+    fn edges_read(&self, graph: GraphId, path: &Path) -> u64 {
+        let preds = self.store.predicates(graph);
+        if has_negated_set(path) {
+            return preds.iter().map(|p| p.edges).sum();
+        }
+        let mut used = path.predicates();
+        used.sort_unstable();
+        used.dedup();
+        preds
+            .iter()
+            .filter(|p| used.binary_search(&p.id).is_ok())
+            .map(|p| p.edges)
+            .sum()
+    }
+
+    /// Evaluates `subject path object` on graph `graph`.
+    pub fn run_path(
+        &self,
+        graph: GraphId,
+        path: &Path,
+        subject: Endpoint,
+        object: Endpoint,
+        options: &EvalOptions,
+    ) -> Result<PathAnswer, DatabaseError> {
+        let g = StoreGraph::new(self.store.clone(), graph);
+        let on_gpu = match (&self.gpu, self.choice) {
+            (None, _) => None,
+            (Some(c), EngineChoice::Gpu) => Some(c),
+            (Some(c), _) => (self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES).then_some(c),
+        };
+        let (result, engine) = match on_gpu {
+            Some(cache) => {
+                let plan = rpq::plan(&g, path, subject, object, options);
+                let mut rels = CachedRelations {
+                    cache,
+                    graph: &g,
+                    graph_id: graph,
+                    config: options.config,
+                    loads: 0,
+                    load_time: Duration::ZERO,
+                };
+                (
+                    rpq::evaluate_with(cache.engine().as_ref(), &g, &plan, options, &mut rels),
+                    "gpu",
+                )
+            }
+            None => {
+                let plan = rpq::plan(&g, path, subject, object, options);
+                let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
+                (
+                    rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
+                    "cpu",
+                )
+            }
+        };
+        if let Some(e) = g.take_error() {
+            return Err(e.into());
+        }
+        Ok(PathAnswer {
+            result: result?,
+            engine,
+        })
+    }
+}
+
+fn has_negated_set(path: &Path) -> bool {
+    match path {
+        Path::NegatedSet(_) => true,
+        Path::Link(_) => false,
+        Path::Inverse(a) | Path::ZeroOrMore(a) | Path::OneOrMore(a) | Path::ZeroOrOne(a) => {
+            has_negated_set(a)
+        }
+        Path::Sequence(a, b) | Path::Alternative(a, b) => has_negated_set(a) || has_negated_set(b),
+    }
+}
