@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU test suite and the benchmarks, run on the lent device machine.
+#
+#   scripts/device-suite.sh --build           # here: release binaries + GPU test binaries + data
+#                                             # into .carry/device (git-ignored, < 64 MiB)
+#   bash .carry/device/device-suite.sh --device [PARTS]   # there (the device tool's `run`,
+#                                             # carry [".carry/device"]); logs into $OUT
+#
+# PARTS (default: tests spmv codex cnr): any of
+#   tests   every carried GPU test binary (--test-threads=1)
+#   spmv    k2rpq bench-spmv on cnr-2000 and on a 200M-edge web-like graph
+#   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
+#   cnr     RPQ benchmark on cnr-2000 (100 constants; all pairs on the GPU vs Oxigraph)
+#   wd      gen wikidata-like (WD_TRIPLES, default 20M), load, bench sparql/wikidata-like.rpq
+#   build   bench-build on cnr-2000 and a 1G-edge web-like graph
+#   cache   bench-cache --engine gpu at 100/50/10% budgets
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+if [ -d "$here/bin" ]; then carry="$here"; root="$(cd "$here/../.." && pwd)"; else carry="$root/.carry/device"; fi
+
+case "${1:-}" in
+--build)
+    set -e
+    cd "$root"
+    mkdir -p "$carry/bin" "$carry/data"
+    rm -f "$carry"/bin/*
+    tests=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -E '^gpu_|_gpu$' | sed 's/^/--test /' | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    cargo test --release $tests --no-run --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])
+' | while read -r exe; do cp "$exe" "$carry/bin/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
+    cargo build --release --bin k2rpq
+    cp target/release/k2rpq "$carry/bin/k2rpq"
+    for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
+        if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
+    done
+    cp "$root/scripts/device-suite.sh" "$carry/device-suite.sh"
+    du -sh "$carry"; ls -l "$carry/bin"
+    ;;
+--device)
+    shift
+    parts="${*:-tests spmv codex cnr}"
+    out="${OUT:-$carry/out}"; mkdir -p "$out"
+    bin="$carry/bin"; k2="$bin/k2rpq"; cnr="$carry/data/cnr-2000.arcs.tsv.gz"
+    export K2RPQ_CNR2000="$cnr" K2RPQ_DATA="$carry/data" NCCL_NVLS_ENABLE=0
+    export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    tmp="${TMPDIR:-/tmp}/k2rpq-device"; mkdir -p "$tmp"
+    cd "$root"
+    { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/device.txt"
+    status=0
+    step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    for part in $parts; do case "$part" in
+    tests)
+        for t in "$bin"/*; do
+            name="$(basename "$t")"; [ "$name" = k2rpq ] && continue
+            step "test $name"
+            if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
+                echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"
+            else
+                echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-$name.log"; status=1
+            fi
+        done ;;
+    spmv)
+        step "bench-spmv cnr-2000"
+        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" 2>&1 | tee "$out/spmv-cnr.txt" | tail -45
+        step "bench-spmv web 200M"
+        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --json "$out/spmv-web200m.json" 2>&1 | tee "$out/spmv-web.txt" | tail -45 ;;
+    codex)
+        step "main job: CoDEx-M"
+        rm -rf "$tmp/codex-m.store"
+        "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -2
+        "$k2" bench --store "$tmp/codex-m.store" --queries sparql/codex-m.rpq --quiet --stats \
+            --json "$out/bench-codex-m.json" --svg "$out/bench-codex-m.svg" 2>&1 | tee "$out/bench-codex-m.txt" | tail -25 ;;
+    cnr)
+        step "RPQ cnr-2000"
+        zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+        rm -rf "$tmp/cnr.store"; "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
+        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 5 \
+            --json "$out/bench-cnr.json" --svg "$out/bench-cnr.svg" 2>&1 | tee "$out/bench-cnr.txt" | tail -12
+        step "all pairs ?x p+ ?y on cnr-2000: k2rpq GPU (count) vs Oxigraph (60 s timeout)"
+        ( time "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count '?x <urn:k2rpq:p>+ ?y' ) 2>&1 | tee "$out/allpairs-gpu.txt" | tail -6
+        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
+    wd)
+        n="${WD_TRIPLES:-20000000}"
+        step "wikidata-like $n triples"
+        ( time "$k2" gen wikidata-like --triples "$n" -o "$tmp/wd.nt.gz" ) 2>&1 | tail -4
+        rm -rf "$tmp/wd.store"; ( time "$k2" load "$tmp/wd.nt.gz" --store "$tmp/wd.store" --quiet ) 2>&1 | tail -5
+        "$k2" bench --store "$tmp/wd.store" --queries sparql/wikidata-like.rpq --quiet --stats --repeats 3 --timeout 60 \
+            --json "$out/bench-wd.json" --svg "$out/bench-wd.svg" 2>&1 | tee "$out/bench-wd.txt" | tail -40 ;;
+    build)
+        step "bench-build"
+        "$k2" bench-build --input "$cnr" --synthetic web --edges 1G --frontier 2>&1 | tee "$out/bench-build.txt" | tail -8 ;;
+    cache)
+        step "bench-cache gpu"
+        "$k2" bench-cache --engine gpu --synthetic-relations 50 --edges 64M --ops 4000 2>&1 | tee "$out/bench-cache.txt" | tail -10 ;;
+    *) echo "unknown part $part" ;;
+    esac; done
+    exit $status
+    ;;
+*)
+    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache]" >&2; exit 2 ;;
+esac
