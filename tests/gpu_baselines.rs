@@ -1,0 +1,127 @@
+//! The benchmark baselines (cuSPARSE CSR and Boolean CSR) against the CPU engine, right,
+//! left and batched. The kernels of `cuda/bcsr.cu` are compiled by NVRTC whenever
+//! libnvrtc is present (no GPU needed); the products run only where a GPU is found and
+//! report themselves `SKIPPED (no GPU: ...)` elsewhere.
+
+use std::sync::Arc;
+
+use k2rpq::engine::baseline::bcsr::{self, BcsrKernel, BcsrMatrix};
+use k2rpq::engine::baseline::cusparse::{self, CusparseAlg, CusparseMatrix};
+use k2rpq::engine::baseline::{gpu_unavailable_reason, Csr, DeviceProduct};
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
+use k2rpq::k2tree::K2Tree;
+
+#[test]
+fn bcsr_kernels_compile_with_nvrtc() {
+    let required = std::env::var("K2RPQ_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+    match bcsr::nvrtc_unavailable_reason() {
+        Some(why) if !required => {
+            println!("SKIPPED (no NVRTC: {why}): cuda/bcsr.cu not compiled");
+            return;
+        }
+        Some(why) => panic!("K2RPQ_REQUIRE_NVRTC=1 but {why}"),
+        None => {}
+    }
+    let ptx = bcsr::compile_ptx().expect("cuda/bcsr.cu compiles");
+    let text = ptx.to_src();
+    for name in bcsr::kernel_names() {
+        assert!(text.contains(&name), "kernel {name} missing from the PTX");
+    }
+}
+
+/// A small random-looking matrix, not square and not a power of two, with a dense row
+/// and a dense column (so warp-per-row and atomics see long rows).
+fn matrix() -> (Arc<K2Tree>, Csr) {
+    let (rows, cols) = (1000u64, 777u64);
+    let mut edges: Vec<(u32, u32)> = (0..20_000u64)
+        .map(|i| {
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            (
+                (h >> 20) as u32 % rows as u32,
+                (h >> 45) as u32 % cols as u32,
+            )
+        })
+        .collect();
+    edges.extend((0..cols as u32).map(|c| (3, c)));
+    edges.extend((0..rows as u32).map(|r| (r, 5)));
+    let tree = Arc::new(K2Tree::from_edges(rows, cols, edges.clone()));
+    (tree, Csr::from_edges(rows, cols, &edges).unwrap())
+}
+
+fn input(len: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 7919) % 5) as f32).collect()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-6 * g.abs().max(w.abs());
+        assert!((g - w).abs() <= tol, "{what}: entry {i}: {g} vs {w}");
+    }
+}
+
+fn check_all(mut make: impl FnMut(Direction, usize) -> Option<Box<dyn DeviceProduct>>) {
+    let (tree, _) = matrix();
+    let cpu = CpuEngine::new();
+    let m = cpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
+    for dir in [Direction::Right, Direction::Left] {
+        for batch in [1usize, 4, 16, 64] {
+            let Some(mut p) = make(dir, batch) else {
+                continue;
+            };
+            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+            let x = input(n_in as usize * batch);
+            let mut want = vec![0.0f32; n_out as usize * batch];
+            cpu.product::<PlusTimes>(&m, dir, &x, batch, &mut want)
+                .unwrap();
+            p.set_input(&x).unwrap();
+            p.run().unwrap();
+            assert_close(
+                &format!("{dir:?} batch {batch}"),
+                &p.output().unwrap(),
+                &want,
+            );
+            assert!(p.working_set_bytes() >= p.matrix_bytes());
+        }
+    }
+}
+
+#[test]
+fn cusparse_matches_cpu_engine() {
+    if let Some(why) = cusparse::unavailable_reason() {
+        println!("SKIPPED (no GPU: {why}): cuSPARSE baseline");
+        return;
+    }
+    let (_, csr) = matrix();
+    let a = CusparseMatrix::new(&csr).unwrap();
+    assert_eq!(a.bytes(), csr.cusparse_bytes());
+    for alg in CusparseAlg::SPMM {
+        check_all(|dir, batch| {
+            let alg = if batch == 1 { CusparseAlg::SpMv } else { alg };
+            match a.prepare(dir, batch, alg) {
+                Ok(p) => Some(Box::new(p)),
+                // Not every SpMM algorithm supports the transposed matrix.
+                Err(k2rpq::engine::EngineError::Unsupported(why)) => {
+                    println!("{} {dir:?} batch {batch}: {why}", alg.name());
+                    None
+                }
+                Err(e) => panic!("{} {dir:?} batch {batch}: {e}", alg.name()),
+            }
+        });
+    }
+}
+
+#[test]
+fn bcsr_matches_cpu_engine() {
+    if let Some(why) = gpu_unavailable_reason().or_else(bcsr::nvrtc_unavailable_reason) {
+        println!("SKIPPED (no GPU: {why}): bCSR baseline");
+        return;
+    }
+    let (_, csr) = matrix();
+    let a = BcsrMatrix::new(&csr).unwrap();
+    assert_eq!(a.bytes(), csr.bcsr_bytes());
+    for kernel in [BcsrKernel::ThreadPerRow, BcsrKernel::WarpPerRow] {
+        check_all(|dir, batch| Some(Box::new(a.prepare(dir, batch, kernel).unwrap())));
+    }
+}
