@@ -17,11 +17,14 @@ struct Cli {
 enum Command {
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
+    /// Benchmark k²-tree construction on edge lists and synthetic graphs.
+    BenchBuild(cli::bench_build::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
+        Command::BenchBuild(a) => cli::bench_build::run(a),
     }
 }

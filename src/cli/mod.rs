@@ -1,3 +1,4 @@
 //! One module per subcommand: its clap arguments and a `run` that calls the library.
 
+pub mod bench_build;
 pub mod build_tree;

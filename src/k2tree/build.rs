@@ -133,6 +133,15 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
         .zip(cursor0.into_par_iter())
         .for_each(|(&(a, b), mut cur)| {
             // cur[d] = nodes opened at level d before this chunk; the open node is cur[d] - 1.
+            // Bits are gathered per level in a pending word and OR-ed into the shared array
+            // once per word: nodes of a level are written in order, so only the words at
+            // chunk boundaries are shared with another task.
+            let mut pending = vec![(u64::MAX, 0u64); h]; // (word index, bits) per level
+            let flush = |(w, bits): (u64, u64)| {
+                if bits != 0 {
+                    words[w as usize].fetch_or(bits, Ordering::Relaxed);
+                }
+            };
             for i in a..b {
                 let m = codes[i];
                 let from = if i == 0 {
@@ -152,10 +161,15 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
                 for d in from..h {
                     let node = level_start[d] + cur[d].max(1) - 1;
                     let quad = (m >> (2 * (h - 1 - d))) & 3;
-                    words[(node / 16) as usize]
-                        .fetch_or(1u64 << (4 * (node % 16) + quad as u64), Ordering::Relaxed);
+                    let w = node / 16;
+                    if pending[d].0 != w {
+                        flush(pending[d]);
+                        pending[d] = (w, 0);
+                    }
+                    pending[d].1 |= 1u64 << (4 * (node % 16) + quad);
                 }
             }
+            pending.into_iter().for_each(flush);
         });
     let words: Vec<u64> = words.into_iter().map(AtomicU64::into_inner).collect();
     K2Tree::from_parts(rows, cols, nnz, &level_nodes, Words::owned(words))
