@@ -19,6 +19,8 @@ enum Command {
     BuildTree(cli::build_tree::Args),
     /// Benchmark k²-tree construction on edge lists and synthetic graphs.
     BenchBuild(cli::bench_build::Args),
+    /// SpMV benchmark: our engines vs cuSPARSE CSR and a Boolean CSR.
+    BenchSpmv(cli::bench_spmv::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -26,5 +28,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
+        Command::BenchSpmv(a) => cli::bench_spmv::run(a),
     }
 }

@@ -4,3 +4,4 @@
 pub mod build;
 pub mod gen;
 pub mod input;
+pub mod spmv;

@@ -132,6 +132,11 @@ impl BcsrMatrix {
         }))
     }
 
+    /// `(rows, cols)` of the matrix.
+    pub fn shape(&self) -> (u64, u64) {
+        (self.rows, self.cols)
+    }
+
     /// Device bytes of the matrix (row pointers and columns).
     pub fn bytes(&self) -> u64 {
         self.bytes

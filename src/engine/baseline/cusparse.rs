@@ -186,6 +186,11 @@ impl CusparseMatrix {
         }))
     }
 
+    /// `(rows, cols)` of the matrix.
+    pub fn shape(&self) -> (u64, u64) {
+        (self.rows, self.cols)
+    }
+
     /// Device bytes of the matrix (row pointers, columns, values).
     pub fn bytes(&self) -> u64 {
         self.bytes

@@ -15,7 +15,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, 
 use rayon::prelude::*;
 
 use super::{Direction, EngineError, Result};
-use crate::k2tree::K2Tree;
+use crate::k2tree::{morton, K2Tree};
 
 /// A Boolean matrix in compressed sparse row form on the host: sorted, duplicate-free
 /// column indices per row.
@@ -39,11 +39,7 @@ impl Csr {
     /// Builds the CSR of the cells `(row, col)`; duplicates are merged. A cell outside
     /// `rows × cols` is an [`EngineError::Shape`] error.
     pub fn from_edges(rows: u64, cols: u64, edges: &[(u32, u32)]) -> Result<Self> {
-        if rows > u32::MAX as u64 + 1 || cols > u32::MAX as u64 + 1 {
-            return Err(EngineError::Shape(format!(
-                "a {rows}×{cols} matrix does not fit 32-bit indices"
-            )));
-        }
+        check_shape(rows, cols)?;
         if let Some(&(r, c)) = edges
             .par_iter()
             .find_any(|&&(r, c)| r as u64 >= rows || c as u64 >= cols)
@@ -54,10 +50,43 @@ impl Csr {
         }
         // One sort of (row, col) keys gives row order, column order and duplicates side by
         // side; 8 bytes per edge on top of the input.
-        let mut keys: Vec<u64> = edges
+        let keys = edges
             .par_iter()
             .map(|&(r, c)| (r as u64) << 32 | c as u64)
             .collect();
+        let mut csr = Self::from_keys(rows, keys);
+        csr.cols = cols;
+        Ok(csr)
+    }
+
+    /// Builds the CSR of cells given as Morton codes (what the edge-list readers and
+    /// generators of [`crate::bench`] produce); duplicates are merged.
+    pub fn from_codes(rows: u64, cols: u64, codes: &[u64]) -> Result<Self> {
+        check_shape(rows, cols)?;
+        let keys: Vec<u64> = codes
+            .par_iter()
+            .map(|&m| {
+                let (r, c) = morton::decode(m);
+                (r as u64) << 32 | c as u64
+            })
+            .collect();
+        if let Some(&k) = keys
+            .par_iter()
+            .find_any(|&&k| k >> 32 >= rows || k as u32 as u64 >= cols)
+        {
+            return Err(EngineError::Shape(format!(
+                "cell ({}, {}) lies outside the {rows}×{cols} matrix",
+                k >> 32,
+                k as u32
+            )));
+        }
+        let mut csr = Self::from_keys(rows, keys);
+        csr.cols = cols;
+        Ok(csr)
+    }
+
+    /// From `row << 32 | col` keys inside the matrix (any order, duplicates allowed).
+    fn from_keys(rows: u64, mut keys: Vec<u64>) -> Self {
         keys.par_sort_unstable();
         keys.dedup();
         let mut row_ptr = vec![0u64; rows as usize + 1];
@@ -68,12 +97,12 @@ impl Csr {
             row_ptr[i + 1] += row_ptr[i];
         }
         let col_idx = keys.par_iter().map(|&k| k as u32).collect();
-        Ok(Csr {
+        Csr {
             rows,
-            cols,
+            cols: 0,
             row_ptr,
             col_idx,
-        })
+        }
     }
 
     /// The CSR of the matrix a tree holds (for a relation that only exists as a tree,
@@ -165,6 +194,15 @@ impl Csr {
         }
         Ok(y)
     }
+}
+
+fn check_shape(rows: u64, cols: u64) -> Result<()> {
+    if rows > u32::MAX as u64 + 1 || cols > u32::MAX as u64 + 1 {
+        return Err(EngineError::Shape(format!(
+            "a {rows}×{cols} matrix does not fit 32-bit indices"
+        )));
+    }
+    Ok(())
 }
 
 /// Why no GPU baseline can run here, or `None` when libcuda is present and a device is
@@ -359,6 +397,16 @@ mod tests {
         assert_eq!(csr.nnz(), 4);
         assert_eq!(csr.cusparse_bytes(), 5 * 4 + 4 * 8);
         assert_eq!(csr.bcsr_bytes(), 5 * 4 + 4 * 4);
+    }
+
+    #[test]
+    fn csr_from_codes_equals_csr_from_edges() {
+        let edges = [(3u32, 1u32), (0, 2), (3, 1), (2, 2)];
+        let codes: Vec<u64> = edges.iter().map(|&(r, c)| morton::encode(r, c)).collect();
+        assert_eq!(
+            Csr::from_codes(4, 3, &codes).unwrap(),
+            Csr::from_edges(4, 3, &edges).unwrap()
+        );
     }
 
     #[test]
