@@ -13,6 +13,7 @@
 pub mod baseline;
 pub mod bits;
 pub mod cpu;
+pub mod gpu;
 pub mod semiring;
 
 pub use bits::BitMatrix;
