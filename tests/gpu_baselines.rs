@@ -125,3 +125,56 @@ fn bcsr_matches_cpu_engine() {
         check_all(|dir, batch| Some(Box::new(a.prepare(dir, batch, kernel).unwrap())));
     }
 }
+
+/// The whole benchmark on a small graph: every GPU contender agrees with the reference
+/// (none is rejected) and is measured, with ratios to cuSPARSE.
+#[test]
+fn bench_spmv_measures_every_gpu_contender() {
+    use k2rpq::bench::spmv::{graph::LoadedGraph, prepare, run, SpmvOptions};
+    if let Some(why) = cusparse::unavailable_reason().or_else(bcsr::nvrtc_unavailable_reason) {
+        println!("SKIPPED (no GPU: {why}): bench-spmv GPU contenders");
+        return;
+    }
+    let edges: Vec<(u32, u32)> = (0..5000u32)
+        .flat_map(|i| (0..6).map(move |d| (i, (i * 3 + d * 11) % 5000)))
+        .collect();
+    let opts = SpmvOptions {
+        repeats: 3,
+        warmup: 1,
+        batches: vec![1, 4],
+        bit_batches: vec![64],
+        ..Default::default()
+    };
+    let p = prepare(LoadedGraph::from_edges("g", 5000, 5000, &edges), &opts).unwrap();
+    let r = run(&p, &opts).unwrap();
+    print!("{}", r.table());
+    assert!(
+        r.skipped.iter().all(|s| !s.reason.starts_with("REJECTED")),
+        "{:?}",
+        r.skipped
+    );
+    for who in [
+        "cusparse",
+        "bcsr",
+        "gpu k2 dir",
+        "gpu k2 scan",
+        "gpu k2+F dir",
+        "gpu k2+F scan",
+    ] {
+        for dir in [Direction::Right, Direction::Left] {
+            for batch in [1, 4] {
+                assert!(
+                    r.measurements
+                        .iter()
+                        .any(|m| m.contender == who && m.direction == dir && m.batch == batch),
+                    "{who} {dir:?} B={batch} not measured: {:?}",
+                    r.skipped
+                );
+            }
+        }
+    }
+    assert!(r
+        .measurements
+        .iter()
+        .any(|m| m.bit_packed && m.contender.starts_with("gpu") && m.time_vs_cusparse.is_some()));
+}

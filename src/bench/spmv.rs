@@ -9,6 +9,7 @@
 //! CPU) and compared with cuSPARSE's product of the same direction and width.
 
 pub mod contenders;
+pub mod gpu;
 pub mod graph;
 pub mod report;
 pub mod svg;
@@ -219,9 +220,7 @@ type NamedSetup = (&'static str, Setup<Box<dyn Contender>>, Vec<usize>);
 /// Runs the benchmark on a prepared graph. GPU contenders that cannot be set up (no GPU,
 /// no cuSPARSE, no NVRTC) are listed as skipped with the reason.
 pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
-    if opts.batches.contains(&0)
-        || opts.bit_batches.iter().any(|&b| b == 0 || b % 64 != 0)
-    {
+    if opts.batches.contains(&0) || opts.bit_batches.iter().any(|&b| b == 0 || b % 64 != 0) {
         return Err(SpmvError::Options(
             "batch widths must be positive and bit-packed widths multiples of 64".into(),
         ));
@@ -233,7 +232,6 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
 
     // The contenders, each set up once.
     let mut f32_contenders: Vec<(Box<dyn Contender>, Vec<usize>)> = Vec::new();
-    let mut bits_contenders: Vec<Box<dyn BitsContender>> = Vec::new();
     let gpu_reason = if opts.cpu_only {
         Some("--cpu: GPU contenders not run".to_string())
     } else {
@@ -279,28 +277,35 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
             Err(reason) => report.skip(name, None, None, false, reason),
         }
     }
-    for config in [MatrixConfig::TreeOnly, MatrixConfig::CachedFrontier] {
-        f32_contenders.push((
-            Box::new(CpuContender::new(tree, config)?),
-            opts.batches.clone(),
-        ));
+    let cpus = [
+        CpuContender::new(tree, MatrixConfig::TreeOnly)?,
+        CpuContender::new(tree, MatrixConfig::CachedFrontier)?,
+    ];
+    let gpus = match &gpu_reason {
+        Some(r) => {
+            report.skip("gpu", None, None, false, r.clone());
+            Vec::new()
+        }
+        None => gpu::GpuContender::all(tree).unwrap_or_else(|e| {
+            report.skip("gpu", None, None, false, e.to_string());
+            Vec::new()
+        }),
+    };
+    let mut f32_list: Vec<(&dyn Contender, &[usize])> = f32_contenders
+        .iter()
+        .map(|(c, b)| (c.as_ref(), b.as_slice()))
+        .collect();
+    let mut bits_list: Vec<&dyn BitsContender> = vec![&cpus[1]];
+    for c in &cpus {
+        f32_list.push((c, &opts.batches));
     }
-    bits_contenders.push(Box::new(CpuContender::new(
-        tree,
-        MatrixConfig::CachedFrontier,
-    )?));
-    // Our GPU engine joins here once it is part of the build (see the module docs of
-    // `contenders`); until then the report says so.
-    report.skip(
-        "gpu",
-        None,
-        None,
-        false,
-        gpu_reason.unwrap_or_else(|| "GPU engine not in this build".into()),
-    );
+    for g in &gpus {
+        f32_list.push((g, &opts.batches));
+        bits_list.push(g);
+    }
 
     let dirs = [Direction::Right, Direction::Left];
-    let mut all_batches: Vec<usize> = f32_contenders
+    let mut all_batches: Vec<usize> = f32_list
         .iter()
         .flat_map(|(_, b)| b.iter().copied())
         .collect();
@@ -326,12 +331,12 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
                     }
                 }
             }
-            for (c, batches) in &f32_contenders {
+            for &(c, batches) in &f32_list {
                 if !batches.contains(&batch) {
                     continue;
                 }
                 pb.set_message(format!("{dir:?} B={batch}: {}", c.name()));
-                measure(&mut report, c.as_ref(), dir, batch, &x, &want, opts);
+                measure(&mut report, c, dir, batch, &x, &want, opts);
             }
             pb.inc(1);
         }
@@ -341,9 +346,9 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
             let x = input_bits(n_in as usize, words, width as u64);
             let mut want = BitMatrix::zeroed(n_out as usize, words);
             cpu.bool_product(&reference, dir, &x, &mut want, Traversal::Dense)?;
-            for c in &bits_contenders {
+            for &c in &bits_list {
                 pb.set_message(format!("{dir:?} bit-packed {width}: {}", c.name()));
-                measure_bits(&mut report, c.as_ref(), dir, width, &x, &want, opts);
+                measure_bits(&mut report, c, dir, width, &x, &want, opts);
             }
             pb.inc(1);
         }

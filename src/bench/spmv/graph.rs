@@ -133,13 +133,14 @@ pub fn load(input: &SpmvInput, progress: Option<&ProgressBar>) -> Result<LoadedG
 /// so no `.ef` offsets index has to be built): `(nodes, Morton codes of the arcs)`.
 #[cfg(feature = "webgraph")]
 pub fn read_bvgraph(basename: &Path) -> Result<(u64, Vec<u64>), GraphError> {
+    use lender::Lender;
     use webgraph::prelude::*;
     let err = |reason: String| GraphError::BvGraph {
         path: basename.to_path_buf(),
         reason,
     };
+    // Big-endian, the default (and what the Java WebGraph writes).
     let graph = BvGraphSeq::with_basename(basename)
-        .endianness::<BE>()
         .load()
         .map_err(|e| err(format!("{e:#}")))?;
     let nodes = graph.num_nodes() as u64;
@@ -214,11 +215,12 @@ mod tests {
         }
     }
 
+    /// `../shared` beside the repository (as in CI), or `$K2RPQ_SHARED` when set.
     fn cnr() -> Option<PathBuf> {
-        let base = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/data/cnr-2000/cnr-2000"
-        ));
+        let shared = std::env::var_os("K2RPQ_SHARED")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
+        let base = shared.join("data/cnr-2000/cnr-2000");
         if base.with_extension("graph").exists() {
             Some(base)
         } else {
