@@ -87,18 +87,21 @@ impl Drop for Handle {
     }
 }
 
-/// A CSR matrix resident on the device with its cuSPARSE handle and descriptor.
+/// A CSR matrix resident on the device with its cuSPARSE handle. Each prepared product
+/// gets its own sparse-matrix descriptor, so the preprocessing of one product (which
+/// cuSPARSE ties to the descriptor and that product's buffer) never leaks into another.
 pub struct CusparseMatrix {
     dev: Device,
     handle: Handle,
-    descr: sys::cusparseSpMatDescr_t,
     rows: u64,
     cols: u64,
+    nnz: u64,
+    index: sys::cusparseIndexType_t,
     bytes: u64,
-    // Owned device arrays the descriptor points into; kept alive with it.
-    _row_ptr: RowPtr,
-    _col: CudaSlice<i32>,
-    _val: CudaSlice<f32>,
+    // The device arrays every descriptor points into.
+    row_ptr: RowPtr,
+    col: CudaSlice<i32>,
+    val: CudaSlice<f32>,
 }
 
 enum RowPtr {
@@ -106,15 +109,18 @@ enum RowPtr {
     I64(CudaSlice<i64>),
 }
 
-// SAFETY: the handle and descriptor are only used through &self methods that issue work
-// on the matrix's own stream; cuSPARSE handles may be used from any thread.
+// SAFETY: the handle is only used through &self methods that issue work on the matrix's
+// own stream; cuSPARSE handles may be used from any thread.
 unsafe impl Send for CusparseMatrix {}
 unsafe impl Sync for CusparseMatrix {}
 
-impl Drop for CusparseMatrix {
+/// A sparse-matrix descriptor over a [`CusparseMatrix`]'s arrays.
+struct SpMat(sys::cusparseSpMatDescr_t);
+
+impl Drop for SpMat {
     fn drop(&mut self) {
         // SAFETY: created by cusparseCreateCsr and destroyed once.
-        unsafe { sys::cusparseDestroySpMat(self.descr as sys::cusparseConstSpMatDescr_t) };
+        unsafe { sys::cusparseDestroySpMat(self.0 as sys::cusparseConstSpMatDescr_t) };
     }
 }
 
@@ -151,39 +157,45 @@ impl CusparseMatrix {
                 sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
             )
         };
-        let rp = match &row_ptr {
+        Ok(Arc::new(CusparseMatrix {
+            dev,
+            handle,
+            rows: csr.rows(),
+            cols: csr.cols(),
+            nnz: csr.nnz(),
+            index,
+            bytes: csr.cusparse_bytes(),
+            row_ptr,
+            col,
+            val,
+        }))
+    }
+
+    fn new_descr(&self) -> Result<SpMat> {
+        let dev = &self.dev;
+        let rp = match &self.row_ptr {
             RowPtr::I32(s) => dev.ptr(s),
             RowPtr::I64(s) => dev.ptr(s),
         };
         let mut descr = ptr::null_mut();
         // SAFETY: the arrays hold rows + 1 offsets and nnz columns and values, and live as
-        // long as the descriptor.
+        // long as the matrix, which every product holding a descriptor keeps alive.
         check("create CSR", unsafe {
             sys::cusparseCreateCsr(
                 &mut descr,
-                csr.rows() as i64,
-                csr.cols() as i64,
-                csr.nnz() as i64,
+                self.rows as i64,
+                self.cols as i64,
+                self.nnz as i64,
                 rp as *mut c_void,
-                dev.ptr(&col) as *mut c_void,
-                dev.ptr(&val) as *mut c_void,
-                index,
+                dev.ptr(&self.col) as *mut c_void,
+                dev.ptr(&self.val) as *mut c_void,
+                self.index,
                 sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
                 sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
                 sys::cudaDataType::CUDA_R_32F,
             )
         })?;
-        Ok(Arc::new(CusparseMatrix {
-            dev,
-            handle,
-            descr,
-            rows: csr.rows(),
-            cols: csr.cols(),
-            bytes: csr.cusparse_bytes(),
-            _row_ptr: row_ptr,
-            _col: col,
-            _val: val,
-        }))
+        Ok(SpMat(descr))
     }
 
     /// `(rows, cols)` of the matrix.
@@ -220,6 +232,7 @@ impl CusparseMatrix {
             Direction::Left => sys::cusparseOperation_t::CUSPARSE_OPERATION_TRANSPOSE,
         };
         let mut p = CusparseProduct {
+            descr: self.new_descr()?,
             m: self.clone(),
             op,
             alg,
@@ -245,7 +258,7 @@ impl CusparseMatrix {
                         self.handle.0,
                         op,
                         &alpha as *const f32 as *const c_void,
-                        self.descr as sys::cusparseConstSpMatDescr_t,
+                        p.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnVecDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
@@ -261,7 +274,7 @@ impl CusparseMatrix {
                         op,
                         sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
                         &alpha as *const f32 as *const c_void,
-                        self.descr as sys::cusparseConstSpMatDescr_t,
+                        p.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnMatDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
@@ -291,6 +304,8 @@ enum Dense {
 
 /// One prepared cuSPARSE product (see [`CusparseMatrix::prepare`]).
 pub struct CusparseProduct {
+    // Dropped before `m`, whose arrays it points into.
+    descr: SpMat,
     m: Arc<CusparseMatrix>,
     op: sys::cusparseOperation_t,
     alg: CusparseAlg,
@@ -397,7 +412,7 @@ impl CusparseProduct {
                         m.handle.0,
                         self.op,
                         &alpha as *const f32 as *const c_void,
-                        m.descr as sys::cusparseConstSpMatDescr_t,
+                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnVecDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
@@ -413,7 +428,7 @@ impl CusparseProduct {
                         self.op,
                         sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
                         &alpha as *const f32 as *const c_void,
-                        m.descr as sys::cusparseConstSpMatDescr_t,
+                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnMatDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
@@ -462,7 +477,7 @@ impl DeviceProduct for CusparseProduct {
                         m.handle.0,
                         self.op,
                         &alpha as *const f32 as *const c_void,
-                        m.descr as sys::cusparseConstSpMatDescr_t,
+                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnVecDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
@@ -478,7 +493,7 @@ impl DeviceProduct for CusparseProduct {
                         self.op,
                         sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
                         &alpha as *const f32 as *const c_void,
-                        m.descr as sys::cusparseConstSpMatDescr_t,
+                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
                         xd as sys::cusparseConstDnMatDescr_t,
                         &beta as *const f32 as *const c_void,
                         yd,
