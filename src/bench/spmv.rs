@@ -42,6 +42,9 @@ pub struct SpmvOptions {
     pub budget: Option<u64>,
     /// CPU only: skip every GPU contender.
     pub cpu_only: bool,
+    /// Do not time the CPU engine (it still computes the reference): saves minutes on
+    /// billion-edge graphs.
+    pub skip_cpu: bool,
     /// Draw a progress bar on stderr.
     pub progress: bool,
 }
@@ -55,6 +58,7 @@ impl Default for SpmvOptions {
             bit_batches: vec![64, 128, 256],
             budget: None,
             cpu_only: false,
+            skip_cpu: false,
             progress: false,
         }
     }
@@ -295,9 +299,14 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
         .iter()
         .map(|(c, b)| (c.as_ref(), b.as_slice()))
         .collect();
-    let mut bits_list: Vec<&dyn BitsContender> = vec![&cpus[1]];
-    for c in &cpus {
-        f32_list.push((c, &opts.batches));
+    let mut bits_list: Vec<&dyn BitsContender> = Vec::new();
+    if opts.skip_cpu {
+        report.skip("cpu", None, None, false, "--skip-cpu".into());
+    } else {
+        bits_list.push(&cpus[1]);
+        for c in &cpus {
+            f32_list.push((c, &opts.batches));
+        }
     }
     for g in &gpus {
         f32_list.push((g, &opts.batches));
@@ -630,6 +639,20 @@ mod tests {
             .skipped
             .iter()
             .any(|s| s.contender == "cpu k2+F" && s.reason.contains("budget")));
+    }
+
+    #[test]
+    fn skip_cpu_still_checks_the_reference_but_times_no_cpu_product() {
+        let opts = SpmvOptions {
+            skip_cpu: true,
+            ..quick()
+        };
+        let r = run(&prepare(small(), &opts).unwrap(), &opts).unwrap();
+        assert!(r
+            .measurements
+            .iter()
+            .all(|m| !m.contender.starts_with("cpu")));
+        assert!(r.skipped.iter().any(|s| s.contender == "cpu"));
     }
 
     /// A contender that returns a wrong answer is rejected, never timed.

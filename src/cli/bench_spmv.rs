@@ -59,6 +59,10 @@ pub struct Args {
     /// CPU only: run no GPU contender.
     #[arg(long)]
     pub cpu: bool,
+    /// Do not time the CPU engine (it still computes the reference the others are
+    /// checked against); for billion-edge graphs.
+    #[arg(long, conflicts_with = "cpu")]
+    pub skip_cpu: bool,
 }
 
 /// `123`, `50M`, `1.5G`, `10k`.
@@ -105,6 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bit_batches: args.bit_batches.clone(),
         budget: args.budget,
         cpu_only: args.cpu,
+        skip_cpu: args.skip_cpu,
         progress: true,
     };
     let t = Instant::now();
