@@ -22,7 +22,7 @@ pub struct DeviceTree {
     pub(super) top_level: u32,
     pub(super) top_codes: CudaSlice<u64>,
     pub(super) frontier: Option<CudaSlice<u64>>,
-    /// Plan from the top level (tree-only products, and masked products in both configs).
+    /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
     /// Plan over the cached frontier (`CachedFrontier` only).
     pub(super) over_frontier: Option<TilePlan>,
@@ -107,10 +107,13 @@ impl DeviceTree {
         self.over_frontier.as_ref().unwrap_or(&self.descend)
     }
 
-    /// The plan a masked product follows: always from the top, so that pruned subtrees
-    /// are never expanded.
+    /// The plan a masked product follows: the dense plan, whose kernels skip every node
+    /// whose input range meets no active input. Tree-only, the descent from the top also
+    /// prunes whole subtrees (children of a pruned node are never expanded); with the
+    /// cached frontier one check per last-internal-level node is cheaper than a descent
+    /// that launches a thread per internal node anyway.
     pub fn masked_plan(&self) -> &TilePlan {
-        &self.descend
+        self.dense_plan()
     }
 
     /// Bytes held on the device.

@@ -8,9 +8,12 @@
 //! vector) pair, applying the semiring's atomic. Child offsets come from the sampled
 //! directory or from a single-pass scan of the fan-outs ([`OffsetSource`]). With the
 //! cached frontier (`k2+F`) a dense product is one kernel over the leaves per tile.
-//! Masked Boolean products always descend from the top and write a `PRUNED` code for
-//! every subtree whose input range meets no active input row (looked up in a per-product
-//! pyramid of active blocks), so pruned subtrees issue no leaf reads or atomics.
+//! Masked Boolean products look up, per node, a per-product pyramid of active input blocks
+//! (one bit per block of 2^g input rows, every g): tree-only, the descent writes a
+//! `PRUNED` code for each child whose input range meets no active row, so pruned subtrees
+//! issue no leaf reads or atomics; with the cached frontier each last-internal-level node
+//! checks its own block. Threads are still launched for every planned node (the plan is
+//! static, so there is no compaction): the saving is in leaf work, not in launches.
 //!
 //! Without libcuda, libnvrtc or a device, [`GpuEngine::new`] returns
 //! [`EngineError::Unavailable`]; it never panics. [`GpuEngine::new_or_notice`] prints the
@@ -626,8 +629,16 @@ impl GpuEngine {
         Ok(())
     }
 
-    /// Builds the pyramid of active input blocks of bit batch `x` into `scratch`.
-    fn enqueue_pyramid(&self, m: &DeviceTree, x: &GpuBits, scratch: &Scratch) -> Result<()> {
+    /// Builds the pyramid of active input blocks of bit batch `x` into `scratch`, up to
+    /// the highest level `plan` looks up (the block of its topmost nodes): with the cached
+    /// frontier that is level 2 only, so two small launches.
+    fn enqueue_pyramid(
+        &self,
+        m: &DeviceTree,
+        plan: &TilePlan,
+        x: &GpuBits,
+        scratch: &Scratch,
+    ) -> Result<()> {
         let s = self.gpu.stream();
         let base = ptr(s, &scratch.pyramid);
         let layout = pyramid_layout(m.tree.height());
@@ -646,7 +657,9 @@ impl GpuEngine {
         }
         .map_err(cuda_err("pyramid_base"))?;
         let up = self.gpu.function("pyramid_up")?;
-        for g in 1..layout.len() {
+        let top = plan.steps.iter().map(|st| st.level).min().unwrap_or(0);
+        let highest = (m.tree.height() - top) as usize;
+        for g in 1..=highest.min(layout.len() - 1) {
             let (below_off, below_words) = layout[g - 1];
             let (above_off, above_words) = layout[g];
             let below = base + 4 * below_off;
@@ -839,7 +852,7 @@ impl Engine for GpuEngine {
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
         if masked {
-            self.enqueue_pyramid(m, x, &scratch)?;
+            self.enqueue_pyramid(m, plan, x, &scratch)?;
         }
         let s = self.gpu.stream();
         let (xp, yp) = (x.raw(s), y.raw(s));

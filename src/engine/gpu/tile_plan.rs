@@ -138,7 +138,7 @@ impl TilePlan {
                 let (mut lo, mut hi) = (a + 1, (a + m).min(end));
                 while lo < hi {
                     let mid = lo + (hi - lo).div_ceil(2);
-                    if self.children_of(tree, d, mid, end) - fa <= m {
+                    if self.children_of(tree, d, mid) - fa <= m {
                         lo = mid;
                     } else {
                         hi = mid - 1;
@@ -146,7 +146,7 @@ impl TilePlan {
                 }
                 lo
             };
-            let fb = self.children_of(tree, d, b, end);
+            let fb = self.children_of(tree, d, b);
             let step = Step {
                 kind: if d + 2 == h {
                     StepKind::Leaves
@@ -173,7 +173,7 @@ impl TilePlan {
     }
 
     /// First child of node `j` of level `d`, where `j` may be one past the level's end.
-    fn children_of(&self, tree: &K2Tree, d: u32, j: u64, _end: u64) -> u64 {
+    fn children_of(&self, tree: &K2Tree, d: u32, j: u64) -> u64 {
         if j == tree.level_start(d + 1) {
             tree.level_start(d + 2)
         } else {
