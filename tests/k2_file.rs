@@ -43,7 +43,7 @@ fn round_trip(t: &K2Tree, opts: WriteOptions) -> Result<(), TestCaseError> {
     if let Some(s) = opts.directory {
         prop_assert_eq!(
             u.directory_if_built().map(|d| d.sample),
-            Some(s.max(16).next_power_of_two())
+            Some(Directory::period(s))
         );
     }
     prop_assert_eq!(u.has_frontier(), opts.frontier);

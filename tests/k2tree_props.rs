@@ -67,9 +67,11 @@ fn check_rank(t: &K2Tree) -> Result<(), TestCaseError> {
     for j in 0..t.nodes() {
         prefix.push(prefix[j as usize] + t.signature(j).count_ones() as u64);
     }
-    for sample in [1, 16, 17, 64, 256, 1000] {
+    for sample in [0, 1, 16, 17, 64, 256, 1000, u32::MAX] {
         let dir = Directory::build(t, sample);
-        prop_assert!(dir.sample.is_power_of_two() && dir.sample >= 16 && dir.sample >= sample);
+        prop_assert!(dir.sample.is_power_of_two() && dir.sample >= 16);
+        prop_assert!(dir.sample >= sample.min(1 << 31));
+        prop_assert_eq!(dir.sample, Directory::period(sample));
         prop_assert_eq!(
             dir.ranks.len() as u64,
             t.internal_nodes() / dir.sample as u64 + 1
@@ -144,6 +146,17 @@ fn big_tree_exercises_parallel_paths() {
 }
 
 #[test]
+fn shapes_beyond_32_bit_coordinates_are_errors() {
+    assert!(K2Tree::try_from_edges(1 << 33, 4, vec![(0, 0)]).is_err());
+    assert!(K2Tree::from_codes(4, (1 << 32) + 1, &mut [0]).is_err());
+    let t = K2Tree::try_from_edges(1 << 32, 1 << 32, vec![(u32::MAX, 0), (3, u32::MAX)]).unwrap();
+    assert_eq!(t.height(), 32);
+    assert_eq!(t.row(u32::MAX), vec![0]);
+    assert_eq!(t.column(u32::MAX), vec![3]);
+    assert!(t.contains(3, u32::MAX) && !t.contains(u32::MAX, 3));
+}
+
+#[test]
 fn from_parts_rejects_inconsistent_parts() {
     use k2rpq::k2tree::Words;
     let t = K2Tree::from_edges(6, 6, vec![(0, 1), (5, 5), (2, 3)]);
@@ -170,4 +183,26 @@ fn from_parts_rejects_inconsistent_parts() {
     assert!(K2Tree::from_parts(6, 6, 3, &levels, Words::owned(w)).is_err());
     assert!(K2Tree::from_parts(5, 6, 3, &levels, Words::owned(words.clone())).is_err());
     assert!(K2Tree::from_parts(6, 5, 3, &levels, Words::owned(words)).is_err());
+}
+
+/// The real web graph, when `../shared/data` is beside the repository (as in CI).
+#[test]
+fn cnr_2000_builds_and_answers_rows() {
+    use k2rpq::bench::input::{read_edges, InputFormat};
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/cnr-2000/cnr-2000.arcs.tsv.gz"
+    ));
+    if !path.exists() {
+        eprintln!("skipped: data not found at {}", path.display());
+        return;
+    }
+    let mut e = read_edges(path, InputFormat::Tsv, None).unwrap();
+    let edges: Vec<(u32, u32)> = e.edges().collect();
+    let t = K2Tree::from_codes(e.rows, e.cols, &mut e.codes).unwrap();
+    assert_eq!((t.rows(), t.nnz()), (325_557, 3_216_152));
+    let csr = Csr::from_edges(t.rows(), t.cols(), &edges);
+    for r in (0..t.rows() as u32).step_by(1009) {
+        assert_eq!(t.row(r), csr.row(r), "row {r}");
+    }
 }

@@ -8,6 +8,9 @@ use rayon::prelude::*;
 
 use crate::k2tree::morton;
 
+/// Navigation pages at the start of each host of a [`Web`] graph.
+const MENU: u64 = 16;
+
 /// Edges generated per seeded block.
 const BLOCK: usize = 1 << 16;
 
@@ -125,8 +128,9 @@ fn permute(x: u32, mask: u32, seed: u64) -> u32 {
 
 /// A web-like graph: pages (nodes) grouped into hosts of consecutive ids, as a crawl
 /// ordered by URL produces. Each page has `degree` out-links on average: most stay in the
-/// page's host (half of those near the page), some go to popular pages anywhere (a
-/// heavy-tailed choice), the rest to uniform random pages.
+/// page's host (50% to the host's first 16 "navigation" pages, which makes rows of a
+/// host alike, as on real sites; 45% to pages at most 8 ids away; 5% anywhere in the host),
+/// some go to popular pages anywhere (a heavy-tailed choice), the rest to uniform pages.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Web {
     /// Edges to generate.
@@ -144,15 +148,15 @@ pub struct Web {
 }
 
 impl Web {
-    /// Parameters close to the cnr-2000 crawl: degree 10, hosts of ~300 pages, 85% of
-    /// links within the host, 10% to popular pages, 5% uniform.
+    /// Parameters meant to resemble the cnr-2000 crawl: degree 10, hosts of ~300 pages,
+    /// 95% of links within the host, 4% to popular pages, 1% uniform.
     pub fn like_cnr(edges: u64, seed: u64) -> Self {
         Web {
             edges,
             degree: 10,
             host_size: 300,
-            p_host: 0.85,
-            p_popular: 0.10,
+            p_host: 0.95,
+            p_popular: 0.04,
             seed,
         }
     }
@@ -165,7 +169,8 @@ impl Web {
     /// Whether a host starts at page `x` (a hash decides, so any block can find its hosts
     /// without the others).
     fn host_starts_at(&self, x: u64) -> bool {
-        x == 0 || splitmix(x ^ self.seed.rotate_left(17)) % self.host_size.max(1) as u64 == 0
+        x == 0
+            || splitmix(x ^ self.seed.rotate_left(17)).is_multiple_of(self.host_size.max(1) as u64)
     }
 
     /// Generates the edges.
@@ -204,10 +209,16 @@ impl Web {
                     }
                     let u: u32 = rng.random();
                     let dst = if u < t_host {
+                        // Within the host: its navigation pages (the first few of the host, which
+                        // every page links to), pages near the source, or any page of the host.
                         let size = host_hi - host_lo;
-                        if rng.random::<bool>() {
-                            // Near the page: a small geometric-ish offset either way.
-                            let off = (1u64 << rng.random_range(0..6)) + rng.random_range(0..4);
+                        let kind = rng.random_range(0..100u32);
+                        if kind < 50 {
+                            let menu = size.min(MENU);
+                            host_lo + (rng.random_range(0..menu) * rng.random_range(0..menu)) / menu
+                        } else if kind < 95 {
+                            let reach = 1u64 << rng.random_range(0..4);
+                            let off = rng.random_range(1..=reach);
                             let d = if rng.random::<bool>() {
                                 src + off
                             } else {

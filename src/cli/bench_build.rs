@@ -45,7 +45,7 @@ fn parse_count(s: &str) -> Result<u64, String> {
         _ => (s, 1.0),
     };
     let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a count"))?;
-    if !(v >= 0.0) {
+    if v.is_nan() || v < 0.0 {
         return Err(format!("`{s}` is not a count"));
     }
     Ok((v * mul).round() as u64)

@@ -98,6 +98,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out.display(),
             h.file_len()
         );
+        // Read it back as a user would (mmap, checksums, structure), and compare.
+        let t = Instant::now();
+        let back = file::open(out, file::OpenOptions::default())?;
+        let open_s = t.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            back == tree,
+            "{}: the file read back differs from the tree written",
+            out.display()
+        );
+        println!("reopened         {open_s:.3} s (mmap; checksums and structure verified)");
     }
     Ok(())
 }

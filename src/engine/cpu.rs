@@ -274,7 +274,8 @@ impl Engine for CpuEngine {
             };
             for b in 0..batch {
                 let xv = x[i * batch + b];
-                if xv != zero || S::KIND == SemiringKind::Tropical {
+                // The semiring zero contributes nothing (min(y, 1 + ∞) = y for tropical).
+                if xv != zero {
                     atomic_add::<S>(&ya[o * batch + b], S::contribution(xv));
                 }
             }

@@ -107,7 +107,7 @@ pub enum FileError {
     },
 }
 
-/// What [`write`] stores besides the signatures.
+/// What [`write()`] stores besides the signatures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Store the sampled directory with this period (rounded up to a power of two >= 16);
@@ -491,8 +491,16 @@ pub fn open(path: impl AsRef<Path>, options: OpenOptions) -> Result<K2Tree, File
         (&f).take(FIXED_LEN as u64)
             .read_to_end(&mut buf)
             .map_err(io)?;
-        decode_header(path, &buf, file_len, options.verify_checksums)?;
-        unreachable!("a header shorter than FIXED_LEN is always rejected");
+        // (A header shorter than FIXED_LEN is always rejected by `decode_header`.)
+        return Err(
+            decode_header(path, &buf, file_len, options.verify_checksums)
+                .err()
+                .unwrap_or(FileError::Truncated {
+                    path: path.to_path_buf(),
+                    needed: FIXED_LEN as u64,
+                    len: file_len,
+                }),
+        );
     }
     // SAFETY: the map is read-only. Like every mmap-based reader, we rely on the file not
     // being truncated or rewritten in place while mapped; `write` only ever replaces
@@ -563,7 +571,7 @@ pub fn write(
     let directory: Option<&Directory> = match options.directory {
         None => None,
         Some(s) => {
-            let sample = s.max(16).next_power_of_two();
+            let sample = Directory::period(s);
             match tree.directory_if_built() {
                 Some(d) if d.sample == sample => Some(d),
                 _ => {

@@ -102,6 +102,9 @@ impl K2Tree {
     }
 
     /// Builds the tree of the cells `(row, col)` in parallel; duplicates are allowed.
+    ///
+    /// The pairs are turned into Morton codes in place, so the build needs the 8 bytes per
+    /// edge of `edges` plus the tree, and no second edge-sized buffer.
     pub fn try_from_edges(
         rows: u64,
         cols: u64,
@@ -477,9 +480,9 @@ fn scan_nibbles(nibbles: &[u64], a: u64, b: u64) -> (u64, Option<u64>) {
 impl Directory {
     /// Samples `rank` every `sample` nodes over the internal nodes of `tree`.
     ///
-    /// `sample` is rounded up to a power of two of at least 16.
+    /// `sample` is rounded by [`Directory::period`].
     pub fn build(tree: &K2Tree, sample: u32) -> Directory {
-        let sample = sample.max(16).next_power_of_two();
+        let sample = Directory::period(sample);
         let internal = tree.internal_nodes();
         let n = (internal / sample as u64 + 1) as usize;
         let words_per = (sample / 16) as usize;
@@ -505,6 +508,12 @@ impl Directory {
             sample,
             ranks: Words::owned(ranks),
         }
+    }
+
+    /// The period actually used for a requested `sample`: rounded up to a power of two,
+    /// at least 16 (whole words of signatures) and at most 2^31.
+    pub fn period(sample: u32) -> u32 {
+        sample.clamp(16, 1 << 31).next_power_of_two()
     }
 
     /// Bytes of the directory.
