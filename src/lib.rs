@@ -11,5 +11,6 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod cache;
 pub mod engine;
 pub mod k2tree;

@@ -21,6 +21,8 @@ enum Command {
     BenchBuild(cli::bench_build::Args),
     /// SpMV benchmark: our engines vs cuSPARSE CSR and a Boolean CSR.
     BenchSpmv(cli::bench_spmv::Args),
+    /// Benchmark the device cache: a mixed workload of products at several budgets.
+    BenchCache(cli::bench_cache::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,5 +31,6 @@ fn main() -> anyhow::Result<()> {
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
         Command::BenchSpmv(a) => cli::bench_spmv::run(a),
+        Command::BenchCache(a) => cli::bench_cache::run(a),
     }
 }

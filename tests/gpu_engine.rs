@@ -268,7 +268,6 @@ fn check_matrix(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str, exact: bool, b
     }
 }
 
-#[test]
 fn random_matrices_match_cpu() {
     let Some(_) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -333,7 +332,6 @@ fn check_f32_accuracy(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str) {
     }
 }
 
-#[test]
 fn bit_batch_operations_match_cpu() {
     let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -382,7 +380,6 @@ fn bit_batch_operations_match_cpu() {
     }
 }
 
-#[test]
 fn recorded_graph_replays_the_product() {
     let Some(gpu) = gpu_or_skip(GpuOptions {
         tile_nodes: 64,
@@ -427,7 +424,6 @@ fn recorded_graph_replays_the_product() {
     }
 }
 
-#[test]
 fn allocation_failure_names_the_bytes() {
     let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -443,7 +439,6 @@ fn allocation_failure_names_the_bytes() {
     }
 }
 
-#[test]
 fn missing_device_is_unavailable_not_a_panic() {
     match GpuEngine::new(4096) {
         Err(EngineError::Unavailable(reason)) => println!("device 4096: {reason}"),
@@ -463,7 +458,6 @@ fn missing_device_is_unavailable_not_a_panic() {
     }
 }
 
-#[test]
 fn kernels_compile_with_nvrtc() {
     if !gpu::nvrtc_present() {
         let required = std::env::var("K2RPQ_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
@@ -521,7 +515,6 @@ fn cnr_2000() -> Option<Arc<K2Tree>> {
     Some(Arc::new(K2Tree::from_edges(n as u64, n as u64, edges)))
 }
 
-#[test]
 fn cnr_2000_matches_cpu() {
     let Some(_) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -551,7 +544,6 @@ fn cnr_2000_matches_cpu() {
 
 /// Prints product times on cnr-2000 (CUDA events, mean of 20 after a warm-up) for the
 /// report; asserts nothing about time, only that the timed products ran.
-#[test]
 fn cnr_2000_timings() {
     let Some(_) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -606,4 +598,52 @@ fn cnr_2000_timings() {
             }
         }
     }
+}
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+fn main() {
+    harness::run(&[
+        harness::GpuTest {
+            name: "random_matrices_match_cpu",
+            needs: harness::Needs::Gpu,
+            run: random_matrices_match_cpu,
+        },
+        harness::GpuTest {
+            name: "bit_batch_operations_match_cpu",
+            needs: harness::Needs::Gpu,
+            run: bit_batch_operations_match_cpu,
+        },
+        harness::GpuTest {
+            name: "recorded_graph_replays_the_product",
+            needs: harness::Needs::Gpu,
+            run: recorded_graph_replays_the_product,
+        },
+        harness::GpuTest {
+            name: "allocation_failure_names_the_bytes",
+            needs: harness::Needs::Gpu,
+            run: allocation_failure_names_the_bytes,
+        },
+        harness::GpuTest {
+            name: "missing_device_is_unavailable_not_a_panic",
+            needs: harness::Needs::Nothing,
+            run: missing_device_is_unavailable_not_a_panic,
+        },
+        harness::GpuTest {
+            name: "kernels_compile_with_nvrtc",
+            needs: harness::Needs::Nvrtc,
+            run: kernels_compile_with_nvrtc,
+        },
+        harness::GpuTest {
+            name: "cnr_2000_matches_cpu",
+            needs: harness::Needs::Gpu,
+            run: cnr_2000_matches_cpu,
+        },
+        harness::GpuTest {
+            name: "cnr_2000_timings",
+            needs: harness::Needs::Gpu,
+            run: cnr_2000_timings,
+        },
+    ])
 }

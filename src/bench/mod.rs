@@ -2,6 +2,7 @@
 //! and the construction benchmark behind `k2rpq bench-build`.
 
 pub mod build;
+pub mod cache;
 pub mod gen;
 pub mod input;
 pub mod spmv;

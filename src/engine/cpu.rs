@@ -244,11 +244,16 @@ impl Engine for CpuEngine {
     }
 
     fn matrix_bytes(&self, m: &CpuMatrix) -> u64 {
-        let t = &m.tree;
-        t.nodes().div_ceil(16) * 8
-            + t.directory().bytes()
-            + if m.config == MatrixConfig::CachedFrontier {
-                t.frontier().bytes()
+        self.load_bytes(&m.tree, m.config)
+    }
+
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
+        // From the sizes alone: nothing is built to answer.
+        let s = tree.stats();
+        s.tree_bytes
+            + s.directory_bytes
+            + if config == MatrixConfig::CachedFrontier {
+                s.frontier_bytes
             } else {
                 0
             }

@@ -722,6 +722,29 @@ impl Engine for GpuEngine {
         m.bytes
     }
 
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
+        // What `DeviceTree::load` uploads: signatures, directory, the host-expanded top
+        // level and, with `CachedFrontier`, the frontier.
+        let s = tree.stats();
+        let top = if tree.nodes() == 0 {
+            0
+        } else {
+            let top_level = (0..=tree.height() - 2)
+                .rev()
+                .find(|&d| tree.level_nodes(d) <= self.options.top_nodes)
+                .unwrap_or(0);
+            tree.level_nodes(top_level) * 8
+        };
+        s.tree_bytes
+            + s.directory_bytes
+            + top
+            + if config == MatrixConfig::CachedFrontier {
+                s.frontier_bytes
+            } else {
+                0
+            }
+    }
+
     fn product<S: Semiring>(
         &self,
         m: &DeviceTree,
