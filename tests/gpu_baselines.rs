@@ -1,7 +1,9 @@
 //! The benchmark baselines (cuSPARSE CSR and Boolean CSR) against the CPU engine, right,
-//! left and batched. The kernels of `cuda/bcsr.cu` are compiled by NVRTC whenever
-//! libnvrtc is present (no GPU needed); the products run only where a GPU is found and
-//! report themselves `SKIPPED (no GPU: ...)` elsewhere.
+//! left and batched, and the whole `bench-spmv` driver on the GPU. The kernels of
+//! `cuda/bcsr.cu` are compiled by NVRTC whenever libnvrtc is present (no GPU needed; with
+//! `K2RPQ_REQUIRE_NVRTC=1` always); the products run only where a GPU is found and are
+//! reported as ignored elsewhere, after a `SKIPPED (no GPU: ...)` line (see
+//! `tests/harness`).
 
 use std::sync::Arc;
 
@@ -12,16 +14,9 @@ use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
 use k2rpq::k2tree::K2Tree;
 
-#[test]
 fn bcsr_kernels_compile_with_nvrtc() {
-    let required = std::env::var("K2RPQ_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-    match bcsr::nvrtc_unavailable_reason() {
-        Some(why) if !required => {
-            println!("SKIPPED (no NVRTC: {why}): cuda/bcsr.cu not compiled");
-            return;
-        }
-        Some(why) => panic!("K2RPQ_REQUIRE_NVRTC=1 but {why}"),
-        None => {}
+    if let Some(why) = bcsr::nvrtc_unavailable_reason() {
+        panic!("cuda/bcsr.cu cannot be compiled: {why}");
     }
     let ptx = bcsr::compile_ptx().expect("cuda/bcsr.cu compiles");
     let text = ptx.to_src();
@@ -87,11 +82,10 @@ fn check_all(mut make: impl FnMut(Direction, usize) -> Option<Box<dyn DeviceProd
     }
 }
 
-#[test]
 fn cusparse_matches_cpu_engine() {
+    // The harness runs this only with a usable GPU; cuSPARSE must then be there too.
     if let Some(why) = cusparse::unavailable_reason() {
-        println!("SKIPPED (no GPU: {why}): cuSPARSE baseline");
-        return;
+        panic!("GPU present but cuSPARSE unusable: {why}");
     }
     let (_, csr) = matrix();
     let a = CusparseMatrix::new(&csr).unwrap();
@@ -113,11 +107,9 @@ fn cusparse_matches_cpu_engine() {
     }
 }
 
-#[test]
 fn bcsr_matches_cpu_engine() {
     if let Some(why) = gpu_unavailable_reason().or_else(bcsr::nvrtc_unavailable_reason) {
-        println!("SKIPPED (no GPU: {why}): bCSR baseline");
-        return;
+        panic!("GPU test run without a usable GPU: {why}");
     }
     let (_, csr) = matrix();
     let a = BcsrMatrix::new(&csr).unwrap();
@@ -129,12 +121,10 @@ fn bcsr_matches_cpu_engine() {
 
 /// The whole benchmark on a small graph: every GPU contender agrees with the reference
 /// (none is rejected) and is measured, with ratios to cuSPARSE.
-#[test]
 fn bench_spmv_measures_every_gpu_contender() {
     use k2rpq::bench::spmv::{graph::LoadedGraph, prepare, run, SpmvOptions};
     if let Some(why) = cusparse::unavailable_reason().or_else(bcsr::nvrtc_unavailable_reason) {
-        println!("SKIPPED (no GPU: {why}): bench-spmv GPU contenders");
-        return;
+        panic!("GPU present but cuSPARSE or NVRTC unusable: {why}");
     }
     let edges: Vec<(u32, u32)> = (0..5000u32)
         .flat_map(|i| (0..6).map(move |d| (i, (i * 3 + d * 11) % 5000)))
@@ -181,4 +171,33 @@ fn bench_spmv_measures_every_gpu_contender() {
         .measurements
         .iter()
         .any(|m| m.bit_packed && m.contender.starts_with("gpu") && m.time_vs_cusparse.is_some()));
+}
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+fn main() {
+    use harness::{GpuTest, Needs};
+    harness::run(&[
+        GpuTest {
+            name: "bcsr_kernels_compile_with_nvrtc",
+            needs: Needs::Nvrtc,
+            run: bcsr_kernels_compile_with_nvrtc,
+        },
+        GpuTest {
+            name: "cusparse_matches_cpu_engine",
+            needs: Needs::Gpu,
+            run: cusparse_matches_cpu_engine,
+        },
+        GpuTest {
+            name: "bcsr_matches_cpu_engine",
+            needs: Needs::Gpu,
+            run: bcsr_matches_cpu_engine,
+        },
+        GpuTest {
+            name: "bench_spmv_measures_every_gpu_contender",
+            needs: Needs::Gpu,
+            run: bench_spmv_measures_every_gpu_contender,
+        },
+    ])
 }
