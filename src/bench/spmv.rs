@@ -373,16 +373,17 @@ fn setup_csr(
     budget: Option<u64>,
     make: impl FnOnce(&Csr) -> Setup<Box<dyn Contender>>,
 ) -> Setup<Box<dyn Contender>> {
-    if let Some(r) = gpu_reason {
-        return Err(r.to_string());
-    }
-    match &p.csr {
-        None => Err(format!(
+    // The budget first: it rules the CSR out on any machine.
+    let Some(csr) = &p.csr else {
+        return Err(format!(
             "budget: the CSR ({} bytes) does not fit {} bytes",
             p.info.bcsr_bytes,
             budget.unwrap_or(0)
-        )),
-        Some(csr) => make(csr),
+        ));
+    };
+    match gpu_reason {
+        Some(r) => Err(r.to_string()),
+        None => make(csr),
     }
 }
 
@@ -621,17 +622,10 @@ mod tests {
         let p = prepare(banded(), &opts).unwrap();
         assert!(p.csr.is_none());
         let r = run(&p, &opts).unwrap();
-        let cus = r
-            .skipped
-            .iter()
-            .find(|s| s.contender == "cusparse")
-            .unwrap();
-        // Without a GPU the reason is the GPU; with one it is the budget.
-        assert!(
-            cus.reason.contains("budget") || cus.reason.contains("no GPU"),
-            "{}",
-            cus.reason
-        );
+        for who in ["cusparse", "bcsr"] {
+            let s = r.skipped.iter().find(|s| s.contender == who).unwrap();
+            assert!(s.reason.starts_with("budget: the CSR"), "{}", s.reason);
+        }
         assert!(!r.measurements.is_empty());
         assert!(r.measurements.iter().all(|m| m.working_set_bytes <= budget));
         assert!(r.measurements.iter().any(|m| m.contender == "cpu k2"));
