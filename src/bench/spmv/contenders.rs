@@ -113,7 +113,7 @@ impl Contender for BcsrContender {
                 BcsrKernel::WarpPerRow.name().into(),
             ]
         } else {
-            vec!["thread-per-row-and-vector".into()]
+            vec!["row-and-vector".into()]
         }
     }
     fn representation_bytes(&self) -> u64 {

@@ -198,30 +198,21 @@ impl SpmvReport {
         );
         let _ = writeln!(
             s,
-            "{:<16} {:<26} {:<5} {:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
-            "contender",
-            "variant",
-            "dir",
-            "B",
-            "repr",
-            "ws",
-            "median ms",
-            "per-vec us",
-            "x time",
-            "x ws"
+            "{:<13} {:<14} {:1} {:>4} {:>7} {:>7} {:>10} {:>9} {:>6} {:>6}",
+            "contender", "variant", "d", "B", "repr", "ws", "median_ms", "us/vec", "x_time", "x_ws"
         );
         let mut rows: Vec<&Measurement> = self.measurements.iter().collect();
         rows.sort_by_key(|m| (m.bit_packed, m.direction == Direction::Left, m.batch));
         for m in rows {
             let _ = writeln!(
                 s,
-                "{:<16} {:<26} {:<5} {:>4} {:>10} {:>10} {:>10.4} {:>10.2} {:>8} {:>8}",
-                m.contender,
-                truncate(&m.variant, 26),
+                "{:<13} {:<14} {:1} {:>4} {:>7} {:>7} {:>10.4} {:>9.1} {:>6} {:>6}",
+                truncate(&m.contender, 13),
+                truncate(&m.variant, 14),
                 if m.direction == Direction::Right {
-                    "right"
+                    "R"
                 } else {
-                    "left"
+                    "L"
                 },
                 m.batch,
                 mib(m.representation_bytes),
