@@ -17,6 +17,7 @@ pub mod svg;
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 
 use self::contenders::{BcsrContender, BitsContender, Contender, CpuContender, CusparseContender};
 use self::report::{GraphInfo, Measurement, SpmvReport, VariantTime};
@@ -85,6 +86,7 @@ pub enum SpmvError {
 /// whatever the summation order, unless an output exceeds 2^24.
 pub fn input_vector(len: usize, salt: u64) -> Vec<f32> {
     (0..len as u64)
+        .into_par_iter()
         .map(|i| (splitmix(i ^ salt.rotate_left(29)) % 4) as f32)
         .collect()
 }
@@ -92,6 +94,7 @@ pub fn input_vector(len: usize, salt: u64) -> Vec<f32> {
 /// A bit-packed input: each bit set with probability 1/4.
 pub fn input_bits(rows: usize, words: usize, salt: u64) -> BitMatrix {
     let data = (0..(rows * words) as u64)
+        .into_par_iter()
         .map(|i| {
             let a = splitmix(i ^ salt);
             a & splitmix(a)
@@ -112,9 +115,9 @@ pub fn f32_disagreement(got: &[f32], want: &[f32]) -> Option<String> {
     if got.len() != want.len() {
         return Some(format!("{} entries, expected {}", got.len(), want.len()));
     }
-    got.iter()
+    got.par_iter()
         .zip(want)
-        .position(|(g, w)| {
+        .position_first(|(g, w)| {
             let tol = 1e-6 * g.abs().max(w.abs());
             (g - w).abs() > tol || g.is_nan() != w.is_nan()
         })
@@ -132,9 +135,9 @@ pub fn bits_disagreement(got: &BitMatrix, want: &BitMatrix) -> Option<String> {
     }
     let w = want.words().max(1);
     got.as_words()
-        .iter()
+        .par_iter()
         .zip(want.as_words())
-        .position(|(a, b)| a != b)
+        .position_first(|(a, b)| a != b)
         .map(|i| {
             format!(
                 "row {} word {}: {:#x} vs reference {:#x}",
