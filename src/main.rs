@@ -21,6 +21,8 @@ enum Command {
     BuildTree(cli::build_tree::Args),
     /// Benchmark k²-tree construction on edge lists and synthetic graphs.
     BenchBuild(cli::bench_build::Args),
+    /// SpMV benchmark: our engines vs cuSPARSE CSR and a Boolean CSR.
+    BenchSpmv(cli::bench_spmv::Args),
     /// Benchmark the device cache: a mixed workload of products at several budgets.
     BenchCache(cli::bench_cache::Args),
     /// Load RDF (N-Triples, N-Quads, Turtle, TriG; plain, .gz, .bz2; files or stdin) into a store.
@@ -41,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(a) => cli::bench::run(a),
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
+        Command::BenchSpmv(a) => cli::bench_spmv::run(a),
         Command::BenchCache(a) => cli::bench_cache::run(a),
         Command::Load(a) => cli::load::run(a),
         Command::Info(a) => cli::info::run(a),

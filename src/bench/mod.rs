@@ -10,3 +10,4 @@ pub mod rpq;
 pub mod stats;
 pub mod svg;
 pub mod workload;
+pub mod spmv;

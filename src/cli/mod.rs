@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_build;
 pub mod bench_cache;
+pub mod bench_spmv;
 pub mod build_tree;
 pub mod explain;
 pub mod gen;

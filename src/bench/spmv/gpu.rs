@@ -1,0 +1,205 @@
+//! Our GPU engine as a contender of the SpMV benchmark: one contender per configuration
+//! (`k2`, `k2+F`) and offset source (directory, scan). A semiring product is recorded once
+//! as a CUDA graph ([`GpuEngine::record_product`]) and replayed, timed with CUDA events;
+//! its working set is the engine's exact [`GpuEngine::product_bytes`].
+
+use std::sync::Arc;
+
+use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
+use crate::engine::baseline::{Device, DeviceProduct, Timing};
+use crate::engine::gpu::{DeviceTree, GpuBits, GpuEngine, GpuOptions, OffsetSource, ProductGraph};
+use crate::engine::{
+    BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
+};
+use crate::k2tree::K2Tree;
+
+/// One configuration × offset source of the GPU engine, with the tree loaded.
+pub struct GpuContender {
+    engine: Arc<GpuEngine>,
+    matrix: DeviceTree,
+    config: MatrixConfig,
+    source: OffsetSource,
+}
+
+/// `directory` or `scan`.
+pub fn source_name(s: OffsetSource) -> &'static str {
+    match s {
+        OffsetSource::Directory => "dir",
+        OffsetSource::Scan => "scan",
+    }
+}
+
+impl GpuContender {
+    /// The four contenders (k2, k2+F) × (directory, scan) on device 0.
+    pub fn all(tree: &Arc<K2Tree>) -> Result<Vec<GpuContender>> {
+        let mut out = Vec::new();
+        for source in [OffsetSource::Directory, OffsetSource::Scan] {
+            let engine = Arc::new(GpuEngine::with_options(
+                0,
+                GpuOptions {
+                    offset_source: Some(source),
+                    ..GpuOptions::default()
+                },
+            )?);
+            for config in [MatrixConfig::TreeOnly, MatrixConfig::CachedFrontier] {
+                out.push(GpuContender {
+                    matrix: engine.load(tree, config)?,
+                    engine: engine.clone(),
+                    config,
+                    source,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn device(&self) -> Device {
+        let c = self.engine.context();
+        Device {
+            ctx: c.context().clone(),
+            stream: c.stream().clone(),
+        }
+    }
+}
+
+struct GpuProduct<'a> {
+    c: &'a GpuContender,
+    graph: ProductGraph<f32>,
+    working_set: u64,
+}
+
+impl DeviceProduct for GpuProduct<'_> {
+    fn matrix_bytes(&self) -> u64 {
+        self.c.engine.matrix_bytes(&self.c.matrix)
+    }
+    fn working_set_bytes(&self) -> u64 {
+        self.working_set
+    }
+    fn set_input(&mut self, x: &[f32]) -> Result<()> {
+        self.graph.set_x(x)
+    }
+    fn run(&mut self) -> Result<()> {
+        self.graph.launch()
+    }
+    fn output(&mut self) -> Result<Vec<f32>> {
+        self.graph.y()
+    }
+    fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing> {
+        let graph = &self.graph;
+        self.c.device().time(warmup, repeats, || graph.launch())
+    }
+}
+
+impl Contender for GpuContender {
+    fn name(&self) -> String {
+        format!(
+            "gpu {} {}",
+            config_name(self.config),
+            source_name(self.source)
+        )
+    }
+    fn variants(&self, _dir: Direction, _batch: usize) -> Vec<String> {
+        vec!["cuda-graph".into()]
+    }
+    fn representation_bytes(&self) -> u64 {
+        self.engine.matrix_bytes(&self.matrix)
+    }
+    fn predicted_working_set(&self, dir: Direction, batch: usize) -> u64 {
+        self.engine
+            .product_bytes(&self.matrix, dir, batch, 4, None)
+            .total()
+    }
+    fn prepare(
+        &self,
+        dir: Direction,
+        batch: usize,
+        _variant: &str,
+    ) -> Result<Box<dyn DeviceProduct + '_>> {
+        let t = self.matrix.tree();
+        let (i, o) = dir.lengths(t.rows(), t.cols());
+        let x = self.engine.zeros::<f32>(i as usize * batch)?;
+        let y = self.engine.zeros::<f32>(o as usize * batch)?;
+        let graph = self
+            .engine
+            .record_product::<PlusTimes>(&self.matrix, dir, x, batch, y)?;
+        Ok(Box::new(GpuProduct {
+            c: self,
+            graph,
+            working_set: Contender::predicted_working_set(self, dir, batch),
+        }))
+    }
+}
+
+struct GpuBitsProduct<'a> {
+    c: &'a GpuContender,
+    dir: Direction,
+    words: usize,
+    x: GpuBits,
+    y: GpuBits,
+}
+
+impl BitsProduct for GpuBitsProduct<'_> {
+    fn working_set_bytes(&self) -> u64 {
+        BitsContender::predicted_working_set(self.c, self.dir, self.words)
+    }
+    fn set_input(&mut self, x: &BitMatrix) -> Result<()> {
+        if x.shape() != self.x.shape() {
+            return Err(EngineError::Shape(format!(
+                "bit batch {:?}, expected {:?}",
+                x.shape(),
+                self.x.shape()
+            )));
+        }
+        self.x = self.c.engine.bits_upload(x)?;
+        Ok(())
+    }
+    fn run(&mut self) -> Result<()> {
+        let e = &self.c.engine;
+        e.bits_clear(&mut self.y)?;
+        e.bool_product(
+            &self.c.matrix,
+            self.dir,
+            &self.x,
+            &mut self.y,
+            Traversal::Dense,
+        )
+    }
+    fn output(&mut self) -> Result<BitMatrix> {
+        self.c.engine.bits_download(&self.y)
+    }
+    fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing> {
+        // The output is not cleared between repeats: OR-ing into it again is the same
+        // work, and the clear is not part of a product.
+        let (c, dir, x, y) = (self.c, self.dir, &self.x, &mut self.y);
+        c.device().time(warmup, repeats, || {
+            c.engine
+                .bool_product(&c.matrix, dir, x, y, Traversal::Dense)
+        })
+    }
+}
+
+impl BitsContender for GpuContender {
+    fn name(&self) -> String {
+        Contender::name(self)
+    }
+    fn representation_bytes(&self) -> u64 {
+        Contender::representation_bytes(self)
+    }
+    fn predicted_working_set(&self, dir: Direction, words: usize) -> u64 {
+        self.engine
+            .product_bytes(&self.matrix, dir, 1, 8, Some((words, Traversal::Dense)))
+            .total()
+    }
+    fn prepare(&self, dir: Direction, words: usize) -> Result<Box<dyn BitsProduct + '_>> {
+        let t = self.matrix.tree();
+        let (i, o) = dir.lengths(t.rows(), t.cols());
+        let e = &self.engine;
+        Ok(Box::new(GpuBitsProduct {
+            c: self,
+            dir,
+            words,
+            x: e.bits_zeroed(i as usize, words)?,
+            y: e.bits_zeroed(o as usize, words)?,
+        }))
+    }
+}

@@ -1,0 +1,140 @@
+//! `k2rpq bench-spmv`: our engines against cuSPARSE CSR and a Boolean CSR on one matrix -
+//! bytes, working set, median product time and the ratio to cuSPARSE; a table on stdout,
+//! every figure as JSON (`--json`), the working-set/time figure as SVG (`--svg`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+use k2rpq::bench::build::{Source, Synthetic};
+use k2rpq::bench::input::InputFormat;
+use k2rpq::bench::spmv::graph::{load, SpmvInput};
+use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
+
+/// Arguments of `k2rpq bench-spmv`.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["tsv", "mtx", "bvgraph", "synthetic"])))]
+pub struct Args {
+    /// Edge list, `src<TAB>dst` per line (`.gz` allowed).
+    #[arg(long)]
+    pub tsv: Option<PathBuf>,
+    /// Matrix Market coordinate file (`.gz` allowed).
+    #[arg(long)]
+    pub mtx: Option<PathBuf>,
+    /// BVGraph basename (`BASENAME.graph` + `.properties`); needs the `webgraph` feature.
+    #[arg(long)]
+    pub bvgraph: Option<PathBuf>,
+    /// A synthetic graph: R-MAT (Graph500 parameters) or web-like.
+    #[arg(long, value_enum)]
+    pub synthetic: Option<Synthetic>,
+    /// Edges of the synthetic graph (e.g. 200M, 1G).
+    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    pub edges: u64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed repeats per product (the median is reported).
+    #[arg(long, default_value_t = 50)]
+    pub repeats: usize,
+    /// Untimed runs before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Batch widths of the f32 products.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,128")]
+    pub batches: Vec<usize>,
+    /// Sources of the bit-packed Boolean batches (multiples of 64).
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256")]
+    pub bit_batches: Vec<usize>,
+    /// Write every figure as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the working-set vs time figure (SVG) here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Memory budget in bytes (`12G` allowed): products whose working set exceeds it are
+    /// skipped, and a CSR that does not fit is not built (the tree runs alone).
+    #[arg(long, value_parser = parse_count)]
+    pub budget: Option<u64>,
+    /// CPU only: run no GPU contender.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Do not time the CPU engine (it still computes the reference the others are
+    /// checked against); for billion-edge graphs.
+    #[arg(long, conflicts_with = "cpu")]
+    pub skip_cpu: bool,
+}
+
+/// `123`, `50M`, `1.5G`, `10k`.
+fn parse_count(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1e3),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1e6),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok((v * mul).round() as u64),
+        _ => Err(format!("`{s}` is not a count")),
+    }
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let input = if let Some(p) = &args.tsv {
+        SpmvInput::Source(Source::File {
+            path: p.clone(),
+            format: InputFormat::Tsv,
+        })
+    } else if let Some(p) = &args.mtx {
+        SpmvInput::Source(Source::File {
+            path: p.clone(),
+            format: InputFormat::Mtx,
+        })
+    } else if let Some(p) = &args.bvgraph {
+        SpmvInput::BvGraph(p.clone())
+    } else if let Some(kind) = args.synthetic {
+        SpmvInput::Source(Source::Synthetic {
+            kind,
+            edges: args.edges,
+            seed: args.seed,
+        })
+    } else {
+        anyhow::bail!("give one of --tsv, --mtx, --bvgraph, --synthetic");
+    };
+    let opts = SpmvOptions {
+        repeats: args.repeats,
+        warmup: args.warmup,
+        batches: args.batches.clone(),
+        bit_batches: args.bit_batches.clone(),
+        budget: args.budget,
+        cpu_only: args.cpu,
+        skip_cpu: args.skip_cpu,
+        progress: true,
+    };
+    let t = Instant::now();
+    let pb = ProgressBar::new_spinner();
+    pb.set_message("loading the graph");
+    let g = load(&input, Some(&pb)).context("loading the benchmark graph")?;
+    pb.set_message(format!("building the tree and CSR of {}", g.name));
+    let prepared = prepare(g, &opts)?;
+    pb.finish_and_clear();
+    eprintln!(
+        "{}: {} cells, tree and CSR built in {:.1} s",
+        prepared.info.name,
+        prepared.info.nnz,
+        t.elapsed().as_secs_f64()
+    );
+    let report = bench(&prepared, &opts)?;
+    print!("{}", report.table());
+    if let Some(p) = &args.json {
+        report
+            .write_json(p)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.svg {
+        std::fs::write(p, svg::figure(&report))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `k2rpq bench-spmv` end to end on a tiny edge list, CPU only: the table on stdout, the
+//! JSON and SVG files, and a clear error for bad input.
+
+use std::process::Command;
+
+fn k2rpq() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+}
+
+#[test]
+fn writes_table_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsv = dir.path().join("g.tsv");
+    let edges: String = (0..300u32)
+        .map(|i| format!("{}\t{}\n", i % 97, (i * 7 + 3) % 89))
+        .collect();
+    std::fs::write(&tsv, edges).unwrap();
+    let (json, svg) = (dir.path().join("r.json"), dir.path().join("r.svg"));
+    let out = k2rpq()
+        .args(["bench-spmv", "--cpu", "--repeats", "2", "--warmup", "0"])
+        .args(["--batches", "1,4", "--bit-batches", "64"])
+        .arg("--tsv")
+        .arg(&tsv)
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("cpu k2+F"), "{stdout}");
+    assert!(stdout.contains("skipped cusparse: --cpu"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // k2 and k2+F × right/left × B = 1, 4, plus bit-packed k2+F right/left.
+    assert_eq!(v["measurements"].as_array().unwrap().len(), 10);
+    assert_eq!(v["graph"]["rows"], 97);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("median time (ms)"));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsv = dir.path().join("bad.tsv");
+    std::fs::write(&tsv, "0\t1\nnot an edge\n").unwrap();
+    let out = k2rpq()
+        .args(["bench-spmv", "--cpu", "--tsv"])
+        .arg(&tsv)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.tsv:2"), "{err}");
+}
