@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job: build k2rpq, load the bundled CoDEx-M dataset into a store and run the
+# CoDEx-M property-path workload on k2rpq (GPU if one is usable, and CPU) and on
+# Oxigraph side by side. Ends with the summary table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --bin k2rpq
+k2=target/release/k2rpq
+store=target/codex-m.store
+rm -rf "$store"
+"$k2" load fixtures/codex/codex-m.nt.gz --store "$store"
+"$k2" info "$store" | head -n 12
+"$k2" bench --store "$store" --queries sparql/codex-m.rpq --stats \
+    --json target/bench-codex-m.json --csv target/bench-codex-m.csv --svg target/bench-codex-m.svg "$@"
+echo "Per-query results: target/bench-codex-m.{json,csv,svg}"
