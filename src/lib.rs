@@ -11,3 +11,6 @@
 
 pub mod engine;
 pub mod k2tree;
+pub mod rpq;
+pub mod sparql;
+pub mod oxigraph;

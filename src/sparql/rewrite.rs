@@ -1,0 +1,463 @@
+//! Algebra rewrites: re-assembling the sequences the parser split, and wrapping each
+//! property-path pattern in `SERVICE <urn:k2rpq:paths>` for the Oxigraph embedding.
+//!
+//! spargebra turns `?s p/q ?o` into `?s p _:b . _:b q ?o` with a fresh blank node
+//! `_:b`. A blank node that occurs exactly twice in the query, as the object of one
+//! pattern and the subject of another of the same group, is such a middle node (or one a
+//! user wrote with the same meaning: the join over it is exactly the sequence's bag join),
+//! so the two patterns become one path pattern `?s p/q ?o`.
+
+use std::collections::HashMap;
+
+use spargebra::algebra::{GraphPattern, PropertyPathExpression};
+use spargebra::term::{NamedNode, NamedNodePattern, TermPattern, TriplePattern, Variable};
+use spargebra::Query;
+
+/// The service IRI the rewritten queries call.
+pub const SERVICE_IRI: &str = "urn:k2rpq:paths";
+
+/// Prefix of the variables that stand for the query's blank nodes after the rewrite.
+const BLANK_VARIABLE_PREFIX: &str = "k2rpq_b";
+
+/// The internal variable name of blank node `label` in standalone evaluation.
+pub(crate) fn blank_variable_name(label: &str) -> String {
+    format!("_:{label}")
+}
+
+/// Whether a variable name stands for a blank node (never projected by `SELECT *`).
+pub fn is_hidden_variable(name: &str) -> bool {
+    name.starts_with("_:") || name.starts_with(BLANK_VARIABLE_PREFIX)
+}
+
+/// One member of a group of joined triple and path patterns.
+#[derive(Clone, Debug)]
+enum Item {
+    Path(TermPattern, PropertyPathExpression, TermPattern),
+    /// A triple with a variable predicate: never part of a path.
+    Triple(TriplePattern),
+}
+
+/// Re-assembles split sequences everywhere in `pattern` (see the module docs).
+pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
+    let mut counts = HashMap::new();
+    count_blank_nodes(pattern, &mut counts);
+    Rewriter {
+        counts,
+        wrap: false,
+        renames: HashMap::new(),
+    }
+    .pattern(pattern, None, &[])
+}
+
+/// Rewrites a query for the Oxigraph embedding: re-assembles split sequences, turns the
+/// pattern blank nodes into (never projected) variables, and wraps every path pattern
+/// that is not a single predicate in `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH
+/// context and the VALUES of its group pushed inside (the service sees no outer bindings).
+pub fn wrap_paths_in_service(query: &Query) -> Query {
+    let rewrite = |pattern: &GraphPattern| {
+        let mut counts = HashMap::new();
+        count_blank_nodes(pattern, &mut counts);
+        Rewriter {
+            counts,
+            wrap: true,
+            renames: HashMap::new(),
+        }
+        .pattern(pattern, None, &[])
+    };
+    match query {
+        Query::Select {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Select {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Ask {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Ask {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Construct {
+            template,
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Construct {
+            template: template.clone(),
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Describe {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Describe {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+    }
+}
+
+fn count_term(t: &TermPattern, counts: &mut HashMap<String, usize>) {
+    if let TermPattern::BlankNode(b) = t {
+        *counts.entry(b.as_str().to_owned()).or_insert(0) += 1;
+    }
+}
+
+fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
+    match p {
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                count_term(&t.subject, counts);
+                count_term(&t.object, counts);
+            }
+        }
+        GraphPattern::Path { subject, object, .. } => {
+            count_term(subject, counts);
+            count_term(object, counts);
+        }
+        GraphPattern::Join { left, right }
+        | GraphPattern::LeftJoin { left, right, .. }
+        | GraphPattern::Lateral { left, right }
+        | GraphPattern::Union { left, right }
+        | GraphPattern::Minus { left, right } => {
+            count_blank_nodes(left, counts);
+            count_blank_nodes(right, counts);
+        }
+        GraphPattern::Filter { inner, .. }
+        | GraphPattern::Graph { inner, .. }
+        | GraphPattern::Extend { inner, .. }
+        | GraphPattern::OrderBy { inner, .. }
+        | GraphPattern::Project { inner, .. }
+        | GraphPattern::Distinct { inner }
+        | GraphPattern::Reduced { inner }
+        | GraphPattern::Slice { inner, .. }
+        | GraphPattern::Group { inner, .. }
+        | GraphPattern::Service { inner, .. } => count_blank_nodes(inner, counts),
+        GraphPattern::Values { .. } => {}
+    }
+}
+
+struct Rewriter {
+    counts: HashMap<String, usize>,
+    /// Oxigraph mode: rename blank nodes, wrap paths in SERVICE.
+    wrap: bool,
+    renames: HashMap<String, Variable>,
+}
+
+impl Rewriter {
+    fn term(&mut self, t: &TermPattern) -> TermPattern {
+        match t {
+            TermPattern::BlankNode(b) if self.wrap => {
+                let n = self.renames.len();
+                self.renames
+                    .entry(b.as_str().to_owned())
+                    .or_insert_with(|| Variable::new_unchecked(format!("{BLANK_VARIABLE_PREFIX}{n}")))
+                    .clone()
+                    .into()
+            }
+            t => t.clone(),
+        }
+    }
+
+    /// Rewrites `p` inside GRAPH `graph` (if any); `values` are VALUES patterns joined
+    /// with it from outside, which may be pushed into SERVICE calls.
+    fn pattern(
+        &mut self,
+        p: &GraphPattern,
+        graph: Option<&NamedNodePattern>,
+        values: &[GraphPattern],
+    ) -> GraphPattern {
+        let b = |x: GraphPattern| Box::new(x);
+        match p {
+            GraphPattern::Bgp { .. } | GraphPattern::Path { .. } | GraphPattern::Join { .. } => {
+                self.group(p, graph, values)
+            }
+            GraphPattern::LeftJoin {
+                left,
+                right,
+                expression,
+            } => GraphPattern::LeftJoin {
+                left: b(self.pattern(left, graph, &[])),
+                right: b(self.pattern(right, graph, &[])),
+                expression: expression.clone(),
+            },
+            GraphPattern::Lateral { left, right } => GraphPattern::Lateral {
+                left: b(self.pattern(left, graph, &[])),
+                right: b(self.pattern(right, graph, &[])),
+            },
+            GraphPattern::Union { left, right } => GraphPattern::Union {
+                left: b(self.pattern(left, graph, values)),
+                right: b(self.pattern(right, graph, values)),
+            },
+            GraphPattern::Minus { left, right } => GraphPattern::Minus {
+                left: b(self.pattern(left, graph, values)),
+                right: b(self.pattern(right, graph, &[])),
+            },
+            GraphPattern::Filter { expr, inner } => GraphPattern::Filter {
+                expr: expr.clone(),
+                inner: b(self.pattern(inner, graph, values)),
+            },
+            GraphPattern::Graph { name, inner } => GraphPattern::Graph {
+                name: name.clone(),
+                inner: b(self.pattern(inner, Some(name), values)),
+            },
+            GraphPattern::Extend {
+                inner,
+                variable,
+                expression,
+            } => GraphPattern::Extend {
+                inner: b(self.pattern(inner, graph, &[])),
+                variable: variable.clone(),
+                expression: expression.clone(),
+            },
+            GraphPattern::OrderBy { inner, expression } => GraphPattern::OrderBy {
+                inner: b(self.pattern(inner, graph, &[])),
+                expression: expression.clone(),
+            },
+            GraphPattern::Project { inner, variables } => GraphPattern::Project {
+                inner: b(self.pattern(inner, graph, &[])),
+                variables: variables.clone(),
+            },
+            GraphPattern::Distinct { inner } => GraphPattern::Distinct {
+                inner: b(self.pattern(inner, graph, &[])),
+            },
+            GraphPattern::Reduced { inner } => GraphPattern::Reduced {
+                inner: b(self.pattern(inner, graph, &[])),
+            },
+            GraphPattern::Slice {
+                inner,
+                start,
+                length,
+            } => GraphPattern::Slice {
+                inner: b(self.pattern(inner, graph, &[])),
+                start: *start,
+                length: *length,
+            },
+            GraphPattern::Group {
+                inner,
+                variables,
+                aggregates,
+            } => GraphPattern::Group {
+                inner: b(self.pattern(inner, graph, &[])),
+                variables: variables.clone(),
+                aggregates: aggregates.clone(),
+            },
+            GraphPattern::Service {
+                name,
+                inner,
+                silent,
+            } => GraphPattern::Service {
+                name: name.clone(),
+                inner: inner.clone(),
+                silent: *silent,
+            },
+            GraphPattern::Values { .. } => p.clone(),
+        }
+    }
+
+    /// A group of joined triple/path patterns (and other joined patterns).
+    fn group(
+        &mut self,
+        p: &GraphPattern,
+        graph: Option<&NamedNodePattern>,
+        outer_values: &[GraphPattern],
+    ) -> GraphPattern {
+        let mut items = Vec::new();
+        let mut others = Vec::new();
+        flatten(p, &mut items, &mut others);
+        let mut values: Vec<GraphPattern> = outer_values.to_vec();
+        values.extend(
+            others
+                .iter()
+                .filter(|o| matches!(o, GraphPattern::Values { .. }))
+                .cloned(),
+        );
+        let mut others: Vec<GraphPattern> = others
+            .iter()
+            .map(|o| self.pattern(o, graph, &values))
+            .collect();
+        merge_chains(&mut items, &self.counts);
+
+        let mut triples = Vec::new();
+        let mut paths = Vec::new();
+        for item in items {
+            match item {
+                Item::Triple(t) => triples.push(TriplePattern {
+                    subject: self.term(&t.subject),
+                    predicate: t.predicate.clone(),
+                    object: self.term(&t.object),
+                }),
+                Item::Path(s, PropertyPathExpression::NamedNode(n), o) => {
+                    triples.push(TriplePattern {
+                        subject: self.term(&s),
+                        predicate: n.into(),
+                        object: self.term(&o),
+                    })
+                }
+                Item::Path(s, path, o) => {
+                    let (s, o) = (self.term(&s), self.term(&o));
+                    let inner = GraphPattern::Path {
+                        subject: s.clone(),
+                        path,
+                        object: o.clone(),
+                    };
+                    if self.wrap {
+                        paths.push(service(inner, &s, &o, graph, &values));
+                    } else {
+                        paths.push(inner);
+                    }
+                }
+            }
+        }
+        let mut parts = Vec::new();
+        // VALUES first: the standalone evaluator restricts later patterns by them.
+        let (vals, rest): (Vec<_>, Vec<_>) = others
+            .drain(..)
+            .partition(|o| matches!(o, GraphPattern::Values { .. }));
+        parts.extend(vals);
+        if !triples.is_empty() {
+            parts.push(GraphPattern::Bgp { patterns: triples });
+        }
+        parts.extend(paths);
+        parts.extend(rest);
+        let mut it = parts.into_iter();
+        let first = it.next().unwrap_or(GraphPattern::Bgp {
+            patterns: Vec::new(),
+        });
+        it.fold(first, |l, r| GraphPattern::Join {
+            left: Box::new(l),
+            right: Box::new(r),
+        })
+    }
+}
+
+/// `SERVICE <urn:k2rpq:paths> { [VALUES …] [GRAPH g] { s path o } }`.
+fn service(
+    path: GraphPattern,
+    s: &TermPattern,
+    o: &TermPattern,
+    graph: Option<&NamedNodePattern>,
+    values: &[GraphPattern],
+) -> GraphPattern {
+    let mut inner = match graph {
+        Some(name) => GraphPattern::Graph {
+            name: name.clone(),
+            inner: Box::new(path),
+        },
+        None => path,
+    };
+    let mut vars: Vec<&Variable> = Vec::new();
+    for t in [s, o] {
+        if let TermPattern::Variable(v) = t {
+            vars.push(v);
+        }
+    }
+    if let Some(NamedNodePattern::Variable(g)) = graph {
+        vars.push(g);
+    }
+    for v in values {
+        if let GraphPattern::Values { variables, .. } = v {
+            let shared: Vec<Variable> = variables
+                .iter()
+                .filter(|x| vars.contains(x))
+                .cloned()
+                .collect();
+            if shared.is_empty() {
+                continue;
+            }
+            // Distinct: the outer join applies the VALUES' multiplicities once more.
+            let pushed = GraphPattern::Distinct {
+                inner: Box::new(GraphPattern::Project {
+                    inner: Box::new(v.clone()),
+                    variables: shared,
+                }),
+            };
+            inner = GraphPattern::Join {
+                left: Box::new(pushed),
+                right: Box::new(inner),
+            };
+        }
+    }
+    GraphPattern::Service {
+        name: NamedNodePattern::NamedNode(NamedNode::new_unchecked(SERVICE_IRI)),
+        inner: Box::new(inner),
+        silent: false,
+    }
+}
+
+fn flatten(p: &GraphPattern, items: &mut Vec<Item>, others: &mut Vec<GraphPattern>) {
+    match p {
+        GraphPattern::Join { left, right } => {
+            flatten(left, items, others);
+            flatten(right, items, others);
+        }
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                items.push(match &t.predicate {
+                    NamedNodePattern::NamedNode(n) => Item::Path(
+                        t.subject.clone(),
+                        PropertyPathExpression::NamedNode(n.clone()),
+                        t.object.clone(),
+                    ),
+                    NamedNodePattern::Variable(_) => Item::Triple(t.clone()),
+                })
+            }
+        }
+        GraphPattern::Path {
+            subject,
+            path,
+            object,
+        } => items.push(Item::Path(subject.clone(), path.clone(), object.clone())),
+        other => others.push(other.clone()),
+    }
+}
+
+/// Merges `A: s a _:b` and `B: _:b b o` into `s a/b o` while some blank node `_:b` occurs
+/// exactly twice in the query: as the object of A and the subject of B.
+fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
+    loop {
+        let mut found = None;
+        'outer: for (i, a) in items.iter().enumerate() {
+            let Item::Path(_, _, TermPattern::BlankNode(b)) = a else {
+                continue;
+            };
+            if counts.get(b.as_str()) != Some(&2) {
+                continue;
+            }
+            for (j, c) in items.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                if let Item::Path(TermPattern::BlankNode(b2), _, _) = c {
+                    if b2 == b {
+                        found = Some((i, j));
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        let Some((i, j)) = found else { return };
+        let (Item::Path(s, pa, _), Item::Path(_, pb, o)) = (items[i].clone(), items[j].clone())
+        else {
+            return;
+        };
+        let merged = Item::Path(
+            s,
+            PropertyPathExpression::Sequence(Box::new(pa), Box::new(pb)),
+            o,
+        );
+        let (hi, lo) = (i.max(j), i.min(j));
+        items.remove(hi);
+        items.remove(lo);
+        items.insert(lo, merged);
+    }
+}
