@@ -12,5 +12,5 @@
 pub mod engine;
 pub mod k2tree;
 pub mod rpq;
-pub mod sparql;
 pub mod oxigraph;
+pub mod sparql;

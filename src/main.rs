@@ -17,11 +17,17 @@ struct Cli {
 enum Command {
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
+    /// Evaluate regular path queries `S REGEX O` and print the (start, end) pairs as TSV.
+    Rpq(cli::rpq::Args),
+    /// Print the plan of a path query and the steps of its run.
+    Explain(cli::explain::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
+        Command::Rpq(a) => cli::rpq::run(a),
+        Command::Explain(a) => cli::explain::run(a),
     }
 }

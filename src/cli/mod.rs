@@ -1,3 +1,6 @@
 //! One module per subcommand: its clap arguments and a `run` that calls the library.
 
 pub mod build_tree;
+pub mod explain;
+pub mod graph_source;
+pub mod rpq;

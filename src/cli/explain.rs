@@ -1,0 +1,48 @@
+//! `k2rpq explain`: print the plan of an `S REGEX O` query (automaton, direction,
+//! batching) and, after running it, the steps taken with frontier sizes and times.
+
+use k2rpq::rpq::terms::resolve_log_query;
+use k2rpq::rpq::{execute, parse_log_line, plan};
+
+use super::graph_source::{open_source, SourceArgs};
+use super::rpq::EvalArgs;
+
+/// Arguments of `k2rpq explain`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The graph.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The query, `S REGEX O`.
+    pub query: String,
+    /// Print the plan only, without running it.
+    #[arg(long)]
+    pub plan_only: bool,
+    /// Evaluation options.
+    #[command(flatten)]
+    pub eval: EvalArgs,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let options = args.eval.options(true)?;
+    let (graph, terms) = open_source(&args.source)?;
+    let q = parse_log_line(&args.query)?;
+    let rq = resolve_log_query(&q, terms.as_ref());
+    let p = plan(graph.as_ref(), &rq.path, rq.subject, rq.object, &options);
+    let name = |id: u32| terms.term(id);
+    print!("{}", p.display_with(&name));
+    if args.plan_only {
+        return Ok(());
+    }
+    let engine = args.eval.engine()?;
+    let r = execute(&engine, graph.as_ref(), &p, &options)?;
+    println!(
+        "result: {} pairs{}{}",
+        r.count,
+        if r.truncated { " (limit reached)" } else { "" },
+        if r.timed_out { " (timed out)" } else { "" }
+    );
+    print!("{}", r.trace);
+    Ok(())
+}

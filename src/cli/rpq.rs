@@ -1,0 +1,222 @@
+//! `k2rpq rpq`: evaluate `S REGEX O` queries (one argument, or a file of them) and print
+//! the distinct (start, end) term pairs as TSV.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::{Engine, MatrixConfig};
+use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
+use k2rpq::rpq::{
+    evaluate_with, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
+    TraversalPolicy,
+};
+
+use super::graph_source::{open_source, SourceArgs};
+
+/// Which engine runs the products.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// The multi-threaded CPU engine.
+    Cpu,
+    /// The GPU engine.
+    Gpu,
+    /// The GPU when usable, else the CPU.
+    Auto,
+}
+
+/// How products visit the trees.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraversalChoice {
+    /// Masked while the frontier is small, dense otherwise.
+    Auto,
+    /// Always dense.
+    Dense,
+    /// Always masked.
+    Masked,
+}
+
+/// Options shared by `rpq` and `explain`.
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// Stop each query after this many pairs.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Stop each query after this many seconds (the pairs found so far are printed).
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Engine.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineChoice,
+    /// Words per node of a frontier batch: 64·W start nodes per batch (var→var).
+    #[arg(long, default_value_t = 8)]
+    pub batch_words: usize,
+    /// Product traversal.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub traversal: TraversalChoice,
+    /// Load only the tree and directory (no cached frontier).
+    #[arg(long)]
+    pub tree_only: bool,
+}
+
+impl EvalArgs {
+    /// The evaluation options these arguments ask for.
+    pub fn options(&self, count_only: bool) -> anyhow::Result<EvalOptions> {
+        let timeout = match self.timeout {
+            Some(s) if !(s.is_finite() && s >= 0.0) => {
+                anyhow::bail!("--timeout {s}: not a number of seconds")
+            }
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        if self.batch_words == 0 {
+            anyhow::bail!("--batch-words must be at least 1");
+        }
+        Ok(EvalOptions {
+            limit: self.limit,
+            timeout,
+            batch_words: self.batch_words,
+            traversal: match self.traversal {
+                TraversalChoice::Auto => TraversalPolicy::Auto,
+                TraversalChoice::Dense => TraversalPolicy::Dense,
+                TraversalChoice::Masked => TraversalPolicy::Masked,
+            },
+            config: if self.tree_only {
+                MatrixConfig::TreeOnly
+            } else {
+                MatrixConfig::CachedFrontier
+            },
+            count_only,
+        })
+    }
+
+    /// The engine to use (only the CPU engine exists in this build).
+    pub fn engine(&self) -> anyhow::Result<CpuEngine> {
+        match self.engine {
+            EngineChoice::Cpu => Ok(CpuEngine::new()),
+            EngineChoice::Auto => {
+                eprintln!("notice: no GPU engine in this build; using the CPU engine");
+                Ok(CpuEngine::new())
+            }
+            EngineChoice::Gpu => {
+                anyhow::bail!("--engine gpu: the GPU engine is not in this build yet")
+            }
+        }
+    }
+}
+
+/// Arguments of `k2rpq rpq`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The graph.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// One query, `S REGEX O` (S, O: `?var` or `<IRI>`).
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub query: Option<String>,
+    /// A file of queries, one per line (`id,` prefixes allowed; blank and `#` lines skipped).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Print only the number of pairs of each query.
+    #[arg(long)]
+    pub count: bool,
+    /// Evaluation options.
+    #[command(flatten)]
+    pub eval: EvalArgs,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let options = args.eval.options(args.count)?;
+    let engine = args.eval.engine()?;
+    let t0 = Instant::now();
+    let (graph, terms) = open_source(&args.source)?;
+    eprintln!(
+        "loaded {} node ids, {} predicates in {:.2} s",
+        graph.node_count(),
+        graph.predicates().len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let queries: Vec<(String, String)> = match (&args.query, &args.file) {
+        (Some(q), _) => vec![("1".into(), q.clone())],
+        (None, Some(f)) => {
+            let file =
+                std::fs::File::open(f).with_context(|| format!("opening {}", f.display()))?;
+            let mut out = Vec::new();
+            for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+                let line = line.with_context(|| format!("{} line {}", f.display(), i + 1))?;
+                if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+                    out.push(((i + 1).to_string(), line));
+                }
+            }
+            out
+        }
+        (None, None) => anyhow::bail!("give a query or --file"),
+    };
+    let many = queries.len() > 1;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    // Relations stay loaded across the queries of one run.
+    let mut relations = PerQueryRelations::new(&engine, graph.as_ref(), options.config);
+    for (line_no, text) in &queries {
+        let q = parse_log_line(text).with_context(|| match &args.file {
+            Some(f) => format!("{} line {line_no}", f.display()),
+            None => "the query".to_string(),
+        })?;
+        let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+        let r = run_one(
+            &engine,
+            graph.as_ref(),
+            terms.as_ref(),
+            &q,
+            &options,
+            &mut relations,
+            |a, b| {
+                if many {
+                    writeln!(out, "{label}\t{a}\t{b}")
+                } else {
+                    writeln!(out, "{a}\t{b}")
+                }
+            },
+        )?;
+        if args.count {
+            if many {
+                writeln!(out, "{label}\t{}", r.count)?;
+            } else {
+                writeln!(out, "{}", r.count)?;
+            }
+        }
+        eprintln!(
+            "query {label}: {} pairs{}{} in {:.3} ms ({} steps, {} products)",
+            r.count,
+            if r.truncated { " (limit reached)" } else { "" },
+            if r.timed_out { " (timed out)" } else { "" },
+            r.trace.elapsed.as_secs_f64() * 1e3,
+            r.trace.total_steps,
+            r.trace.products
+        );
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Plans and evaluates one parsed query, calling `emit` with each pair's terms.
+pub fn run_one<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    terms: &dyn TermLookup,
+    q: &k2rpq::rpq::LogQuery,
+    options: &EvalOptions,
+    relations: &mut PerQueryRelations<'_, E>,
+    mut emit: impl FnMut(&str, &str) -> std::io::Result<()>,
+) -> anyhow::Result<PathResult> {
+    let rq = resolve_log_query(q, terms);
+    let p = plan(graph, &rq.path, rq.subject, rq.object, options);
+    let r = evaluate_with(engine, graph, &p, options, relations)?;
+    for &(a, b) in &r.pairs {
+        emit(&rq.term(terms, a), &rq.term(terms, b))?;
+    }
+    Ok(r)
+}

@@ -1,0 +1,556 @@
+//! The executor: per automaton state a frontier and a visited bit batch in the engine,
+//! batched Boolean products to the fixed point, results as `(start, end)` pairs.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roaring::RoaringBitmap;
+
+use super::automaton::Dir;
+use super::graph::{union_tree, PathGraph};
+use super::plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
+use super::{Endpoint, EvalOptions, Path, PathResult, RpqError, TraversalPolicy};
+use crate::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
+
+/// Steps kept in [`Trace::steps`]; later ones are only counted (a var→var run over a
+/// large graph takes many batches).
+const MAX_LOGGED_STEPS: usize = 2000;
+
+/// A relation loaded into an engine, with what the executor needs to choose a traversal.
+pub struct Loaded<M> {
+    /// The engine's matrix.
+    pub matrix: Arc<M>,
+    /// Its non-zero cells.
+    pub nnz: u64,
+    /// Its tree height.
+    pub height: u32,
+}
+
+impl<M> Clone for Loaded<M> {
+    fn clone(&self) -> Self {
+        Loaded {
+            matrix: self.matrix.clone(),
+            nnz: self.nnz,
+            height: self.height,
+        }
+    }
+}
+
+/// Where the executor gets loaded relations: the seam for a device-resident cache. The
+/// default, [`PerQueryRelations`], loads each relation once per evaluation.
+pub trait RelationSource<E: Engine> {
+    /// The relation of `key` loaded into the engine, or `None` when the graph has none.
+    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError>;
+    /// Loads done so far and the time they took (for the trace).
+    fn load_stats(&self) -> (u32, Duration);
+}
+
+/// Loads each relation at most once and keeps it for the evaluation (or for as long as
+/// the value lives: reuse one across queries to keep relations loaded).
+pub struct PerQueryRelations<'a, E: Engine> {
+    engine: &'a E,
+    graph: &'a dyn PathGraph,
+    config: MatrixConfig,
+    loaded: HashMap<RelKey, Loaded<E::Matrix>>,
+    loads: u32,
+    load_time: Duration,
+}
+
+impl<'a, E: Engine> PerQueryRelations<'a, E> {
+    /// An empty set of loaded relations of `graph`.
+    pub fn new(engine: &'a E, graph: &'a dyn PathGraph, config: MatrixConfig) -> Self {
+        PerQueryRelations {
+            engine,
+            graph,
+            config,
+            loaded: HashMap::new(),
+            loads: 0,
+            load_time: Duration::ZERO,
+        }
+    }
+}
+
+impl<E: Engine> RelationSource<E> for PerQueryRelations<'_, E> {
+    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
+        if let Some(l) = self.loaded.get(key) {
+            return Ok(Some(l.clone()));
+        }
+        let t0 = Instant::now();
+        let (tree, pred) = match key {
+            RelKey::Pred(p) => match self.graph.relation(*p) {
+                Some(t) => (t, *p),
+                None => return Ok(None),
+            },
+            RelKey::Union(ps) => (union_tree(self.graph, ps), ps[0]),
+        };
+        let n = self.graph.node_count();
+        if tree.rows() != n as u64 || tree.cols() != n as u64 {
+            return Err(RpqError::RelationShape {
+                pred,
+                rows: tree.rows(),
+                cols: tree.cols(),
+                nodes: n,
+            });
+        }
+        let matrix = Arc::new(self.engine.load(&tree, self.config)?);
+        let l = Loaded {
+            matrix,
+            nnz: tree.nnz(),
+            height: tree.height(),
+        };
+        self.loads += 1;
+        self.load_time += t0.elapsed();
+        self.loaded.insert(key.clone(), l.clone());
+        Ok(Some(l))
+    }
+
+    fn load_stats(&self) -> (u32, Duration) {
+        (self.loads, self.load_time)
+    }
+}
+
+/// One fixed-point step of one batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceStep {
+    /// The batch (0-based).
+    pub batch: u64,
+    /// The step within the batch (1-based).
+    pub step: u32,
+    /// Frontier bits entering the step's products (summed over states).
+    pub frontier: u64,
+    /// Products run.
+    pub products: u32,
+    /// Of which masked traversals.
+    pub masked: u32,
+    /// New (state, node, source) bits found.
+    pub new_bits: u64,
+    /// Wall time of the step.
+    pub elapsed: Duration,
+}
+
+/// What an evaluation did, with times. Its `Display` is the second half of
+/// `k2rpq explain`.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The engine's name.
+    pub engine: String,
+    /// Relations loaded, and the time spent loading.
+    pub loads: u32,
+    /// Time spent loading relations.
+    pub load_time: Duration,
+    /// Batches of start nodes run.
+    pub batches: u64,
+    /// Fixed-point steps over all batches.
+    pub total_steps: u64,
+    /// Products over all steps.
+    pub products: u64,
+    /// Of which masked traversals.
+    pub masked: u64,
+    /// The first steps, in order (at most a few thousand).
+    pub steps: Vec<TraceStep>,
+    /// Whole evaluation time.
+    pub elapsed: Duration,
+}
+
+impl Trace {
+    fn log(&mut self, s: TraceStep) {
+        self.total_steps += 1;
+        self.products += s.products as u64;
+        self.masked += s.masked as u64;
+        if self.steps.len() < MAX_LOGGED_STEPS {
+            self.steps.push(s);
+        }
+    }
+}
+
+impl fmt::Display for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "engine {}: {} relations loaded in {:.3} ms; {} batches, {} steps, {} products ({} masked, {} dense); total {:.3} ms",
+            self.engine,
+            self.loads,
+            self.load_time.as_secs_f64() * 1e3,
+            self.batches,
+            self.total_steps,
+            self.products,
+            self.masked,
+            self.products - self.masked,
+            self.elapsed.as_secs_f64() * 1e3
+        )?;
+        writeln!(f, "batch\tstep\tfrontier\tproducts\tmasked\tnew\tms")?;
+        for s in &self.steps {
+            writeln!(
+                f,
+                "{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+                s.batch,
+                s.step,
+                s.frontier,
+                s.products,
+                s.masked,
+                s.new_bits,
+                s.elapsed.as_secs_f64() * 1e3
+            )?;
+        }
+        if self.total_steps > self.steps.len() as u64 {
+            writeln!(
+                f,
+                "... {} more steps",
+                self.total_steps - self.steps.len() as u64
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Plans and evaluates `subject path object` on `graph` with `engine`, loading each
+/// relation once. See the [module docs](super) for the semantics.
+pub fn evaluate<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    path: &Path,
+    subject: Endpoint,
+    object: Endpoint,
+    options: &EvalOptions,
+) -> Result<PathResult, RpqError> {
+    let p = plan(graph, path, subject, object, options);
+    execute(engine, graph, &p, options)
+}
+
+/// Runs a plan, loading each relation once for this evaluation.
+pub fn execute<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+) -> Result<PathResult, RpqError> {
+    let mut rels = PerQueryRelations::new(engine, graph, options.config);
+    evaluate_with(engine, graph, plan, options, &mut rels)
+}
+
+/// Runs a plan with relations from `relations` (a device cache, or a
+/// [`PerQueryRelations`] shared by several queries).
+pub fn evaluate_with<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    relations: &mut dyn RelationSource<E>,
+) -> Result<PathResult, RpqError> {
+    let started = Instant::now();
+    if options.batch_words == 0 {
+        return Err(RpqError::Options("batch_words must be at least 1".into()));
+    }
+    let (loads0, time0) = relations.load_stats();
+    let mut mats = Vec::with_capacity(plan.relations.len());
+    for r in &plan.relations {
+        mats.push(match r {
+            None => None,
+            Some((key, dir)) => relations.relation(key)?.map(|l| {
+                let d = match dir {
+                    Dir::Forward => Direction::Left,
+                    Dir::Inverse => Direction::Right,
+                };
+                (l, d)
+            }),
+        });
+    }
+    let (loads1, time1) = relations.load_stats();
+    let mut run = Run {
+        engine,
+        plan,
+        options,
+        n: graph.node_count() as usize,
+        mats,
+        sources_of: plan.automaton.sources(),
+        deadline: options.timeout.map(|t| started + t),
+        result: PathResult::default(),
+    };
+    run.result.trace.engine = engine.name().to_string();
+    run.result.trace.loads = loads1 - loads0;
+    run.result.trace.load_time = time1.saturating_sub(time0);
+
+    match &plan.start {
+        StartNodes::Const(c) => run.batch(0, &[*c], 1)?,
+        StartNodes::Candidates(cands) => {
+            let per = 64 * plan.batch_words;
+            let mut batch = Vec::with_capacity(per);
+            let mut k = 0u64;
+            for v in cands.iter() {
+                batch.push(v);
+                if batch.len() == per {
+                    run.batch(k, &batch, plan.batch_words)?;
+                    batch.clear();
+                    k += 1;
+                    if run.stopped() {
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() && !run.stopped() {
+                run.batch(k, &batch, plan.batch_words)?;
+            }
+        }
+    }
+    let mut result = run.result;
+    if plan.direction == EvalDirection::Backward && !options.count_only {
+        result.pairs.sort_unstable();
+    }
+    result.trace.elapsed = started.elapsed();
+    Ok(result)
+}
+
+/// State shared by the batches of one evaluation.
+struct Run<'a, E: Engine> {
+    engine: &'a E,
+    plan: &'a Plan,
+    options: &'a EvalOptions,
+    n: usize,
+    /// Per state, the relation into it and the product direction.
+    mats: Vec<Option<(Loaded<E::Matrix>, Direction)>>,
+    sources_of: Vec<Vec<usize>>,
+    deadline: Option<Instant>,
+    result: PathResult,
+}
+
+impl<E: Engine> Run<'_, E> {
+    fn stopped(&self) -> bool {
+        self.result.truncated || self.result.timed_out
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Picks the traversal of one product from the size of its input frontier.
+    fn traversal(&self, input_bits: u64, m: &Loaded<E::Matrix>) -> Traversal {
+        match self.options.traversal {
+            TraversalPolicy::Dense => Traversal::Dense,
+            TraversalPolicy::Masked => Traversal::Masked,
+            TraversalPolicy::Auto => {
+                // A masked traversal costs about `height · (1 + degree)` node visits per
+                // active input row, a dense one about the tree's cells; the bit count
+                // bounds the active rows from above.
+                let n = self.n.max(1) as u64;
+                let active = input_bits.min(n);
+                let per_row = m.height as u64 * (1 + m.nnz / n);
+                if active.saturating_mul(per_row) < 2 * m.nnz {
+                    Traversal::Masked
+                } else {
+                    Traversal::Dense
+                }
+            }
+        }
+    }
+
+    /// Records the pair `(start, end)` of source `src` and node `end`, in plan order.
+    fn emit(&mut self, src: u32, ends: &RoaringBitmap) {
+        let limit = self.options.limit.unwrap_or(u64::MAX);
+        for e in ends.iter() {
+            if self.result.count >= limit {
+                self.result.truncated = true;
+                return;
+            }
+            self.result.count += 1;
+            if !self.options.count_only {
+                self.result.pairs.push(match self.plan.direction {
+                    EvalDirection::Forward => (src, e),
+                    EvalDirection::Backward => (e, src),
+                });
+            }
+        }
+    }
+
+    /// Runs one batch of start nodes (`sources.len() <= 64·words`) to its fixed point
+    /// (or to the target, the limit or the deadline) and records its pairs.
+    fn batch(&mut self, index: u64, sources: &[u32], words: usize) -> Result<(), RpqError> {
+        let engine = self.engine;
+        let a = &self.plan.automaton;
+        let states = a.states();
+        self.result.trace.batches += 1;
+        // Nodes outside the id space have no edges: only the empty path can match.
+        if sources.iter().all(|&v| v as usize >= self.n) {
+            for &v in sources {
+                if a.accepts_empty() && self.plan.target.is_none_or(|t| t == v) {
+                    self.emit(v, &RoaringBitmap::from_iter([v]));
+                }
+            }
+            return Ok(());
+        }
+        let n = self.n;
+        let mut host = BitMatrix::zeroed(n, words);
+        for (k, &v) in sources.iter().enumerate() {
+            if (v as usize) < n {
+                host.set(v as usize, k);
+            }
+        }
+        let live: Vec<bool> = (0..states)
+            .map(|j| j == 0 || self.mats[j].is_some())
+            .collect();
+        let mut frontier = Vec::with_capacity(states);
+        let mut visited = Vec::with_capacity(states);
+        let mut next = Vec::with_capacity(states);
+        for (j, &l) in live.iter().enumerate() {
+            let (f, v, x) = if j == 0 {
+                (engine.bits_upload(&host)?, engine.bits_upload(&host)?, None)
+            } else if l {
+                (
+                    engine.bits_zeroed(n, words)?,
+                    engine.bits_zeroed(n, words)?,
+                    Some(engine.bits_zeroed(n, words)?),
+                )
+            } else {
+                // Unreachable state: never read, so hold no memory.
+                (
+                    engine.bits_zeroed(0, words)?,
+                    engine.bits_zeroed(0, words)?,
+                    None,
+                )
+            };
+            frontier.push(f);
+            visited.push(v);
+            next.push(x);
+        }
+        let needs_scratch = (1..states)
+            .any(|j| live[j] && self.sources_of[j].iter().filter(|&&i| live[i]).count() > 1);
+        let mut scratch = if needs_scratch {
+            Some(engine.bits_zeroed(n, words)?)
+        } else {
+            None
+        };
+        let in_graph = sources.iter().filter(|&&v| (v as usize) < n).count() as u64;
+        let mut counts = vec![0u64; states];
+        counts[0] = in_graph;
+        let mut seen = counts.clone();
+        let limit = self.options.limit.unwrap_or(u64::MAX);
+        let mut step = 0u32;
+        let mut reached = false;
+        loop {
+            if self.out_of_time() {
+                self.result.timed_out = true;
+                break;
+            }
+            // Every bit of an accepting visited set is an answer: stop once one set alone
+            // holds enough to pass the limit.
+            let lower = (0..states)
+                .filter(|&j| a.accepting[j])
+                .map(|j| seen[j])
+                .max()
+                .unwrap_or(0);
+            if self.result.count.saturating_add(lower) > limit {
+                self.result.truncated = true;
+                break;
+            }
+            let t0 = Instant::now();
+            step += 1;
+            let mut touched = vec![false; states];
+            let (mut products, mut masked, mut input_total) = (0u32, 0u32, 0u64);
+            for j in 1..states {
+                let Some((m, dir)) = &self.mats[j] else {
+                    continue;
+                };
+                let active: Vec<usize> = self.sources_of[j]
+                    .iter()
+                    .copied()
+                    .filter(|&i| counts[i] > 0)
+                    .collect();
+                if active.is_empty() {
+                    continue;
+                }
+                let input_bits: u64 = active.iter().map(|&i| counts[i]).sum();
+                input_total += input_bits;
+                let trav = self.traversal(input_bits, m);
+                let nx = next[j].as_mut().expect("live state has a next batch");
+                engine.bits_clear(nx)?;
+                if active.len() == 1 {
+                    engine.bool_product(&m.matrix, *dir, &frontier[active[0]], nx, trav)?;
+                } else {
+                    let s = scratch.as_mut().expect("scratch allocated");
+                    engine.bits_clear(s)?;
+                    for &i in &active {
+                        engine.bits_or(s, &frontier[i])?;
+                    }
+                    engine.bool_product(&m.matrix, *dir, s, nx, trav)?;
+                }
+                products += 1;
+                masked += (trav == Traversal::Masked) as u32;
+                touched[j] = true;
+            }
+            let mut new_bits = 0;
+            for j in 0..states {
+                counts[j] = 0;
+                if touched[j] {
+                    let nx = next[j].as_mut().expect("touched state is live");
+                    let c = engine.bits_advance(nx, &mut visited[j])?;
+                    std::mem::swap(&mut frontier[j], nx);
+                    counts[j] = c;
+                    seen[j] += c;
+                    new_bits += c;
+                }
+            }
+            self.result.trace.log(TraceStep {
+                batch: index,
+                step,
+                frontier: input_total,
+                products,
+                masked,
+                new_bits,
+                elapsed: t0.elapsed(),
+            });
+            if new_bits == 0 {
+                break;
+            }
+            if let Some(t) = self.plan.target {
+                if (t as usize) < n {
+                    for j in (0..states).filter(|&j| a.accepting[j] && counts[j] > 0) {
+                        if engine.bits_download(&frontier[j])?.get(t as usize, 0) {
+                            reached = true;
+                        }
+                    }
+                }
+                if reached {
+                    break;
+                }
+            }
+        }
+        // Answers: the union of the accepting states' visited sets, per source.
+        let mut acc = BitMatrix::zeroed(n, words);
+        for j in (0..states).filter(|&j| a.accepting[j] && seen[j] > 0) {
+            let v = engine.bits_download(&visited[j])?;
+            for (d, s) in acc.as_words_mut().iter_mut().zip(v.as_words()) {
+                *d |= s;
+            }
+        }
+        if let Some(t) = self.plan.target {
+            let src = sources[0];
+            if (t as usize) < n && acc.get(t as usize, 0) {
+                self.emit(src, &RoaringBitmap::from_iter([t]));
+            }
+            return Ok(());
+        }
+        let mut ends: Vec<Vec<u32>> = vec![Vec::new(); sources.len()];
+        for r in 0..n {
+            for (k, &w) in acc.row(r).iter().enumerate() {
+                let mut w = w;
+                while w != 0 {
+                    let b = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    if let Some(e) = ends.get_mut(k * 64 + b) {
+                        e.push(r as u32);
+                    }
+                }
+            }
+        }
+        for (k, e) in ends.into_iter().enumerate() {
+            if self.result.count >= limit {
+                self.result.truncated |= !e.is_empty();
+                continue;
+            }
+            let bm = RoaringBitmap::from_sorted_iter(e).expect("rows ascending");
+            self.emit(sources[k], &bm);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,500 @@
+//! Unit tests of the RPQ layer: parsing (log lines, spargebra paths), the automaton
+//! (accepts exactly the right words), every endpoint case, limits and the plan display.
+
+use std::time::Duration;
+
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::rpq::{
+    evaluate, parse_log_line, parse_path_expr, plan, Automaton, Dir, Endpoint, EvalDirection,
+    EvalOptions, LogEndpoint, MemoryGraph, Path, PredId, RpqError, UNKNOWN_PREDICATE,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use spargebra::algebra::PropertyPathExpression as Expr;
+use spargebra::term::NamedNode;
+
+fn nn(s: &str) -> NamedNode {
+    NamedNode::new(format!("http://e/{s}")).unwrap()
+}
+fn link(s: &str) -> Box<Expr> {
+    Box::new(Expr::NamedNode(nn(s)))
+}
+fn resolve(iri: &str) -> Option<PredId> {
+    iri.strip_prefix("http://e/p").and_then(|d| d.parse().ok())
+}
+
+// ---------- parsing ----------
+
+#[test]
+fn log_line_with_id_vars_and_iris() {
+    let q = parse_log_line("q17, ?x <http://e/p1>/(<http://e/p2>)* <http://e/c>").unwrap();
+    assert_eq!(q.id.as_deref(), Some("q17"));
+    assert_eq!(q.subject, LogEndpoint::Var("x".into()));
+    assert_eq!(q.object, LogEndpoint::Iri("http://e/c".into()));
+    assert_eq!(
+        q.path,
+        Expr::Sequence(link("p1"), Box::new(Expr::ZeroOrMore(link("p2"))))
+    );
+    let q = parse_log_line("<http://e/a> <http://e/p1>? ?y").unwrap();
+    assert_eq!(q.id, None);
+    assert_eq!(q.subject, LogEndpoint::Iri("http://e/a".into()));
+    assert_eq!(q.path, Expr::ZeroOrOne(link("p1")));
+}
+
+#[test]
+fn log_line_precedence_follows_sparql() {
+    // `|` binds loosest, then `/`, then `^`, then postfix operators.
+    let q = parse_log_line("?x <http://e/a>/<http://e/b>|^<http://e/c>+ ?y").unwrap();
+    assert_eq!(
+        q.path,
+        Expr::Alternative(
+            Box::new(Expr::Sequence(link("a"), link("b"))),
+            Box::new(Expr::Reverse(Box::new(Expr::OneOrMore(link("c")))))
+        )
+    );
+    let q = parse_log_line("?x (<http://e/a>|<http://e/b>)/<http://e/c> ?y").unwrap();
+    assert_eq!(
+        q.path,
+        Expr::Sequence(Box::new(Expr::Alternative(link("a"), link("b"))), link("c"))
+    );
+}
+
+#[test]
+fn log_line_negated_sets_match_spargebra_shapes() {
+    let q = parse_log_line("?x !(<http://e/a>|^<http://e/b>) ?y").unwrap();
+    assert_eq!(
+        q.path,
+        Expr::Alternative(
+            Box::new(Expr::NegatedPropertySet(vec![nn("a")])),
+            Box::new(Expr::Reverse(Box::new(Expr::NegatedPropertySet(vec![nn(
+                "b"
+            )]))))
+        )
+    );
+    let q = parse_log_line("?x !^<http://e/b> ?y").unwrap();
+    assert_eq!(
+        q.path,
+        Expr::Reverse(Box::new(Expr::NegatedPropertySet(vec![nn("b")])))
+    );
+    let q = parse_log_line("?x a/!<http://e/a> ?y").unwrap();
+    let Expr::Sequence(first, _) = q.path else {
+        panic!()
+    };
+    assert_eq!(
+        *first,
+        Expr::NamedNode(NamedNode::new("http://www.w3.org/1999/02/22-rdf-syntax-ns#type").unwrap())
+    );
+}
+
+#[test]
+fn log_line_errors_name_the_position() {
+    for (line, pos) in [
+        ("?x <http://e/a>", None),
+        ("?x (<http://e/a> ?y", Some(17)),
+        ("?x <http://e/a>/ ?y", None),
+        ("?x <http://e/a> <http://e/b> ?y", Some(16)),
+        ("x <http://e/a> ?y", None),
+        ("?x <not an iri ?y", None),
+    ] {
+        match parse_log_line(line) {
+            Err(RpqError::Parse {
+                input, position, ..
+            }) => {
+                assert_eq!(input, line);
+                if let Some(p) = pos {
+                    assert_eq!(position, p, "{line}");
+                }
+            }
+            other => panic!("{line}: expected a parse error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn spargebra_paths_translate_with_nesting_and_unknown_iris() {
+    let e = Expr::ZeroOrMore(Box::new(Expr::Alternative(
+        Box::new(Expr::Sequence(
+            link("p1"),
+            Box::new(Expr::Reverse(link("p2"))),
+        )),
+        Box::new(Expr::ZeroOrOne(link("zzz"))),
+    )));
+    let p = parse_path_expr(&e, resolve);
+    assert_eq!(
+        p,
+        Path::ZeroOrMore(Box::new(Path::Alternative(
+            Box::new(Path::Sequence(
+                Path::link(1),
+                Box::new(Path::Inverse(Path::link(2)))
+            )),
+            Box::new(Path::ZeroOrOne(Path::link(UNKNOWN_PREDICATE))),
+        )))
+    );
+    // `!(p1|^p2)` arrives split; it is folded back into one set.
+    let e = Expr::Alternative(
+        Box::new(Expr::NegatedPropertySet(vec![nn("p1")])),
+        Box::new(Expr::Reverse(Box::new(Expr::NegatedPropertySet(vec![
+            nn("p2"),
+            nn("q"),
+        ])))),
+    );
+    assert_eq!(
+        parse_path_expr(&e, resolve),
+        Path::NegatedSet(vec![(1, false), (2, true), (UNKNOWN_PREDICATE, true)])
+    );
+}
+
+// ---------- automaton ----------
+
+/// Reference membership: does `path` match the word of edge labels? (dynamic programming
+/// over splits; inverse reverses the word and flips directions).
+fn matches(path: &Path, word: &[(PredId, Dir)], all_preds: &[PredId]) -> bool {
+    match path {
+        Path::Link(p) => word == [(*p, Dir::Forward)],
+        Path::NegatedSet(items) => {
+            if word.len() != 1 {
+                return false;
+            }
+            let (p, d) = word[0];
+            let fwd = items.is_empty() || items.iter().any(|i| !i.1);
+            let inv = items.iter().any(|i| i.1);
+            all_preds.contains(&p)
+                && match d {
+                    Dir::Forward => fwd && !items.contains(&(p, false)),
+                    Dir::Inverse => inv && !items.contains(&(p, true)),
+                }
+        }
+        Path::Inverse(a) => {
+            let w: Vec<_> = word.iter().rev().map(|&(p, d)| (p, d.flipped())).collect();
+            matches(a, &w, all_preds)
+        }
+        Path::Sequence(a, b) => (0..=word.len())
+            .any(|k| matches(a, &word[..k], all_preds) && matches(b, &word[k..], all_preds)),
+        Path::Alternative(a, b) => matches(a, word, all_preds) || matches(b, word, all_preds),
+        Path::ZeroOrOne(a) => word.is_empty() || matches(a, word, all_preds),
+        Path::ZeroOrMore(a) => {
+            word.is_empty() || matches(&Path::OneOrMore(a.clone()), word, all_preds)
+        }
+        Path::OneOrMore(a) => {
+            matches(a, word, all_preds)
+                || (1..word.len()).any(|k| {
+                    matches(a, &word[..k], all_preds) && matches(path, &word[k..], all_preds)
+                })
+        }
+    }
+}
+
+fn random_path(rng: &mut StdRng, depth: u32) -> Path {
+    if depth == 0 || rng.random_ratio(1, 3) {
+        return if rng.random_ratio(1, 5) {
+            let k = rng.random_range(0..3);
+            Path::NegatedSet(
+                (0..k)
+                    .map(|_| (rng.random_range(0..3), rng.random_bool(0.5)))
+                    .collect(),
+            )
+        } else {
+            Path::Link(rng.random_range(0..3))
+        };
+    }
+    let op = rng.random_range(0..6);
+    let mut sub = || Box::new(random_path(rng, depth - 1));
+    match op {
+        0 => Path::Inverse(sub()),
+        1 => Path::Sequence(sub(), sub()),
+        2 => Path::Alternative(sub(), sub()),
+        3 => Path::ZeroOrMore(sub()),
+        4 => Path::OneOrMore(sub()),
+        _ => Path::ZeroOrOne(sub()),
+    }
+}
+
+fn all_words(max_len: usize) -> Vec<Vec<(PredId, Dir)>> {
+    let letters: Vec<(PredId, Dir)> = (0..3)
+        .flat_map(|p| [(p, Dir::Forward), (p, Dir::Inverse)])
+        .collect();
+    let mut words = vec![vec![]];
+    let mut last = vec![vec![]];
+    for _ in 0..max_len {
+        last = last
+            .iter()
+            .flat_map(|w: &Vec<_>| {
+                letters.iter().map(move |&l| {
+                    let mut w = w.clone();
+                    w.push(l);
+                    w
+                })
+            })
+            .collect();
+        words.extend(last.iter().cloned());
+    }
+    words
+}
+
+#[test]
+fn automaton_accepts_exactly_the_words_of_the_path() {
+    let preds = [0, 1, 2];
+    let words = all_words(3);
+    let mut rng = StdRng::seed_from_u64(7);
+    for _ in 0..200 {
+        let path = random_path(&mut rng, 3);
+        let fwd = Automaton::new(&path, false);
+        let bwd = Automaton::new(&path, true);
+        assert_eq!(fwd.accepts_empty(), path.accepts_empty());
+        for w in &words {
+            let expect = matches(&path, w, &preds);
+            assert_eq!(fwd.accepts(w), expect, "{path} on {w:?}");
+            let rev: Vec<_> = w.iter().rev().map(|&(p, d)| (p, d.flipped())).collect();
+            assert_eq!(bwd.accepts(&rev), expect, "reversed {path} on {rev:?}");
+        }
+    }
+}
+
+#[test]
+fn automaton_of_a_small_path() {
+    // p0 / p1*: states q0, q1 (p0), q2 (p1).
+    let path = Path::Sequence(Path::link(0), Box::new(Path::ZeroOrMore(Path::link(1))));
+    let a = Automaton::new(&path, false);
+    assert_eq!(a.states(), 3);
+    assert_eq!(a.targets, vec![vec![1], vec![2], vec![2]]);
+    assert_eq!(a.accepting, vec![false, true, true]);
+    let f = (0, Dir::Forward);
+    let g = (1, Dir::Forward);
+    assert!(a.accepts(&[f]) && a.accepts(&[f, g, g]));
+    assert!(!a.accepts(&[]) && !a.accepts(&[g]) && !a.accepts(&[f, f]));
+    assert!(!a.accepts(&[(0, Dir::Inverse)]));
+}
+
+// ---------- endpoints ----------
+
+/// 0 -a-> 1 -a-> 2 -a-> 0 (a cycle), 2 -b-> 3, 4 -b-> 4 (a loop); a = 10, b = 11.
+/// Node ids 0..=4, 5 and 6 exist in the id space without edges.
+fn small_graph() -> MemoryGraph {
+    MemoryGraph::with_node_count(
+        7,
+        vec![(0, 10, 1), (1, 10, 2), (2, 10, 0), (2, 11, 3), (4, 11, 4)],
+    )
+}
+
+fn run(path: &Path, s: Endpoint, o: Endpoint) -> Vec<(u32, u32)> {
+    let g = small_graph();
+    let r = evaluate(&CpuEngine::new(), &g, path, s, o, &EvalOptions::default()).unwrap();
+    assert!(!r.truncated && !r.timed_out);
+    r.pairs
+}
+
+#[test]
+fn const_to_var_and_var_to_const() {
+    let a_plus = Path::OneOrMore(Path::link(10));
+    assert_eq!(
+        run(&a_plus, Endpoint::Const(0), Endpoint::Var),
+        vec![(0, 0), (0, 1), (0, 2)]
+    );
+    let a_b = Path::Sequence(Box::new(a_plus.clone()), Path::link(11));
+    assert_eq!(
+        run(&a_b, Endpoint::Var, Endpoint::Const(3)),
+        vec![(0, 3), (1, 3), (2, 3)]
+    );
+    let inv = Path::Inverse(Path::link(11));
+    assert_eq!(run(&inv, Endpoint::Const(3), Endpoint::Var), vec![(3, 2)]);
+    assert_eq!(run(&inv, Endpoint::Var, Endpoint::Const(4)), vec![(4, 4)]);
+}
+
+#[test]
+fn const_to_const_stops_at_the_target() {
+    let a_plus = Path::OneOrMore(Path::link(10));
+    assert_eq!(
+        run(&a_plus, Endpoint::Const(0), Endpoint::Const(2)),
+        vec![(0, 2)]
+    );
+    assert_eq!(run(&a_plus, Endpoint::Const(0), Endpoint::Const(3)), vec![]);
+    let g = small_graph();
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Const(0),
+        Endpoint::Const(1),
+        &EvalOptions::default(),
+    )
+    .unwrap();
+    // 0 -> 1 is found in the first step; the cycle is not walked to its fixed point.
+    assert_eq!(r.pairs, vec![(0, 1)]);
+    assert_eq!(r.trace.total_steps, 1);
+}
+
+#[test]
+fn var_to_var_batches_candidates() {
+    let a_plus = Path::OneOrMore(Path::link(10));
+    let all: Vec<(u32, u32)> = (0..3).flat_map(|s| (0..3).map(move |o| (s, o))).collect();
+    assert_eq!(run(&a_plus, Endpoint::Var, Endpoint::Var), all);
+    let b = Path::Link(11);
+    assert_eq!(run(&b, Endpoint::Var, Endpoint::Var), vec![(2, 3), (4, 4)]);
+    // Many batches of one word must give the same answer as one batch.
+    let g = small_graph();
+    let opts = EvalOptions {
+        batch_words: 1,
+        ..EvalOptions::default()
+    };
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(r.pairs, all);
+}
+
+#[test]
+fn zero_length_paths() {
+    let b_star = Path::ZeroOrMore(Path::link(11));
+    // Every graph node (subjects and objects, not the edge-less ids 5, 6) to itself.
+    let pairs = run(&b_star, Endpoint::Var, Endpoint::Var);
+    assert_eq!(pairs, vec![(0, 0), (1, 1), (2, 2), (2, 3), (3, 3), (4, 4)]);
+    // A constant to itself always: one without edges, and one outside the id space.
+    assert_eq!(
+        run(&b_star, Endpoint::Const(5), Endpoint::Var),
+        vec![(5, 5)]
+    );
+    assert_eq!(
+        run(&b_star, Endpoint::Var, Endpoint::Const(99)),
+        vec![(99, 99)]
+    );
+    assert_eq!(
+        run(&b_star, Endpoint::Const(99), Endpoint::Const(99)),
+        vec![(99, 99)]
+    );
+    assert_eq!(
+        run(&b_star, Endpoint::Const(99), Endpoint::Const(5)),
+        vec![]
+    );
+    // An unknown predicate matches nothing, but `?` still matches the empty path.
+    let unknown = Path::ZeroOrOne(Path::link(UNKNOWN_PREDICATE));
+    assert_eq!(
+        run(&unknown, Endpoint::Const(1), Endpoint::Var),
+        vec![(1, 1)]
+    );
+    assert_eq!(
+        run(&Path::Link(UNKNOWN_PREDICATE), Endpoint::Var, Endpoint::Var),
+        vec![]
+    );
+}
+
+#[test]
+fn negated_sets_per_direction() {
+    // !(a): forward b edges only; !(^a): inverse b edges; !(a|^b): forward b and inverse a.
+    let neg = |items: Vec<(PredId, bool)>| Path::NegatedSet(items);
+    assert_eq!(
+        run(&neg(vec![(10, false)]), Endpoint::Var, Endpoint::Var),
+        vec![(2, 3), (4, 4)]
+    );
+    assert_eq!(
+        run(&neg(vec![(10, true)]), Endpoint::Var, Endpoint::Var),
+        vec![(3, 2), (4, 4)]
+    );
+    assert_eq!(
+        run(
+            &neg(vec![(10, false), (11, true)]),
+            Endpoint::Const(2),
+            Endpoint::Var
+        ),
+        vec![(2, 1), (2, 3)]
+    );
+}
+
+#[test]
+fn limit_and_timeout_are_reported() {
+    let g = small_graph();
+    let a_plus = Path::OneOrMore(Path::link(10));
+    let opts = EvalOptions {
+        limit: Some(4),
+        ..EvalOptions::default()
+    };
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.pairs.len(), 4);
+    let opts = EvalOptions {
+        timeout: Some(Duration::ZERO),
+        ..EvalOptions::default()
+    };
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert!(r.timed_out);
+    let opts = EvalOptions {
+        count_only: true,
+        ..EvalOptions::default()
+    };
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!((r.count, r.pairs.len()), (9, 0));
+    let opts = EvalOptions {
+        batch_words: 0,
+        ..EvalOptions::default()
+    };
+    assert!(matches!(
+        evaluate(
+            &CpuEngine::new(),
+            &g,
+            &a_plus,
+            Endpoint::Var,
+            Endpoint::Var,
+            &opts
+        ),
+        Err(RpqError::Options(_))
+    ));
+}
+
+#[test]
+fn plan_picks_direction_and_displays() {
+    let g = small_graph();
+    let path = Path::Sequence(Box::new(Path::OneOrMore(Path::link(10))), Path::link(11));
+    let opts = EvalOptions::default();
+    let p = plan(&g, &path, Endpoint::Var, Endpoint::Const(3), &opts);
+    assert_eq!(p.direction, EvalDirection::Backward);
+    let p = plan(&g, &path, Endpoint::Const(0), Endpoint::Var, &opts);
+    assert_eq!(p.direction, EvalDirection::Forward);
+    // Var-var: 3 nodes have an `a` edge out, 1 node a `b` edge in: start from the object.
+    let p = plan(&g, &path, Endpoint::Var, Endpoint::Var, &opts);
+    assert_eq!(p.direction, EvalDirection::Backward);
+    let names = |id: PredId| Some(format!("<http://e/{id}>"));
+    let text = p.display_with(&names).to_string();
+    assert!(text.contains("<http://e/11>"), "{text}");
+    assert!(text.contains("right product"), "{text}");
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &path,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(r.pairs, vec![(0, 3), (1, 3), (2, 3)]);
+    let trace = r.trace.to_string();
+    assert!(trace.contains("engine cpu"), "{trace}");
+}
