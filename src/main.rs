@@ -21,6 +21,8 @@ enum Command {
     Rpq(cli::rpq::Args),
     /// Print the plan of a path query and the steps of its run.
     Explain(cli::explain::Args),
+    /// Answer a SPARQL query (property paths, BGPs, joins, VALUES, FILTER, COUNT, ...).
+    Query(cli::query::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,5 +31,6 @@ fn main() -> anyhow::Result<()> {
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::Rpq(a) => cli::rpq::run(a),
         Command::Explain(a) => cli::explain::run(a),
+        Command::Query(a) => cli::query::run(a),
     }
 }

@@ -4,3 +4,4 @@ pub mod build_tree;
 pub mod explain;
 pub mod graph_source;
 pub mod rpq;
+pub mod query;

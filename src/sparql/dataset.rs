@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 
+use super::SparqlError;
 use crate::rpq::{MemoryGraph, PathGraph};
 
 /// Maps RDF terms to the dense `u32` ids of the graphs and back.
@@ -119,6 +120,53 @@ impl MemoryDataset {
                 .collect(),
             dictionary,
         }
+    }
+
+    /// Loads an RDF file in memory: N-Triples (`.nt`), N-Quads (`.nq`), Turtle (`.ttl`)
+    /// or TriG (`.trig`), each optionally gzipped (`.gz`).
+    pub fn load_file(path: &std::path::Path) -> Result<Self, SparqlError> {
+        use std::io::Read;
+        let file = path.display().to_string();
+        let io_err = |e: std::io::Error| SparqlError::Load {
+            file: file.clone(),
+            line: None,
+            reason: e.to_string(),
+        };
+        let raw = std::fs::File::open(path).map_err(io_err)?;
+        let name = path.to_string_lossy();
+        let stem = name.strip_suffix(".gz").unwrap_or(&name).to_owned();
+        let reader: Box<dyn Read> = if name.ends_with(".gz") {
+            Box::new(flate2::read::MultiGzDecoder::new(raw))
+        } else {
+            Box::new(raw)
+        };
+        let reader = std::io::BufReader::new(reader);
+        let err = |e: oxttl::TurtleParseError| SparqlError::Load {
+            file: file.clone(),
+            line: match &e {
+                oxttl::TurtleParseError::Syntax(s) => Some(s.location().start.line + 1),
+                _ => None,
+            },
+            reason: e.to_string(),
+        };
+        let quads: Vec<oxrdf::Quad> = if stem.ends_with(".nq") {
+            oxttl::NQuadsParser::new().for_reader(reader).collect::<Result<_, _>>().map_err(err)?
+        } else if stem.ends_with(".trig") {
+            oxttl::TriGParser::new().for_reader(reader).collect::<Result<_, _>>().map_err(err)?
+        } else if stem.ends_with(".ttl") {
+            oxttl::TurtleParser::new()
+                .for_reader(reader)
+                .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
+                .collect::<Result<_, _>>()
+                .map_err(err)?
+        } else {
+            oxttl::NTriplesParser::new()
+                .for_reader(reader)
+                .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
+                .collect::<Result<_, _>>()
+                .map_err(err)?
+        };
+        Ok(Self::from_quads(quads.iter().map(|q| q.as_ref())))
     }
 
     /// Builds the dataset of every quad of an Oxigraph store.

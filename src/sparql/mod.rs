@@ -27,6 +27,16 @@ pub enum SparqlError {
     /// Path evaluation failed.
     #[error(transparent)]
     Rpq(#[from] crate::rpq::RpqError),
+    /// A data file that cannot be read or parsed.
+    #[error("{file}{}: {reason}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Load {
+        /// The file.
+        file: String,
+        /// The line, when known (1-based).
+        line: Option<u64>,
+        /// What is wrong.
+        reason: String,
+    },
     /// Writing results failed.
     #[error("cannot write results: {0}")]
     Results(String),

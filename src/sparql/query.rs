@@ -546,18 +546,32 @@ impl<'a, E: Engine> Context<'a, E> {
                 let Some(graph) = self.graph(active) else {
                     return Ok(Table::default());
                 };
-                let pv_end = End::Var(pv.as_str().to_owned());
-                let mut out = Table::default();
+                let name = pv.as_str();
+                let mut out: Option<Table> = None;
                 for p in graph.predicates() {
                     let t = self.path(&s, &Path::Link(p), &o, active, bound)?;
-                    let pred_row = Table {
-                        vars: vec![pv.as_str().to_owned()],
-                        rows: vec![vec![Some(p)]],
-                    };
-                    out = union(out, join(&pred_row, &t));
+                    // The predicate variable may also be an end (`?x ?x ?y`).
+                    let shared = t.col(name);
+                    let out = out.get_or_insert_with(|| {
+                        let mut vars = t.vars.clone();
+                        if shared.is_none() {
+                            vars.push(name.to_owned());
+                        }
+                        Table {
+                            vars,
+                            rows: Vec::new(),
+                        }
+                    });
+                    for mut row in t.rows {
+                        match shared {
+                            Some(c) if row[c] != Some(p) => continue,
+                            Some(_) => {}
+                            None => row.push(Some(p)),
+                        }
+                        out.rows.push(row);
+                    }
                 }
-                let _ = pv_end;
-                Ok(out)
+                Ok(out.unwrap_or_default())
             }
         }
     }
