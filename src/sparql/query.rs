@@ -271,6 +271,7 @@ impl<'a, E: Engine> Context<'a, E> {
                 Ok(union(l, r))
             }
             GraphPattern::Filter { expr, inner } => {
+                check_filter(expr)?;
                 let mut t = self.eval(inner, active, bound)?;
                 let mut kept = Vec::with_capacity(t.rows.len());
                 for row in std::mem::take(&mut t.rows) {
@@ -770,6 +771,45 @@ impl<'a, E: Engine> Context<'a, E> {
                 )))
             }
         })
+    }
+}
+
+/// Rejects, before any row is seen, a FILTER expression outside the supported subset:
+/// logical connectives, `bound`, `isIRI`/`isBlank`/`isLiteral`, `IN`, and comparisons
+/// of variables and constants.
+fn check_filter(e: &Expression) -> Result<(), SparqlError> {
+    let operand = |x: &Expression| match x {
+        Expression::Variable(_) | Expression::NamedNode(_) | Expression::Literal(_) => Ok(()),
+        other => Err(SparqlError::Unsupported(format!(
+            "FILTER over `{other}` (only variables and constants are compared)"
+        ))),
+    };
+    match e {
+        Expression::And(a, b) | Expression::Or(a, b) => {
+            check_filter(a)?;
+            check_filter(b)
+        }
+        Expression::Not(a) => check_filter(a),
+        Expression::Bound(_) | Expression::Variable(_) | Expression::Literal(_) => Ok(()),
+        Expression::Equal(a, b)
+        | Expression::SameTerm(a, b)
+        | Expression::Greater(a, b)
+        | Expression::GreaterOrEqual(a, b)
+        | Expression::Less(a, b)
+        | Expression::LessOrEqual(a, b) => {
+            operand(a)?;
+            operand(b)
+        }
+        Expression::In(a, list) => {
+            operand(a)?;
+            list.iter().try_for_each(operand)
+        }
+        Expression::FunctionCall(Function::IsIri | Function::IsBlank | Function::IsLiteral, args)
+            if args.len() == 1 =>
+        {
+            operand(&args[0])
+        }
+        other => Err(SparqlError::Unsupported(format!("FILTER expression `{other}`"))),
     }
 }
 
