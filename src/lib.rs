@@ -11,6 +11,6 @@
 
 pub mod engine;
 pub mod k2tree;
-pub mod rpq;
 pub mod oxigraph;
+pub mod rpq;
 pub mod sparql;

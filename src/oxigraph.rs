@@ -6,7 +6,7 @@
 //! re-assembled) becomes `SERVICE <urn:k2rpq:paths> { … }`, which a [`ServiceHandler`]
 //! registered with [`SparqlEvaluator::with_service_handler`] answers from k²-tree
 //! relations built from the store. The relations are rebuilt when the store changed since
-//! they were built (same quad count and order-independent hash of every quad).
+//! they were built ([`ChangeCheck`]).
 //!
 //! ```
 //! use oxigraph::model::{GraphName, NamedNode, Quad};
@@ -64,7 +64,25 @@ pub fn evaluate(store: &Store, query: &str) -> Result<QueryResults<'static>, Oxi
     K2Paths::cpu().evaluate(store, query)
 }
 
-/// What identifies a store's content cheaply enough to check before each query.
+/// How [`K2Paths`] checks, before each query, whether the store changed since it built
+/// the relations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ChangeCheck {
+    /// The quad count plus a hash of the first [`SAMPLED_QUADS`] quads (in Oxigraph's index
+    /// order): cheap, and notices every insertion or removal that changes the count; a
+    /// change that keeps the count and spares the sampled quads goes unnoticed (call
+    /// [`K2Paths::invalidate`] after such updates).
+    #[default]
+    Sampled,
+    /// The quad count plus an order-independent hash of every quad: notices every change,
+    /// at the cost of hashing the whole store before each query.
+    Full,
+}
+
+/// Quads hashed by [`ChangeCheck::Sampled`].
+pub const SAMPLED_QUADS: usize = 4096;
+
+/// What identifies a store's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Fingerprint {
     quads: u64,
@@ -72,17 +90,36 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// One pass over the quads: their number and the wrapping sum of their hashes (so
-    /// the order of iteration does not matter).
-    fn of(store: &Store) -> Result<Fingerprint, StorageError> {
-        let mut f = Fingerprint { quads: 0, digest: 0 };
-        for q in store.iter() {
+    fn of(store: &Store, check: ChangeCheck) -> Result<Fingerprint, StorageError> {
+        let hash = |q: &oxrdf::Quad| {
             let mut h = DefaultHasher::new();
-            q?.hash(&mut h);
-            f.quads += 1;
-            f.digest = f.digest.wrapping_add(h.finish());
+            q.hash(&mut h);
+            h.finish()
+        };
+        match check {
+            ChangeCheck::Sampled => {
+                let mut digest = 0u64;
+                for q in store.iter().take(SAMPLED_QUADS) {
+                    digest = digest.wrapping_mul(31).wrapping_add(hash(&q?));
+                }
+                Ok(Fingerprint {
+                    quads: store.len()? as u64,
+                    digest,
+                })
+            }
+            ChangeCheck::Full => {
+                // A wrapping sum, so the order of iteration does not matter.
+                let mut f = Fingerprint {
+                    quads: 0,
+                    digest: 0,
+                };
+                for q in store.iter() {
+                    f.quads += 1;
+                    f.digest = f.digest.wrapping_add(hash(&q?));
+                }
+                Ok(f)
+            }
         }
-        Ok(f)
     }
 }
 
@@ -95,6 +132,7 @@ struct Snapshot {
 /// and rebuilds them when its content changes.
 pub struct K2Paths<E: Engine + 'static> {
     engine: Arc<E>,
+    check: ChangeCheck,
     snapshot: Mutex<Option<Arc<Snapshot>>>,
 }
 
@@ -110,13 +148,25 @@ impl<E: Engine + 'static> K2Paths<E> {
     pub fn new(engine: E) -> Self {
         K2Paths {
             engine: Arc::new(engine),
+            check: ChangeCheck::default(),
             snapshot: Mutex::new(None),
         }
     }
 
+    /// Sets how store changes are noticed (default [`ChangeCheck::Sampled`]).
+    pub fn with_change_check(mut self, check: ChangeCheck) -> Self {
+        self.check = check;
+        self
+    }
+
+    /// Drops the relations: the next query rebuilds them.
+    pub fn invalidate(&self) {
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// The relations of `store`'s current content (rebuilt if it changed).
     fn snapshot(&self, store: &Store) -> Result<Arc<Snapshot>, StorageError> {
-        let fingerprint = Fingerprint::of(store)?;
+        let fingerprint = Fingerprint::of(store, self.check)?;
         let mut slot = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = slot.as_ref() {
             if s.fingerprint == fingerprint {

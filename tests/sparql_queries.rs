@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::oxigraph::K2Paths;
+use k2rpq::oxigraph::{ChangeCheck, K2Paths};
 use k2rpq::sparql::{query, write_answer, MemoryDataset, QueryAnswer, ResultFormat, SparqlError};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
@@ -34,9 +34,10 @@ type Row = Vec<Option<Term>>;
 
 fn rows_of_answer(a: QueryAnswer) -> (Vec<String>, Vec<Row>) {
     match a {
-        QueryAnswer::Solutions { variables, rows } => {
-            (variables.iter().map(|v| v.as_str().to_owned()).collect(), rows)
-        }
+        QueryAnswer::Solutions { variables, rows } => (
+            variables.iter().map(|v| v.as_str().to_owned()).collect(),
+            rows,
+        ),
         QueryAnswer::Boolean(b) => (vec![], vec![vec![Some(Literal::from(b).into())]]),
     }
 }
@@ -200,7 +201,12 @@ fn a_number_after_a_predicate_is_not_a_path() {
 #[test]
 fn invalid_sparql_reports_the_position() {
     let dataset = MemoryDataset::default();
-    let e = query(&CpuEngine::new(), &dataset, "SELECT ?x WHERE { ?x <http://e/p>+ ?y").unwrap_err();
+    let e = query(
+        &CpuEngine::new(),
+        &dataset,
+        "SELECT ?x WHERE { ?x <http://e/p>+ ?y",
+    )
+    .unwrap_err();
     assert!(matches!(e, SparqlError::Syntax(_)));
     let msg = e.to_string();
     assert!(msg.contains("1:"), "no position in: {msg}");
@@ -215,13 +221,19 @@ fn invalid_sparql_reports_the_position() {
 fn unsupported_constructs_name_themselves() {
     let dataset = MemoryDataset::default();
     for (q, name) in [
-        ("SELECT * WHERE { ?s ?p ?o OPTIONAL { ?o ?q ?r } }", "OPTIONAL"),
+        (
+            "SELECT * WHERE { ?s ?p ?o OPTIONAL { ?o ?q ?r } }",
+            "OPTIONAL",
+        ),
         ("SELECT * WHERE { ?s ?p ?o MINUS { ?o ?q ?r } }", "MINUS"),
         ("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", "CONSTRUCT"),
         ("SELECT * FROM <http://e/g> WHERE { ?s ?p ?o }", "FROM"),
         ("SELECT (SUM(?o) AS ?x) WHERE { ?s ?p ?o }", "aggregate"),
         ("SELECT * WHERE { ?s ?p ?o BIND(STR(?o) AS ?x) }", "BIND"),
-        ("SELECT * WHERE { ?s ?p ?o FILTER(REGEX(STR(?o), \"a\")) }", "FILTER"),
+        (
+            "SELECT * WHERE { ?s ?p ?o FILTER(REGEX(STR(?o), \"a\")) }",
+            "FILTER",
+        ),
     ] {
         let e = query(&CpuEngine::new(), &dataset, q).unwrap_err();
         assert!(matches!(e, SparqlError::Unsupported(_)), "{q}: {e}");
@@ -253,7 +265,7 @@ fn unknown_predicate_gives_the_empty_result() {
 #[test]
 fn store_changes_are_noticed() {
     let store = store();
-    let paths = K2Paths::cpu();
+    let paths = K2Paths::cpu().with_change_check(ChangeCheck::Full);
     let q = "SELECT ?x WHERE { <http://e/d> <http://e/q>+ ?x }";
     let (_, rows) = rows_of_results(paths.evaluate(&store, q).unwrap());
     assert_eq!(rows.len(), 1);
@@ -272,6 +284,13 @@ fn store_changes_are_noticed() {
         .unwrap();
     let (_, rows) = rows_of_results(paths.evaluate(&store, q).unwrap());
     assert_eq!(rows.len(), 1);
+    // The default, sampled check notices a change of the count.
+    let sampled = K2Paths::cpu();
+    assert_eq!(rows_of_results(sampled.evaluate(&store, q).unwrap()).1.len(), 1);
+    store
+        .insert(&Quad::new(n("e"), n("q"), n("g"), GraphName::DefaultGraph))
+        .unwrap();
+    assert_eq!(rows_of_results(sampled.evaluate(&store, q).unwrap()).1.len(), 2);
 }
 
 #[test]
@@ -294,8 +313,9 @@ fn result_formats_round_trip() {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("http://e/a"), "{format:?}: {text}");
         if let Some(f) = parse {
-            let ReaderQueryResultsParserOutput::Solutions(s) =
-                QueryResultsParser::from_format(f).for_reader(text.as_bytes()).unwrap()
+            let ReaderQueryResultsParserOutput::Solutions(s) = QueryResultsParser::from_format(f)
+                .for_reader(text.as_bytes())
+                .unwrap()
             else {
                 panic!("{format:?}: not solutions")
             };

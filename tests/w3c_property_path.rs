@@ -103,10 +103,18 @@ fn read_manifest(dir: &Path) -> Vec<Test> {
             other => panic!("not an IRI: {other}"),
         };
         let query = path_of(&objects(&action, &format!("{QT}query"))[0]);
-        let data = objects(&action, &format!("{QT}data")).iter().map(path_of).collect();
+        let data = objects(&action, &format!("{QT}data"))
+            .iter()
+            .map(path_of)
+            .collect();
         let graph_data = objects(&action, &format!("{QT}graphData"))
             .iter()
-            .map(|t| (t.to_string().trim_matches(['<', '>']).to_owned(), path_of(t)))
+            .map(|t| {
+                (
+                    t.to_string().trim_matches(['<', '>']).to_owned(),
+                    path_of(t),
+                )
+            })
             .collect();
         let result = path_of(&objects(&entry, &format!("{MF}result"))[0]);
         tests.push(Test {
@@ -196,7 +204,12 @@ fn isomorphic(a: &[Row], b: &[Row]) -> bool {
         r.sort_by(|x, y| x.0.cmp(&y.0));
         r
     }
-    fn compatible(x: &Row, y: &Row, map: &mut HashMap<String, String>, back: &mut HashMap<String, String>) -> Option<Vec<String>> {
+    fn compatible(
+        x: &Row,
+        y: &Row,
+        map: &mut HashMap<String, String>,
+        back: &mut HashMap<String, String>,
+    ) -> Option<Vec<String>> {
         if x.len() != y.len() {
             return None;
         }
@@ -230,14 +243,24 @@ fn isomorphic(a: &[Row], b: &[Row]) -> bool {
         }
         Some(added)
     }
-    fn undo(map: &mut HashMap<String, String>, back: &mut HashMap<String, String>, added: &[String]) {
+    fn undo(
+        map: &mut HashMap<String, String>,
+        back: &mut HashMap<String, String>,
+        added: &[String],
+    ) {
         for k in added {
             if let Some(v) = map.remove(k) {
                 back.remove(&v);
             }
         }
     }
-    fn go(a: &[Row], b: &[Row], used: &mut [bool], map: &mut HashMap<String, String>, back: &mut HashMap<String, String>) -> bool {
+    fn go(
+        a: &[Row],
+        b: &[Row],
+        used: &mut [bool],
+        map: &mut HashMap<String, String>,
+        back: &mut HashMap<String, String>,
+    ) -> bool {
         let Some((first, rest)) = a.split_first() else {
             return true;
         };
@@ -261,7 +284,13 @@ fn isomorphic(a: &[Row], b: &[Row]) -> bool {
     }
     let a: Vec<Row> = a.iter().map(norm).collect();
     let b: Vec<Row> = b.iter().map(norm).collect();
-    go(&a, &b, &mut vec![false; b.len()], &mut HashMap::new(), &mut HashMap::new())
+    go(
+        &a,
+        &b,
+        &mut vec![false; b.len()],
+        &mut HashMap::new(),
+        &mut HashMap::new(),
+    )
 }
 
 fn same(a: &Answer, b: &Answer) -> bool {
@@ -318,5 +347,10 @@ fn w3c_property_path_suite_both_ways_in() {
             Err(e) => failures.push(format!("oxigraph {}: error {e}", t.name)),
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

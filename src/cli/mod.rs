@@ -3,5 +3,5 @@
 pub mod build_tree;
 pub mod explain;
 pub mod graph_source;
-pub mod rpq;
 pub mod query;
+pub mod rpq;

@@ -150,9 +150,15 @@ impl MemoryDataset {
             reason: e.to_string(),
         };
         let quads: Vec<oxrdf::Quad> = if stem.ends_with(".nq") {
-            oxttl::NQuadsParser::new().for_reader(reader).collect::<Result<_, _>>().map_err(err)?
+            oxttl::NQuadsParser::new()
+                .for_reader(reader)
+                .collect::<Result<_, _>>()
+                .map_err(err)?
         } else if stem.ends_with(".trig") {
-            oxttl::TriGParser::new().for_reader(reader).collect::<Result<_, _>>().map_err(err)?
+            oxttl::TriGParser::new()
+                .for_reader(reader)
+                .collect::<Result<_, _>>()
+                .map_err(err)?
         } else if stem.ends_with(".ttl") {
             oxttl::TurtleParser::new()
                 .for_reader(reader)
@@ -170,7 +176,9 @@ impl MemoryDataset {
     }
 
     /// Builds the dataset of every quad of an Oxigraph store.
-    pub fn from_store(store: &oxigraph::store::Store) -> Result<Self, oxigraph::store::StorageError> {
+    pub fn from_store(
+        store: &oxigraph::store::Store,
+    ) -> Result<Self, oxigraph::store::StorageError> {
         let quads: Vec<oxrdf::Quad> = store.iter().collect::<Result<_, _>>()?;
         Ok(Self::from_quads(quads.iter().map(|q| q.as_ref())))
     }

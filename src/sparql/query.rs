@@ -19,10 +19,13 @@ use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern, TriplePattern};
 use spargebra::Query;
 
 use super::dataset::PathDataset;
-use super::semantics::evaluate_path;
+use super::semantics::evaluate_path_with;
 use super::{rewrite, SparqlError};
 use crate::engine::Engine;
-use crate::rpq::{parse_path_expr, Endpoint, Path, PathGraph, UNKNOWN_PREDICATE};
+use crate::engine::MatrixConfig;
+use crate::rpq::{
+    parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, UNKNOWN_PREDICATE,
+};
 
 /// First id given to a query term the dictionary does not know.
 pub const QUERY_TERM_BASE: u32 = 0x8000_0000;
@@ -121,6 +124,9 @@ pub fn evaluate_pattern<E: Engine>(
     Ok(ctx.answer(&table, variables))
 }
 
+/// One solution: a term id (or unbound) per variable of its table.
+type IdRow = Vec<Option<u32>>;
+
 /// Solutions as id rows.
 #[derive(Clone, Debug, Default)]
 struct Table {
@@ -167,6 +173,9 @@ struct Context<'a, E: Engine> {
     dataset: &'a dyn PathDataset,
     /// Terms of the query that the dictionary does not know.
     extra: RefCell<(Vec<Term>, HashMap<Term, u32>)>,
+    /// Relations loaded into the engine, per graph (`None`: the default graph), kept for
+    /// the whole query.
+    relations: RefCell<HashMap<Option<u32>, PerQueryRelations<'a, E>>>,
 }
 
 impl<'a, E: Engine> Context<'a, E> {
@@ -175,6 +184,7 @@ impl<'a, E: Engine> Context<'a, E> {
             engine,
             dataset,
             extra: RefCell::new((Vec::new(), HashMap::new())),
+            relations: RefCell::new(HashMap::new()),
         }
     }
 
@@ -195,7 +205,12 @@ impl<'a, E: Engine> Context<'a, E> {
 
     fn term(&self, id: u32) -> Option<Term> {
         if id >= QUERY_TERM_BASE {
-            return self.extra.borrow().0.get((id - QUERY_TERM_BASE) as usize).cloned();
+            return self
+                .extra
+                .borrow()
+                .0
+                .get((id - QUERY_TERM_BASE) as usize)
+                .cloned();
         }
         self.dataset.dictionary().term(id)
     }
@@ -254,11 +269,15 @@ impl<'a, E: Engine> Context<'a, E> {
                 object,
             } => {
                 let d = self.dataset.dictionary();
-                let resolve = |iri: &str| {
-                    d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into())
-                };
+                let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
                 let path = parse_path_expr(path, resolve);
-                self.path(&self.end(subject)?, &path, &self.end(object)?, active, bound)
+                self.path(
+                    &self.end(subject)?,
+                    &path,
+                    &self.end(object)?,
+                    active,
+                    bound,
+                )
             }
             GraphPattern::Join { left, right } => {
                 let l = self.eval(left, active, bound)?;
@@ -292,28 +311,19 @@ impl<'a, E: Engine> Context<'a, E> {
                 if t.col(variable.as_str()).is_some() {
                     return Err(SparqlError::Unsupported("BIND to a bound variable".into()));
                 }
-                let value: Box<dyn Fn(&[Option<u32>]) -> Option<u32>> = match expression {
-                    Expression::Variable(v) => match t.col(v.as_str()) {
-                        Some(c) => Box::new(move |r: &[Option<u32>]| r[c]),
-                        None => Box::new(|_: &[Option<u32>]| None),
-                    },
-                    Expression::NamedNode(n) => {
-                        let id = self.id(n.as_ref().into());
-                        Box::new(move |_: &[Option<u32>]| Some(id))
-                    }
-                    Expression::Literal(l) => {
-                        let id = self.id(l.as_ref().into());
-                        Box::new(move |_: &[Option<u32>]| Some(id))
-                    }
+                // The value of each row: a column, a constant, or unbound.
+                let (column, constant) = match expression {
+                    Expression::Variable(v) => (t.col(v.as_str()), None),
+                    Expression::NamedNode(n) => (None, Some(self.id(n.as_ref().into()))),
+                    Expression::Literal(l) => (None, Some(self.id(l.as_ref().into()))),
                     _ => {
                         return Err(SparqlError::Unsupported(
-                            "BIND / SELECT expressions other than a variable or a constant"
-                                .into(),
+                            "BIND / SELECT expressions other than a variable or a constant".into(),
                         ))
                     }
                 };
                 for r in &mut t.rows {
-                    let v = value(r);
+                    let v = column.and_then(|c| r[c]).or(constant);
                     r.push(v);
                 }
                 t.vars.push(variable.as_str().to_owned());
@@ -365,7 +375,9 @@ impl<'a, E: Engine> Context<'a, E> {
                     .collect();
                 t.rows.sort_by(|a, b| {
                     for (c, desc) in &keys {
-                        let get = |r: &Vec<Option<u32>>| c.and_then(|c| r[c]).and_then(|id| terms.get(&id));
+                        let get = |r: &Vec<Option<u32>>| {
+                            c.and_then(|c| r[c]).and_then(|id| terms.get(&id))
+                        };
                         let o = compare_terms(get(a), get(b));
                         let o = if *desc { o.reverse() } else { o };
                         if o != Ordering::Equal {
@@ -466,7 +478,7 @@ impl<'a, E: Engine> Context<'a, E> {
     ) -> Result<Table, SparqlError> {
         let t = self.eval(inner, active, bound)?;
         let key_cols: Vec<Option<usize>> = variables.iter().map(|v| t.col(v.as_str())).collect();
-        let mut groups: Vec<(Vec<Option<u32>>, Vec<&Vec<Option<u32>>>)> = Vec::new();
+        let mut groups: Vec<(IdRow, Vec<&IdRow>)> = Vec::new();
         let mut index: HashMap<Vec<Option<u32>>, usize> = HashMap::new();
         for r in &t.rows {
             let k: Vec<Option<u32>> = key_cols.iter().map(|c| c.and_then(|c| r[c])).collect();
@@ -628,13 +640,23 @@ impl<'a, E: Engine> Context<'a, E> {
         let calls: Vec<(Endpoint, Endpoint)> = match (&cs, &co) {
             (Some(a), Some(b)) if a.len() * b.len() <= BOUND_VALUES_LIMIT => a
                 .iter()
-                .flat_map(|&x| b.iter().map(move |&y| (Endpoint::Const(x), Endpoint::Const(y))))
+                .flat_map(|&x| {
+                    b.iter()
+                        .map(move |&y| (Endpoint::Const(x), Endpoint::Const(y)))
+                })
                 .collect(),
-            (Some(a), Some(b)) if b.len() < a.len() => {
-                b.iter().map(|&y| (Endpoint::Var, Endpoint::Const(y))).collect()
-            }
-            (Some(a), _) => a.iter().map(|&x| (Endpoint::Const(x), Endpoint::Var)).collect(),
-            (None, Some(b)) => b.iter().map(|&y| (Endpoint::Var, Endpoint::Const(y))).collect(),
+            (Some(a), Some(b)) if b.len() < a.len() => b
+                .iter()
+                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
+                .collect(),
+            (Some(a), _) => a
+                .iter()
+                .map(|&x| (Endpoint::Const(x), Endpoint::Var))
+                .collect(),
+            (None, Some(b)) => b
+                .iter()
+                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
+                .collect(),
             (None, None) => vec![(Endpoint::Var, Endpoint::Var)],
         };
         let calls: Vec<(Endpoint, Endpoint)> = if same_var {
@@ -654,7 +676,16 @@ impl<'a, E: Engine> Context<'a, E> {
             if !seen_calls.insert((es, eo)) {
                 continue;
             }
-            let bag = evaluate_path(self.engine, graph, path, es, eo)?;
+            let key = match active {
+                Active::Default => None,
+                Active::Named(g) => Some(g),
+            };
+            let mut relations = self.relations.borrow_mut();
+            let rels = relations
+                .entry(key)
+                .or_insert_with(|| PerQueryRelations::new(self.engine, graph, MatrixConfig::default()));
+            let bag = evaluate_path_with(self.engine, graph, path, es, eo, rels)?;
+            drop(relations);
             let mut pairs: Vec<((u32, u32), u64)> = bag.into_iter().collect();
             pairs.sort_unstable();
             for ((x, y), m) in pairs {
@@ -679,7 +710,12 @@ impl<'a, E: Engine> Context<'a, E> {
     }
 
     /// The effective boolean value of `e` on a row (`None`: an evaluation error).
-    fn ebv(&self, e: &Expression, t: &Table, row: &[Option<u32>]) -> Result<Option<bool>, SparqlError> {
+    fn ebv(
+        &self,
+        e: &Expression,
+        t: &Table,
+        row: &[Option<u32>],
+    ) -> Result<Option<bool>, SparqlError> {
         Ok(match e {
             Expression::And(a, b) => match (self.ebv(a, t, row)?, self.ebv(b, t, row)?) {
                 (Some(false), _) | (_, Some(false)) => Some(false),
@@ -700,12 +736,10 @@ impl<'a, E: Engine> Context<'a, E> {
                     _ => None,
                 }
             }
-            Expression::SameTerm(a, b) => {
-                match (self.value(a, t, row)?, self.value(b, t, row)?) {
-                    (Some(x), Some(y)) => Some(x == y),
-                    _ => None,
-                }
-            }
+            Expression::SameTerm(a, b) => match (self.value(a, t, row)?, self.value(b, t, row)?) {
+                (Some(x), Some(y)) => Some(x == y),
+                _ => None,
+            },
             Expression::Greater(a, b)
             | Expression::GreaterOrEqual(a, b)
             | Expression::Less(a, b)
@@ -740,29 +774,38 @@ impl<'a, E: Engine> Context<'a, E> {
                     Some(false)
                 }
             }
-            Expression::FunctionCall(f @ (Function::IsIri | Function::IsBlank | Function::IsLiteral), args)
-                if args.len() == 1 =>
-            {
-                self.value(&args[0], t, row)?.map(|x| match f {
-                    Function::IsIri => matches!(x, Term::NamedNode(_)),
-                    Function::IsBlank => matches!(x, Term::BlankNode(_)),
-                    _ => matches!(x, Term::Literal(_)),
-                })
+            Expression::FunctionCall(
+                f @ (Function::IsIri | Function::IsBlank | Function::IsLiteral),
+                args,
+            ) if args.len() == 1 => self.value(&args[0], t, row)?.map(|x| match f {
+                Function::IsIri => matches!(x, Term::NamedNode(_)),
+                Function::IsBlank => matches!(x, Term::BlankNode(_)),
+                _ => matches!(x, Term::Literal(_)),
+            }),
+            Expression::Variable(_) | Expression::Literal(_) => match self.value(e, t, row)? {
+                Some(Term::Literal(l)) => literal_ebv(&l),
+                _ => None,
+            },
+            other => {
+                return Err(SparqlError::Unsupported(format!(
+                    "FILTER expression `{other}`"
+                )))
             }
-            Expression::Variable(_) | Expression::Literal(_) => {
-                match self.value(e, t, row)? {
-                    Some(Term::Literal(l)) => literal_ebv(&l),
-                    _ => None,
-                }
-            }
-            other => return Err(SparqlError::Unsupported(format!("FILTER expression `{other}`"))),
         })
     }
 
     /// The term an expression denotes on a row (`None`: unbound).
-    fn value(&self, e: &Expression, t: &Table, row: &[Option<u32>]) -> Result<Option<Term>, SparqlError> {
+    fn value(
+        &self,
+        e: &Expression,
+        t: &Table,
+        row: &[Option<u32>],
+    ) -> Result<Option<Term>, SparqlError> {
         Ok(match e {
-            Expression::Variable(v) => t.col(v.as_str()).and_then(|c| row[c]).and_then(|id| self.term(id)),
+            Expression::Variable(v) => t
+                .col(v.as_str())
+                .and_then(|c| row[c])
+                .and_then(|id| self.term(id)),
             Expression::NamedNode(n) => Some(n.clone().into()),
             Expression::Literal(l) => Some(l.clone().into()),
             other => {
@@ -804,12 +847,13 @@ fn check_filter(e: &Expression) -> Result<(), SparqlError> {
             operand(a)?;
             list.iter().try_for_each(operand)
         }
-        Expression::FunctionCall(Function::IsIri | Function::IsBlank | Function::IsLiteral, args)
-            if args.len() == 1 =>
-        {
-            operand(&args[0])
-        }
-        other => Err(SparqlError::Unsupported(format!("FILTER expression `{other}`"))),
+        Expression::FunctionCall(
+            Function::IsIri | Function::IsBlank | Function::IsLiteral,
+            args,
+        ) if args.len() == 1 => operand(&args[0]),
+        other => Err(SparqlError::Unsupported(format!(
+            "FILTER expression `{other}`"
+        ))),
     }
 }
 
@@ -907,9 +951,21 @@ fn numeric(l: &oxrdf::Literal) -> Option<f64> {
     let name = dt.strip_prefix(xsd)?;
     matches!(
         name,
-        "integer" | "decimal" | "float" | "double" | "int" | "long" | "short" | "byte"
-            | "nonNegativeInteger" | "positiveInteger" | "negativeInteger"
-            | "nonPositiveInteger" | "unsignedInt" | "unsignedLong" | "unsignedShort"
+        "integer"
+            | "decimal"
+            | "float"
+            | "double"
+            | "int"
+            | "long"
+            | "short"
+            | "byte"
+            | "nonNegativeInteger"
+            | "positiveInteger"
+            | "negativeInteger"
+            | "nonPositiveInteger"
+            | "unsignedInt"
+            | "unsignedLong"
+            | "unsignedShort"
             | "unsignedByte"
     )
     .then(|| l.value().trim().parse().ok())
@@ -967,8 +1023,11 @@ fn compare_terms(a: Option<&Term>, b: Option<&Term>) -> Ordering {
         (Some(Term::NamedNode(x)), Some(Term::NamedNode(y))) => x.as_str().cmp(y.as_str()),
         (Some(Term::Literal(x)), Some(Term::Literal(y))) => match (numeric(x), numeric(y)) {
             (Some(p), Some(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
-            _ => (x.value(), x.datatype().as_str(), x.language())
-                .cmp(&(y.value(), y.datatype().as_str(), y.language())),
+            _ => (x.value(), x.datatype().as_str(), x.language()).cmp(&(
+                y.value(),
+                y.datatype().as_str(),
+                y.language(),
+            )),
         },
         _ => rank(a).cmp(&rank(b)),
     }

@@ -32,7 +32,11 @@ impl FromStr for ResultFormat {
             "xml" => ResultFormat::Xml,
             "csv" => ResultFormat::Csv,
             "tsv" => ResultFormat::Tsv,
-            other => return Err(format!("unknown format `{other}` (table, json, xml, csv, tsv)")),
+            other => {
+                return Err(format!(
+                    "unknown format `{other}` (table, json, xml, csv, tsv)"
+                ))
+            }
         })
     }
 }
@@ -61,7 +65,9 @@ pub fn write_answer(
     let serializer = QueryResultsSerializer::from_format(sparesults_format);
     match answer {
         QueryAnswer::Boolean(b) => {
-            serializer.serialize_boolean_to_writer(&mut *out, *b).map_err(err)?;
+            serializer
+                .serialize_boolean_to_writer(&mut *out, *b)
+                .map_err(err)?;
         }
         QueryAnswer::Solutions { variables, rows } => {
             let mut w = serializer
@@ -89,7 +95,11 @@ fn write_table(answer: &QueryAnswer, out: &mut dyn Write) -> std::io::Result<()>
     };
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| r.iter().map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default()).collect())
+        .map(|r| {
+            r.iter()
+                .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                .collect()
+        })
         .collect();
     let header: Vec<String> = variables.iter().map(|v| v.to_string()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -112,5 +122,10 @@ fn write_table(answer: &QueryAnswer, out: &mut dyn Write) -> std::io::Result<()>
     for r in &cells {
         line(out, r)?;
     }
-    writeln!(out, "({} row{})", cells.len(), if cells.len() == 1 { "" } else { "s" })
+    writeln!(
+        out,
+        "({} row{})",
+        cells.len(),
+        if cells.len() == 1 { "" } else { "s" }
+    )
 }

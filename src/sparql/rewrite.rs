@@ -120,7 +120,9 @@ fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
                 count_term(&t.object, counts);
             }
         }
-        GraphPattern::Path { subject, object, .. } => {
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
             count_term(subject, counts);
             count_term(object, counts);
         }
@@ -160,7 +162,9 @@ impl Rewriter {
                 let n = self.renames.len();
                 self.renames
                     .entry(b.as_str().to_owned())
-                    .or_insert_with(|| Variable::new_unchecked(format!("{BLANK_VARIABLE_PREFIX}{n}")))
+                    .or_insert_with(|| {
+                        Variable::new_unchecked(format!("{BLANK_VARIABLE_PREFIX}{n}"))
+                    })
                     .clone()
                     .into()
             }
@@ -421,43 +425,134 @@ fn flatten(p: &GraphPattern, items: &mut Vec<Item>, others: &mut Vec<GraphPatter
     }
 }
 
-/// Merges `A: s a _:b` and `B: _:b b o` into `s a/b o` while some blank node `_:b` occurs
-/// exactly twice in the query: as the object of A and the subject of B.
+/// Merges two patterns joined by a blank node `_:b` that occurs exactly twice in the
+/// query, once in each: `s a _:b . _:b b o` becomes `s a/b o`; a pattern that has `_:b`
+/// at the other end is turned around first (`_:b a s` is `s ^a _:b`).
 fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
+    fn ends(item: &Item) -> Option<(&TermPattern, &TermPattern)> {
+        match item {
+            Item::Path(s, _, o) => Some((s, o)),
+            Item::Triple(_) => None,
+        }
+    }
+    fn is_blank(t: &TermPattern, counts: &HashMap<String, usize>) -> Option<String> {
+        match t {
+            TermPattern::BlankNode(b) if counts.get(b.as_str()) == Some(&2) => {
+                Some(b.as_str().to_owned())
+            }
+            _ => None,
+        }
+    }
+    fn reversed(item: Item) -> Item {
+        match item {
+            Item::Path(s, p, o) => Item::Path(o, PropertyPathExpression::Reverse(Box::new(p)), s),
+            t => t,
+        }
+    }
     loop {
         let mut found = None;
         'outer: for (i, a) in items.iter().enumerate() {
-            let Item::Path(_, _, TermPattern::BlankNode(b)) = a else {
-                continue;
-            };
-            if counts.get(b.as_str()) != Some(&2) {
-                continue;
-            }
-            for (j, c) in items.iter().enumerate() {
-                if i == j {
+            let Some((sa, oa)) = ends(a) else { continue };
+            for (a_end, other) in [(oa, sa), (sa, oa)] {
+                let Some(b) = is_blank(a_end, counts) else {
                     continue;
+                };
+                if is_blank(other, counts).as_deref() == Some(b.as_str()) {
+                    continue; // `_:b p _:b`: a loop, not a chain
                 }
-                if let Item::Path(TermPattern::BlankNode(b2), _, _) = c {
-                    if b2 == b {
-                        found = Some((i, j));
+                for (j, c) in items.iter().enumerate() {
+                    let Some((sc, oc)) = ends(c) else { continue };
+                    if i == j || sc == oc {
+                        continue;
+                    }
+                    let hit = |t: &TermPattern| is_blank(t, counts).as_deref() == Some(b.as_str());
+                    if hit(sc) || hit(oc) {
+                        // Turn A so that `_:b` is its object, C so that it is its subject.
+                        found = Some((i, std::ptr::eq(a_end, sa), j, hit(oc)));
                         break 'outer;
                     }
                 }
             }
         }
-        let Some((i, j)) = found else { return };
-        let (Item::Path(s, pa, _), Item::Path(_, pb, o)) = (items[i].clone(), items[j].clone())
-        else {
+        let Some((i, reverse_a, j, reverse_c)) = found else {
+            return;
+        };
+        let (mut a, mut c) = (items[i].clone(), items[j].clone());
+        if reverse_a {
+            a = reversed(a);
+        }
+        if reverse_c {
+            c = reversed(c);
+        }
+        let (Item::Path(s, pa, _), Item::Path(_, pc, o)) = (a, c) else {
             return;
         };
         let merged = Item::Path(
             s,
-            PropertyPathExpression::Sequence(Box::new(pa), Box::new(pb)),
+            PropertyPathExpression::Sequence(Box::new(pa), Box::new(pc)),
             o,
         );
         let (hi, lo) = (i.max(j), i.min(j));
         items.remove(hi);
         items.remove(lo);
         items.insert(lo, merged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(q: &str) -> String {
+        let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
+        wrap_paths_in_service(&q).to_string()
+    }
+
+    #[test]
+    fn split_sequence_reaches_the_service_as_one_path() {
+        let s = rewritten("PREFIX wdt: <http://w/> SELECT ?s ?o WHERE { ?s wdt:P31/wdt:P279* ?o }");
+        assert_eq!(s.matches("SERVICE <urn:k2rpq:paths>").count(), 1, "{s}");
+        assert!(s.contains("<http://w/P31> / (<http://w/P279>)*"), "{s}");
+        // No blank node is left to join on.
+        assert!(!s.contains("_:"), "{s}");
+    }
+
+    #[test]
+    fn plain_triples_stay_with_oxigraph_and_long_chains_merge() {
+        let s = rewritten(
+            "SELECT * WHERE { ?s <http://p>/<http://q>/<http://r> ?o . ?o <http://t> ?z }",
+        );
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        assert!(s.contains("<http://t>"), "{s}");
+        let s = rewritten("SELECT * WHERE { ?s <http://p> ?o }");
+        assert!(!s.contains("SERVICE"), "{s}");
+    }
+
+    #[test]
+    fn a_blank_node_used_elsewhere_is_not_merged_away() {
+        let s = rewritten(
+            "SELECT * WHERE { ?s <http://p> _:m . _:m <http://q>+ ?o . _:m <http://r> ?z }",
+        );
+        // `_:m` joins three patterns: it becomes a hidden variable shared by all three.
+        assert!(s.contains("?k2rpq_b0"), "{s}");
+        assert_eq!(s.matches("k2rpq_b0").count(), 3, "{s}");
+    }
+
+    #[test]
+    fn chains_through_a_reversed_first_step_merge() {
+        // `^p/q*` splits into `_:b p <a> . _:b q* ?x`: both patterns start at `_:b`.
+        let s = rewritten("SELECT ?x WHERE { <http://a> ^<http://p>/<http://q>* ?x }");
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        assert!(s.contains("^(<http://p>) / (<http://q>)*"), "{s}");
+        assert!(!s.contains("k2rpq_b"), "{s}");
+    }
+
+    #[test]
+    fn values_and_graph_context_are_pushed_inside() {
+        let s =
+            rewritten("SELECT * WHERE { VALUES ?s { <http://a> } GRAPH ?g { ?s <http://p>* ?o } }");
+        let service = &s[s.find("SERVICE").unwrap()..];
+        assert!(service.contains("VALUES ( ?s )"), "{s}");
+        assert!(service.contains("GRAPH ?g"), "{s}");
     }
 }

@@ -13,14 +13,16 @@
 use std::collections::HashMap;
 
 use crate::engine::Engine;
-use crate::rpq::{self, Endpoint, EvalOptions, Path, PathGraph, RpqError};
+use crate::rpq::{
+    self, Endpoint, EvalOptions, Path, PathGraph, PerQueryRelations, RelationSource, RpqError,
+};
 
 /// Distinct `(subject, object)` pairs with their multiplicities (a bag of solutions).
 pub type Bag = HashMap<(u32, u32), u64>;
 
 /// Above this many distinct middle nodes a sequence joins whole sides instead of
 /// evaluating its second side once per middle node.
-const PER_NODE_LIMIT: usize = 64;
+const PER_NODE_LIMIT: usize = 512;
 
 /// Evaluates `subject path object` over `graph` with SPARQL 1.1 multiplicities.
 ///
@@ -45,21 +47,42 @@ pub fn evaluate_path<E: Engine>(
     subject: Endpoint,
     object: Endpoint,
 ) -> Result<Bag, RpqError> {
-    Evaluator { engine, graph }.eval(path, subject, object)
+    let options = EvalOptions::default();
+    let mut relations = PerQueryRelations::new(engine, graph, options.config);
+    evaluate_path_with(engine, graph, path, subject, object, &mut relations)
 }
 
-struct Evaluator<'a, E: Engine> {
+/// [`evaluate_path`] with relations loaded by `relations` (keep one per graph across the
+/// patterns of a query so that each relation is loaded once).
+pub fn evaluate_path_with<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    path: &Path,
+    subject: Endpoint,
+    object: Endpoint,
+    relations: &mut dyn RelationSource<E>,
+) -> Result<Bag, RpqError> {
+    Evaluator {
+        engine,
+        graph,
+        relations,
+    }
+    .eval(path, subject, object)
+}
+
+struct Evaluator<'a, 'r, E: Engine> {
     engine: &'a E,
     graph: &'a dyn PathGraph,
+    relations: &'r mut dyn RelationSource<E>,
 }
 
-impl<E: Engine> Evaluator<'_, E> {
+impl<E: Engine> Evaluator<'_, '_, E> {
     /// Whether `id` can occur in a relation of the graph.
     fn in_space(&self, id: u32) -> bool {
         id < self.graph.node_count()
     }
 
-    fn eval(&self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn eval(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
         match path {
             Path::Link(p) => Ok(self.link(*p, s, o, false)),
             Path::Inverse(a) => Ok(swap(self.eval(a, o, s)?)),
@@ -144,7 +167,7 @@ impl<E: Engine> Evaluator<'_, E> {
 
     /// A closure: a set, from the RPQ engine; ends outside the graph's id space only
     /// meet themselves, by a zero-length path.
-    fn closure(&self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn closure(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
         let outside = |e: Endpoint| matches!(e, Endpoint::Const(c) if !self.in_space(c));
         if outside(s) || outside(o) {
             let mut out = Bag::new();
@@ -161,24 +184,20 @@ impl<E: Engine> Evaluator<'_, E> {
             }
             return Ok(out);
         }
-        let r = rpq::evaluate(
-            self.engine,
-            self.graph,
-            path,
-            s,
-            o,
-            &EvalOptions::default(),
-        )?;
+        let r = rpq::evaluate(self.engine, self.graph, path, s, o, &EvalOptions::default())?;
         Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
     }
 
     /// `a/b`: the bag join of both sides over the middle node. The side with a constant
     /// end goes first; the other side then runs once per middle node when there are few.
-    fn sequence(&self, a: &Path, b: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn sequence(&mut self, a: &Path, b: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
         let backwards = matches!((s, o), (Endpoint::Var, Endpoint::Const(_)));
         if backwards {
             // Mirror: s a/b o == o ^b/^a s.
-            let (ia, ib) = (Path::Inverse(Box::new(b.clone())), Path::Inverse(Box::new(a.clone())));
+            let (ia, ib) = (
+                Path::Inverse(Box::new(b.clone())),
+                Path::Inverse(Box::new(a.clone())),
+            );
             return Ok(swap(self.sequence(&ia, &ib, o, s)?));
         }
         let first = self.eval(a, s, Endpoint::Var)?;
@@ -215,4 +234,104 @@ impl<E: Engine> Evaluator<'_, E> {
 
 fn swap(bag: Bag) -> Bag {
     bag.into_iter().map(|((a, b), m)| ((b, a), m)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cpu::CpuEngine;
+    use crate::rpq::MemoryGraph;
+
+    const P: u32 = 10;
+    const Q: u32 = 11;
+
+    fn eval(g: &MemoryGraph, path: &Path, s: Endpoint, o: Endpoint) -> Bag {
+        evaluate_path(&CpuEngine::new(), g, path, s, o).unwrap()
+    }
+
+    /// 0 -p-> 1, 0 -p-> 2, 1 -q-> 3, 2 -q-> 3, 3 -q-> 3
+    fn diamond() -> MemoryGraph {
+        MemoryGraph::from_triples(vec![(0, P, 1), (0, P, 2), (1, Q, 3), (2, Q, 3), (3, Q, 3)])
+    }
+
+    #[test]
+    fn sequence_is_a_bag_join_and_a_closure_inside_is_a_set() {
+        let g = diamond();
+        let seq = Path::Sequence(Path::link(P), Path::link(Q));
+        assert_eq!(
+            eval(&g, &seq, Endpoint::Const(0), Endpoint::Var)[&(0, 3)],
+            2
+        );
+        // p/q*: two p edges, each joined with the set {self, 3} of q*.
+        let star = Path::Sequence(Path::link(P), Box::new(Path::ZeroOrMore(Path::link(Q))));
+        let b = eval(&g, &star, Endpoint::Var, Endpoint::Var);
+        assert_eq!(b[&(0, 3)], 2);
+        assert_eq!(b[&(0, 1)], 1);
+        // (p/q)+ is a set.
+        let plus = Path::OneOrMore(Box::new(seq));
+        assert_eq!(
+            eval(&g, &plus, Endpoint::Const(0), Endpoint::Var)[&(0, 3)],
+            1
+        );
+    }
+
+    #[test]
+    fn backwards_sequences_match_forward_ones() {
+        let g = diamond();
+        let seq = Path::Sequence(Path::link(P), Path::link(Q));
+        let fwd = eval(&g, &seq, Endpoint::Var, Endpoint::Var);
+        let bwd = eval(&g, &seq, Endpoint::Var, Endpoint::Const(3));
+        assert_eq!(fwd, bwd);
+    }
+
+    #[test]
+    fn constants_outside_the_graph_meet_only_themselves() {
+        let g = diamond();
+        let outside = 1_000;
+        let star = Path::ZeroOrMore(Path::link(P));
+        let b = eval(&g, &star, Endpoint::Const(outside), Endpoint::Var);
+        assert_eq!(
+            b.into_iter().collect::<Vec<_>>(),
+            vec![((outside, outside), 1)]
+        );
+        assert!(eval(&g, &Path::Link(P), Endpoint::Const(outside), Endpoint::Var).is_empty());
+        // An alternative of two zero-length paths keeps both solutions.
+        let alt = Path::Alternative(
+            Box::new(star.clone()),
+            Box::new(Path::ZeroOrOne(Path::link(Q))),
+        );
+        assert_eq!(
+            eval(&g, &alt, Endpoint::Var, Endpoint::Const(outside))[&(outside, outside)],
+            2
+        );
+    }
+
+    #[test]
+    fn negated_sets_have_direct_and_inverse_parts() {
+        let g = diamond();
+        // !(p): the q edges.
+        let b = eval(
+            &g,
+            &Path::NegatedSet(vec![(P, false)]),
+            Endpoint::Var,
+            Endpoint::Var,
+        );
+        assert_eq!(b.len(), 3);
+        // !(^q): the p edges, backwards.
+        let b = eval(
+            &g,
+            &Path::NegatedSet(vec![(Q, true)]),
+            Endpoint::Const(1),
+            Endpoint::Var,
+        );
+        assert_eq!(b.into_iter().collect::<Vec<_>>(), vec![((1, 0), 1)]);
+        // !(p|^p): q forward plus q backwards; the loop 3-q->3 counts once per part.
+        let b = eval(
+            &g,
+            &Path::NegatedSet(vec![(P, false), (P, true)]),
+            Endpoint::Const(3),
+            Endpoint::Var,
+        );
+        assert_eq!(b[&(3, 3)], 2);
+    }
 }
