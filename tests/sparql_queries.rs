@@ -286,11 +286,21 @@ fn store_changes_are_noticed() {
     assert_eq!(rows.len(), 1);
     // The default, sampled check notices a change of the count.
     let sampled = K2Paths::cpu();
-    assert_eq!(rows_of_results(sampled.evaluate(&store, q).unwrap()).1.len(), 1);
+    assert_eq!(
+        rows_of_results(sampled.evaluate(&store, q).unwrap())
+            .1
+            .len(),
+        1
+    );
     store
         .insert(&Quad::new(n("e"), n("q"), n("g"), GraphName::DefaultGraph))
         .unwrap();
-    assert_eq!(rows_of_results(sampled.evaluate(&store, q).unwrap()).1.len(), 2);
+    assert_eq!(
+        rows_of_results(sampled.evaluate(&store, q).unwrap())
+            .1
+            .len(),
+        2
+    );
 }
 
 #[test]

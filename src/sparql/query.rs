@@ -19,7 +19,7 @@ use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern, TriplePattern};
 use spargebra::Query;
 
 use super::dataset::PathDataset;
-use super::semantics::evaluate_path_with;
+use super::semantics::{evaluate_path_from, evaluate_path_with, Bag};
 use super::{rewrite, SparqlError};
 use crate::engine::Engine;
 use crate::engine::MatrixConfig;
@@ -671,21 +671,44 @@ impl<'a, E: Engine> Context<'a, E> {
         } else {
             calls
         };
-        let mut seen_calls = HashSet::new();
-        for (es, eo) in calls {
-            if !seen_calls.insert((es, eo)) {
-                continue;
-            }
-            let key = match active {
-                Active::Default => None,
-                Active::Named(g) => Some(g),
-            };
+        let key = match active {
+            Active::Default => None,
+            Active::Named(g) => Some(g),
+        };
+        // Many constant subjects and a free object: one batched run (closures).
+        let batched = calls.len() > 1
+            && !same_var
+            && calls
+                .iter()
+                .all(|c| matches!(c, (Endpoint::Const(_), Endpoint::Var)));
+        let bags: Vec<Bag> = {
             let mut relations = self.relations.borrow_mut();
-            let rels = relations
-                .entry(key)
-                .or_insert_with(|| PerQueryRelations::new(self.engine, graph, MatrixConfig::default()));
-            let bag = evaluate_path_with(self.engine, graph, path, es, eo, rels)?;
-            drop(relations);
+            let rels = relations.entry(key).or_insert_with(|| {
+                PerQueryRelations::new(self.engine, graph, MatrixConfig::default())
+            });
+            if batched {
+                let mut starts: Vec<u32> = calls
+                    .iter()
+                    .filter_map(|c| match c.0 {
+                        Endpoint::Const(x) => Some(x),
+                        Endpoint::Var => None,
+                    })
+                    .collect();
+                starts.sort_unstable();
+                starts.dedup();
+                vec![evaluate_path_from(self.engine, graph, path, &starts, rels)?]
+            } else {
+                let mut seen_calls = HashSet::new();
+                let mut bags = Vec::new();
+                for (es, eo) in calls {
+                    if seen_calls.insert((es, eo)) {
+                        bags.push(evaluate_path_with(self.engine, graph, path, es, eo, rels)?);
+                    }
+                }
+                bags
+            }
+        };
+        for bag in bags {
             let mut pairs: Vec<((u32, u32), u64)> = bag.into_iter().collect();
             pairs.sort_unstable();
             for ((x, y), m) in pairs {

@@ -15,14 +15,16 @@ use std::collections::HashMap;
 use crate::engine::Engine;
 use crate::rpq::{
     self, Endpoint, EvalOptions, Path, PathGraph, PerQueryRelations, RelationSource, RpqError,
+    StartNodes,
 };
 
 /// Distinct `(subject, object)` pairs with their multiplicities (a bag of solutions).
 pub type Bag = HashMap<(u32, u32), u64>;
 
 /// Above this many distinct middle nodes a sequence joins whole sides instead of
-/// evaluating its second side once per middle node.
-const PER_NODE_LIMIT: usize = 512;
+/// evaluating its second side once per middle node (a closure second side always runs
+/// from the middle nodes, batched).
+const PER_NODE_LIMIT: usize = 1024;
 
 /// Evaluates `subject path object` over `graph` with SPARQL 1.1 multiplicities.
 ///
@@ -68,6 +70,37 @@ pub fn evaluate_path_with<E: Engine>(
         relations,
     }
     .eval(path, subject, object)
+}
+
+/// `s path ?o` for every `s` of `starts` (nodes of the graph's id space): closures run
+/// from all starts in one batched plan, other paths once per start.
+pub fn evaluate_path_from<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    path: &Path,
+    starts: &[u32],
+    relations: &mut dyn RelationSource<E>,
+) -> Result<Bag, RpqError> {
+    let mut ev = Evaluator {
+        engine,
+        graph,
+        relations,
+    };
+    let starts: Vec<u32> = starts.iter().copied().filter(|&s| ev.in_space(s)).collect();
+    let is_closure = matches!(
+        path,
+        Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_)
+    );
+    if is_closure && starts.len() > 1 {
+        return ev.closure_from(path, &starts);
+    }
+    let mut out = Bag::new();
+    for s in starts {
+        for (k, m) in ev.eval(path, Endpoint::Const(s), Endpoint::Var)? {
+            *out.entry(k).or_insert(0) += m;
+        }
+    }
+    Ok(out)
 }
 
 struct Evaluator<'a, 'r, E: Engine> {
@@ -184,7 +217,26 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             }
             return Ok(out);
         }
-        let r = rpq::evaluate(self.engine, self.graph, path, s, o, &EvalOptions::default())?;
+        let options = EvalOptions::default();
+        let plan = rpq::plan(self.graph, path, s, o, &options);
+        let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
+        Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
+    }
+
+    /// A closure from each of `starts` (nodes of the graph) to any node, as one batched
+    /// plan: the pairs `(start, end)`.
+    fn closure_from(&mut self, path: &Path, starts: &[u32]) -> Result<Bag, RpqError> {
+        let options = EvalOptions::default();
+        let mut plan = rpq::plan(
+            self.graph,
+            path,
+            Endpoint::Const(starts[0]),
+            Endpoint::Var,
+            &options,
+        );
+        plan.start = StartNodes::Candidates(starts.iter().copied().collect());
+        plan.batch_words = options.batch_words;
+        let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
         Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
     }
 
@@ -218,7 +270,16 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         if by_middle.is_empty() {
             return Ok(out);
         }
-        if by_middle.len() <= PER_NODE_LIMIT {
+        let is_closure = matches!(
+            b,
+            Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_)
+        );
+        if is_closure && o == Endpoint::Var {
+            // One batched run of the engine from every middle node (64·W per batch).
+            let middles: Vec<u32> = by_middle.keys().copied().collect();
+            let second = self.closure_from(b, &middles)?;
+            join(second, &mut out);
+        } else if by_middle.len() <= PER_NODE_LIMIT {
             let middles: Vec<u32> = by_middle.keys().copied().collect();
             for m in middles {
                 let second = self.eval(b, Endpoint::Const(m), o)?;
