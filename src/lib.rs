@@ -6,9 +6,12 @@
 //!
 //! Layers, each knowing only the ones below it:
 //! - [`k2tree`]: the compressed matrix format and its file;
-//! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU.
+//! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU;
+//! - [`bench`](mod@bench): benchmark drivers, edge-list readers and synthetic graph generators.
 #![warn(missing_docs)]
 
+pub mod bench;
+pub mod cache;
 pub mod engine;
 pub mod k2tree;
 pub mod oxigraph;

@@ -17,6 +17,10 @@ struct Cli {
 enum Command {
     /// Build a k²-tree from an edge list and print its statistics.
     BuildTree(cli::build_tree::Args),
+    /// Benchmark k²-tree construction on edge lists and synthetic graphs.
+    BenchBuild(cli::bench_build::Args),
+    /// Benchmark the device cache: a mixed workload of products at several budgets.
+    BenchCache(cli::bench_cache::Args),
     /// Evaluate regular path queries `S REGEX O` and print the (start, end) pairs as TSV.
     Rpq(cli::rpq::Args),
     /// Print the plan of a path query and the steps of its run.
@@ -29,6 +33,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::BuildTree(a) => cli::build_tree::run(a),
+        Command::BenchBuild(a) => cli::bench_build::run(a),
+        Command::BenchCache(a) => cli::bench_cache::run(a),
         Command::Rpq(a) => cli::rpq::run(a),
         Command::Explain(a) => cli::explain::run(a),
         Command::Query(a) => cli::query::run(a),

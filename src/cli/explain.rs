@@ -1,11 +1,12 @@
 //! `k2rpq explain`: print the plan of an `S REGEX O` query (automaton, direction,
 //! batching) and, after running it, the steps taken with frontier sizes and times.
 
+use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::resolve_log_query;
-use k2rpq::rpq::{execute, parse_log_line, plan};
+use k2rpq::rpq::{execute, parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
 
 use super::graph_source::{open_source, SourceArgs};
-use super::rpq::EvalArgs;
+use super::rpq::{EngineTask, EvalArgs};
 
 /// Arguments of `k2rpq explain`.
 #[derive(clap::Args, Debug)]
@@ -35,8 +36,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.plan_only {
         return Ok(());
     }
-    let engine = args.eval.engine()?;
-    let r = execute(&engine, graph.as_ref(), &p, &options)?;
+    let r = args.eval.dispatch(Run {
+        graph: graph.as_ref(),
+        plan: &p,
+        options: &options,
+    })?;
     println!(
         "result: {} pairs{}{}",
         r.count,
@@ -45,4 +49,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     print!("{}", r.trace);
     Ok(())
+}
+
+struct Run<'a> {
+    graph: &'a dyn PathGraph,
+    plan: &'a Plan,
+    options: &'a EvalOptions,
+}
+
+impl EngineTask for Run<'_> {
+    type Output = PathResult;
+    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<PathResult> {
+        Ok(execute(engine, self.graph, self.plan, self.options)?)
+    }
 }

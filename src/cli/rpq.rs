@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
@@ -92,19 +93,26 @@ impl EvalArgs {
         })
     }
 
-    /// The engine to use (only the CPU engine exists in this build).
-    pub fn engine(&self) -> anyhow::Result<CpuEngine> {
+    /// Runs `task` on the chosen engine (`auto`: the GPU when usable, else the CPU with
+    /// a one-line notice).
+    pub fn dispatch<T: EngineTask>(&self, task: T) -> anyhow::Result<T::Output> {
         match self.engine {
-            EngineChoice::Cpu => Ok(CpuEngine::new()),
-            EngineChoice::Auto => {
-                eprintln!("notice: no GPU engine in this build; using the CPU engine");
-                Ok(CpuEngine::new())
-            }
-            EngineChoice::Gpu => {
-                anyhow::bail!("--engine gpu: the GPU engine is not in this build yet")
-            }
+            EngineChoice::Cpu => task.run(&CpuEngine::new()),
+            EngineChoice::Gpu => task.run(&GpuEngine::new(0).context("--engine gpu")?),
+            EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
+                Some(g) => task.run(&g),
+                None => task.run(&CpuEngine::new()),
+            },
         }
     }
+}
+
+/// Work that runs on whichever engine the user picked.
+pub trait EngineTask {
+    /// What the work returns.
+    type Output;
+    /// Runs the work on `engine`.
+    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<Self::Output>;
 }
 
 /// Arguments of `k2rpq rpq`.
@@ -130,7 +138,6 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let options = args.eval.options(args.count)?;
-    let engine = args.eval.engine()?;
     let t0 = Instant::now();
     let (graph, terms) = open_source(&args.source)?;
     eprintln!(
@@ -155,51 +162,82 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give a query or --file"),
     };
-    let many = queries.len() > 1;
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    // Relations stay loaded across the queries of one run.
-    let mut relations = PerQueryRelations::new(&engine, graph.as_ref(), options.config);
-    for (line_no, text) in &queries {
-        let q = parse_log_line(text).with_context(|| match &args.file {
-            Some(f) => format!("{} line {line_no}", f.display()),
-            None => "the query".to_string(),
-        })?;
-        let label = q.id.clone().unwrap_or_else(|| line_no.clone());
-        let r = run_one(
-            &engine,
-            graph.as_ref(),
-            terms.as_ref(),
-            &q,
-            &options,
-            &mut relations,
-            |a, b| {
+    let task = RunQueries {
+        args: &args,
+        options,
+        graph: graph.as_ref(),
+        terms: terms.as_ref(),
+        queries,
+    };
+    args.eval.dispatch(task)
+}
+
+struct RunQueries<'a> {
+    args: &'a Args,
+    options: EvalOptions,
+    graph: &'a dyn PathGraph,
+    terms: &'a dyn TermLookup,
+    queries: Vec<(String, String)>,
+}
+
+impl EngineTask for RunQueries<'_> {
+    type Output = ();
+
+    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<()> {
+        let RunQueries {
+            args,
+            options,
+            graph,
+            terms,
+            queries,
+        } = self;
+        let many = queries.len() > 1;
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        // Relations stay loaded across the queries of one run.
+        let mut relations = PerQueryRelations::new(engine, graph, options.config);
+        for (line_no, text) in &queries {
+            let q = parse_log_line(text).with_context(|| match &args.file {
+                Some(f) => format!("{} line {line_no}", f.display()),
+                None => "the query".to_string(),
+            })?;
+            let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+            let r = run_one(
+                engine,
+                graph,
+                terms,
+                &q,
+                &options,
+                &mut relations,
+                |a, b| {
+                    if many {
+                        writeln!(out, "{label}\t{a}\t{b}")
+                    } else {
+                        writeln!(out, "{a}\t{b}")
+                    }
+                },
+            )?;
+            if args.count {
                 if many {
-                    writeln!(out, "{label}\t{a}\t{b}")
+                    writeln!(out, "{label}\t{}", r.count)?;
                 } else {
-                    writeln!(out, "{a}\t{b}")
+                    writeln!(out, "{}", r.count)?;
                 }
-            },
-        )?;
-        if args.count {
-            if many {
-                writeln!(out, "{label}\t{}", r.count)?;
-            } else {
-                writeln!(out, "{}", r.count)?;
             }
+            eprintln!(
+                "query {label}: {} pairs{}{} in {:.3} ms on {} ({} steps, {} products)",
+                r.count,
+                if r.truncated { " (limit reached)" } else { "" },
+                if r.timed_out { " (timed out)" } else { "" },
+                r.trace.elapsed.as_secs_f64() * 1e3,
+                engine.name(),
+                r.trace.total_steps,
+                r.trace.products
+            );
         }
-        eprintln!(
-            "query {label}: {} pairs{}{} in {:.3} ms ({} steps, {} products)",
-            r.count,
-            if r.truncated { " (limit reached)" } else { "" },
-            if r.timed_out { " (timed out)" } else { "" },
-            r.trace.elapsed.as_secs_f64() * 1e3,
-            r.trace.total_steps,
-            r.trace.products
-        );
+        out.flush()?;
+        Ok(())
     }
-    out.flush()?;
-    Ok(())
 }
 
 /// Plans and evaluates one parsed query, calling `emit` with each pair's terms.

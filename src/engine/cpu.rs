@@ -113,30 +113,51 @@ fn as_atomic_u64(y: &mut [u64]) -> &[AtomicU64] {
     unsafe { std::slice::from_raw_parts(y.as_mut_ptr() as *const AtomicU64, y.len()) }
 }
 
-/// Calls `f(row, col)` for every cell of the tree, in parallel over chunks of the
-/// last internal level.
-fn par_cells(tree: &K2Tree, f: impl Fn(u32, u32) + Sync) {
+/// Calls `f(row, col)` for every cell of the tree, in parallel: over chunks of the
+/// cached frontier (`CachedFrontier`: one pass over the leaves), or by a top-down descent
+/// that needs only the signatures and the directory (`TreeOnly`).
+fn par_cells(tree: &K2Tree, config: MatrixConfig, f: impl Fn(u32, u32) + Sync) {
     if tree.nodes() == 0 {
         return;
     }
-    let codes: &[u64] = tree.frontier();
-    let n = codes.len();
-    (0..n.div_ceil(CHUNK)).into_par_iter().for_each(|k| {
-        for_cells_of(tree, codes, k * CHUNK, ((k + 1) * CHUNK).min(n), &f);
-    });
+    match config {
+        MatrixConfig::CachedFrontier => {
+            let codes: &[u64] = tree.frontier();
+            let n = codes.len();
+            (0..n.div_ceil(CHUNK)).into_par_iter().for_each(|k| {
+                for_cells_of(tree, codes, k * CHUNK, ((k + 1) * CHUNK).min(n), &f);
+            });
+        }
+        MatrixConfig::TreeOnly => descend_cells(tree, Direction::Right, &|_, _| true, f),
+    }
 }
 
 /// Calls `f(row, col)` for every cell whose input coordinate (right: column, left: row)
 /// is in `active` (sorted), descending only into subtrees that can hold one.
 fn masked_cells(tree: &K2Tree, dir: Direction, active: &[u32], f: impl Fn(u32, u32) + Sync) {
-    if tree.nodes() == 0 || active.is_empty() {
+    if active.is_empty() {
         return;
     }
-    let h = tree.height();
     let meets = |lo: u64, len: u64| {
         let i = active.partition_point(|&a| (a as u64) < lo);
         i < active.len() && (active[i] as u64) < lo + len
     };
+    descend_cells(tree, dir, &meets, f)
+}
+
+/// Calls `f(row, col)` for every cell whose input coordinate (right: column, left: row)
+/// passes `meets(coordinate, 1)`, descending only into blocks whose input range
+/// `lo .. lo + len` passes `meets(lo, len)`.
+fn descend_cells(
+    tree: &K2Tree,
+    dir: Direction,
+    meets: &(impl Fn(u64, u64) -> bool + Sync),
+    f: impl Fn(u32, u32) + Sync,
+) {
+    if tree.nodes() == 0 {
+        return;
+    }
+    let h = tree.height();
     // Expand breadth-first to a level with enough nodes for parallelism, then descend
     // depth-first in parallel from there.
     let mut level: Vec<(u64, u64)> = vec![(0, 0)]; // (node, code)
@@ -144,13 +165,14 @@ fn masked_cells(tree: &K2Tree, dir: Direction, active: &[u32], f: impl Fn(u32, u
     while d + 1 < h && level.len() < 256 {
         let mut next = Vec::new();
         for &(j, code) in &level {
-            push_children(tree, dir, (j, code, d), &meets, &mut next);
+            push_children(tree, dir, (j, code, d), meets, &mut next);
         }
         level = next;
         d += 1;
     }
     level.par_iter().for_each(|&(j, code)| {
         let mut stack = vec![(j, code, d)];
+        let mut kids = Vec::with_capacity(4);
         while let Some((j, code, d)) = stack.pop() {
             if d + 1 == h {
                 let s = tree.signature(j);
@@ -164,9 +186,9 @@ fn masked_cells(tree: &K2Tree, dir: Direction, active: &[u32], f: impl Fn(u32, u
                     }
                 }
             } else {
-                let mut kids = Vec::with_capacity(4);
-                push_children(tree, dir, (j, code, d), &meets, &mut kids);
-                stack.extend(kids.into_iter().map(|(j, c)| (j, c, d + 1)));
+                kids.clear();
+                push_children(tree, dir, (j, code, d), meets, &mut kids);
+                stack.extend(kids.iter().map(|&(j, c)| (j, c, d + 1)));
             }
         }
     });
@@ -222,10 +244,15 @@ impl Engine for CpuEngine {
     }
 
     fn matrix_bytes(&self, m: &CpuMatrix) -> u64 {
-        let s = m.tree.stats();
+        self.load_bytes(&m.tree, m.config)
+    }
+
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
+        // From the sizes alone: nothing is built to answer.
+        let s = tree.stats();
         s.tree_bytes
             + s.directory_bytes
-            + if m.config == MatrixConfig::CachedFrontier {
+            + if config == MatrixConfig::CachedFrontier {
                 s.frontier_bytes
             } else {
                 0
@@ -245,14 +272,15 @@ impl Engine for CpuEngine {
         y.iter_mut().for_each(|v| *v = S::zero());
         let ya = as_atomic_u32(y);
         let zero = S::zero();
-        par_cells(t, |r, c| {
+        par_cells(t, m.config, |r, c| {
             let (i, o) = match dir {
                 Direction::Right => (c as usize, r as usize),
                 Direction::Left => (r as usize, c as usize),
             };
             for b in 0..batch {
                 let xv = x[i * batch + b];
-                if xv != zero || S::KIND == SemiringKind::Tropical {
+                // The semiring zero contributes nothing (min(y, 1 + ∞) = y for tropical).
+                if xv != zero {
                     atomic_add::<S>(&ya[o * batch + b], S::contribution(xv));
                 }
             }
@@ -338,7 +366,7 @@ impl Engine for CpuEngine {
             }
         };
         match traversal {
-            Traversal::Dense => par_cells(t, update),
+            Traversal::Dense => par_cells(t, m.config, update),
             Traversal::Masked => {
                 let active: Vec<u32> = (0..x.rows())
                     .into_par_iter()

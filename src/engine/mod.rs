@@ -12,6 +12,7 @@
 
 pub mod bits;
 pub mod cpu;
+pub mod gpu;
 pub mod semiring;
 
 pub use bits::BitMatrix;
@@ -127,6 +128,11 @@ pub trait Engine: Send + Sync {
 
     /// Bytes the loaded matrix holds in the engine's memory.
     fn matrix_bytes(&self, m: &Self::Matrix) -> u64;
+
+    /// Bytes [`Engine::load`] of `tree` with `config` would take in the engine's memory,
+    /// known before anything is allocated; equal to [`Engine::matrix_bytes`] of the result.
+    /// The device cache (`crate::cache`) decides what to evict from it.
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64;
 
     /// `y = A x` or `yᵀ = xᵀ A` over semiring `S` for a batch of `batch` vectors (`y` is
     /// overwritten).

@@ -19,6 +19,7 @@ pub(super) fn from_edges(
     cols: u64,
     edges: Vec<(u32, u32)>,
 ) -> Result<K2Tree, InvalidTree> {
+    check_shape(rows, cols)?;
     if let Some(&(r, c)) = edges
         .par_iter()
         .find_any(|&&(r, c)| r as u64 >= rows || c as u64 >= cols)
@@ -27,8 +28,11 @@ pub(super) fn from_edges(
             "cell ({r}, {c}) outside the {rows}×{cols} matrix"
         )));
     }
-    // Callers with very large inputs produce codes directly (`K2Tree::from_codes`) and so
-    // avoid this second edge-sized buffer.
+    let mut edges = edges;
+    if let Some(codes) = encode_in_place(&mut edges) {
+        return build_sorted(rows, cols, sort(codes));
+    }
+    // Misaligned buffer (not seen with the system allocator): a second edge-sized buffer.
     let mut codes: Vec<u64> = edges
         .into_par_iter()
         .map(|(r, c)| morton::encode(r, c))
@@ -36,7 +40,45 @@ pub(super) fn from_edges(
     build_sorted(rows, cols, sort(&mut codes))
 }
 
+/// Overwrites each `(row, col)` pair with its Morton code in the same 8 bytes, so building
+/// from edges needs no second edge-sized buffer; returns the codes, or `None` when the
+/// buffer is not 8-byte aligned (then nothing was changed).
+fn encode_in_place(edges: &mut [(u32, u32)]) -> Option<&mut [u64]> {
+    const _: () = assert!(std::mem::size_of::<(u32, u32)>() == std::mem::size_of::<u64>());
+    let base = edges.as_mut_ptr();
+    if !(base as usize).is_multiple_of(std::mem::align_of::<u64>()) {
+        return None;
+    }
+    let n = edges.len();
+    let addr = base as usize;
+    (0..n).into_par_iter().with_min_len(1 << 14).for_each(|i| {
+        // SAFETY: `i < n` is inside the exclusively borrowed buffer; each element is read
+        // as a pair and then overwritten as a u64 through raw pointers (no references to
+        // it are alive), the address is 8-byte aligned (checked above), and both types are
+        // 8 bytes of plain data with no invalid bit patterns.
+        unsafe {
+            let p = (addr as *mut (u32, u32)).add(i);
+            let (r, c) = p.read();
+            (p as *mut u64).write(morton::encode(r, c));
+        }
+    });
+    // SAFETY: the same buffer, now holding n initialised u64 values; the returned slice
+    // borrows `edges` exclusively, so the pairs are not observed while it lives.
+    Some(unsafe { std::slice::from_raw_parts_mut(base as *mut u64, n) })
+}
+
+/// Coordinates are u32, so a side of at most 2^32 (32 levels, 64-bit codes).
+fn check_shape(rows: u64, cols: u64) -> Result<(), InvalidTree> {
+    if rows > 1 << 32 || cols > 1 << 32 {
+        return Err(InvalidTree(format!(
+            "{rows}×{cols} matrix: at most 2^32 rows and columns"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn from_codes(rows: u64, cols: u64, codes: &mut [u64]) -> Result<K2Tree, InvalidTree> {
+    check_shape(rows, cols)?;
     let height = height_for(rows, cols);
     if let Some(&m) = codes.par_iter().find_any(|&&m| {
         let (r, c) = morton::decode(m);
@@ -123,9 +165,9 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
     let mut cursor0 = vec![vec![0u64; h]; chunks.len()];
     let mut before = vec![0u64; h];
     for (c, (opened, _)) in counts.iter().enumerate() {
-        for d in 0..h {
-            cursor0[c][d] = before[d];
-            before[d] += opened[d];
+        cursor0[c].copy_from_slice(&before);
+        for (b, o) in before.iter_mut().zip(opened) {
+            *b += o;
         }
     }
     chunks
@@ -133,6 +175,15 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
         .zip(cursor0.into_par_iter())
         .for_each(|(&(a, b), mut cur)| {
             // cur[d] = nodes opened at level d before this chunk; the open node is cur[d] - 1.
+            // Bits are gathered per level in a pending word and OR-ed into the shared array
+            // once per word: nodes of a level are written in order, so only the words at
+            // chunk boundaries are shared with another task.
+            let mut pending = vec![(u64::MAX, 0u64); h]; // (word index, bits) per level
+            let flush = |(w, bits): (u64, u64)| {
+                if bits != 0 {
+                    words[w as usize].fetch_or(bits, Ordering::Relaxed);
+                }
+            };
             for i in a..b {
                 let m = codes[i];
                 let from = if i == 0 {
@@ -152,10 +203,15 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
                 for d in from..h {
                     let node = level_start[d] + cur[d].max(1) - 1;
                     let quad = (m >> (2 * (h - 1 - d))) & 3;
-                    words[(node / 16) as usize]
-                        .fetch_or(1u64 << (4 * (node % 16) + quad as u64), Ordering::Relaxed);
+                    let w = node / 16;
+                    if pending[d].0 != w {
+                        flush(pending[d]);
+                        pending[d] = (w, 0);
+                    }
+                    pending[d].1 |= 1u64 << (4 * (node % 16) + quad);
                 }
             }
+            pending.into_iter().for_each(flush);
         });
     let words: Vec<u64> = words.into_iter().map(AtomicU64::into_inner).collect();
     K2Tree::from_parts(rows, cols, nnz, &level_nodes, Words::owned(words))

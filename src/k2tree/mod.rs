@@ -72,7 +72,7 @@ pub struct TreeStats {
     pub nodes: u64,
     /// Bytes of the signatures (4 bits per node, rounded up to words).
     pub tree_bytes: u64,
-    /// Bytes of the sampled directory at the default period.
+    /// Bytes of the sampled directory (the attached one, else one at the default period).
     pub directory_bytes: u64,
     /// Bytes of the cached frontier (8 per last-internal-level node).
     pub frontier_bytes: u64,
@@ -102,6 +102,9 @@ impl K2Tree {
     }
 
     /// Builds the tree of the cells `(row, col)` in parallel; duplicates are allowed.
+    ///
+    /// The pairs are turned into Morton codes in place, so the build needs the 8 bytes per
+    /// edge of `edges` plus the tree, and no second edge-sized buffer.
     pub fn try_from_edges(
         rows: u64,
         cols: u64,
@@ -161,10 +164,26 @@ impl K2Tree {
     }
 
     /// Checks the structural invariants: each level has as many nodes as the level above
-    /// has set bits, no signature is empty, leaves hold `nnz` cells, and no cell lies
-    /// outside the matrix. O(nodes).
+    /// has set bits, no signature is empty, leaves hold `nnz` cells, padding is zero, and
+    /// no cell lies outside the matrix. O(nodes), in parallel over words.
     pub fn validate(&self) -> Result<(), InvalidTree> {
+        if self.rows > 1 << 32 || self.cols > 1 << 32 {
+            return Err(InvalidTree(format!(
+                "{}×{} matrix: coordinates are 32-bit",
+                self.rows, self.cols
+            )));
+        }
         let total = self.nodes();
+        let used_words = total.div_ceil(16) as usize;
+        // Padding nibbles past the last node must be zero (a flipped bit there would be
+        // invisible to the counts below).
+        let tail = total % 16;
+        if tail != 0 && self.nibbles[used_words - 1] >> (4 * tail) != 0 {
+            return Err(InvalidTree("non-zero padding after the last node".into()));
+        }
+        if self.nibbles[used_words..].iter().any(|&w| w != 0) {
+            return Err(InvalidTree("non-zero words after the last node".into()));
+        }
         if total == 0 {
             return if self.nnz == 0 {
                 Ok(())
@@ -180,13 +199,9 @@ impl K2Tree {
                 self.level_start[d as usize],
                 self.level_start[d as usize + 1],
             );
-            let mut bits = 0u64;
-            for j in a..b {
-                let s = self.signature(j);
-                if s == 0 {
-                    return Err(InvalidTree(format!("node {j} has an empty signature")));
-                }
-                bits += s.count_ones() as u64;
+            let (bits, empty) = scan_nibbles(&self.nibbles, a, b);
+            if let Some(j) = empty {
+                return Err(InvalidTree(format!("node {j} has an empty signature")));
             }
             let expect = if d + 1 < self.height {
                 self.level_nodes(d + 1)
@@ -203,18 +218,6 @@ impl K2Tree {
                     }
                 )));
             }
-        }
-        // Padding nibbles past the last node must be zero (a flipped bit there would be
-        // invisible to the counts above).
-        let tail = total % 16;
-        if tail != 0 && self.nibbles[(total / 16) as usize] >> (4 * tail) != 0 {
-            return Err(InvalidTree("non-zero padding after the last node".into()));
-        }
-        if self.nibbles[total.div_ceil(16) as usize..]
-            .iter()
-            .any(|&w| w != 0)
-        {
-            return Err(InvalidTree("non-zero words after the last node".into()));
         }
         // Cells beyond the logical shape: the largest row and column present.
         let side = self.side();
@@ -317,9 +320,16 @@ impl K2Tree {
         self.directory.get().is_some()
     }
 
-    /// Returns the tree with `dir` attached (replacing none computed so far).
-    pub fn with_directory(self, dir: Directory) -> Self {
-        let _ = self.directory.set(dir);
+    /// The directory if one has been computed or attached (computes nothing).
+    pub fn directory_if_built(&self) -> Option<&Directory> {
+        self.directory.get()
+    }
+
+    /// Returns the tree with `dir` attached, replacing any computed so far. The caller
+    /// vouches that `dir` is this tree's (`Directory::build(&tree, dir.sample)`);
+    /// [`file::open`] checks that before attaching a stored one.
+    pub fn with_directory(mut self, dir: Directory) -> Self {
+        self.directory = OnceLock::from(dir);
         self
     }
 
@@ -335,9 +345,11 @@ impl K2Tree {
         self.frontier.get().is_some()
     }
 
-    /// Returns the tree with its cached frontier attached.
-    pub fn with_frontier(self, frontier: Words) -> Self {
-        let _ = self.frontier.set(frontier);
+    /// Returns the tree with its cached frontier attached, replacing any computed so far.
+    /// The caller vouches that `frontier` equals `level_codes(height() − 2)`;
+    /// [`file::open`] checks that before attaching a stored one.
+    pub fn with_frontier(mut self, frontier: Words) -> Self {
+        self.frontier = OnceLock::from(frontier);
         self
     }
 
@@ -350,7 +362,11 @@ impl K2Tree {
     pub fn stats(&self) -> TreeStats {
         let nodes = self.nodes();
         let tree_bytes = nodes.div_ceil(16) * 8;
-        let directory_bytes = (self.internal_nodes() / DEFAULT_SAMPLE as u64 + 1) * 8;
+        // The attached directory if any, else what one at the default period would take.
+        let directory_bytes = match self.directory.get() {
+            Some(d) => d.bytes(),
+            None => (self.internal_nodes() / DEFAULT_SAMPLE as u64 + 1) * 8,
+        };
         let frontier_bytes = if self.height >= 2 && nodes > 0 {
             self.level_nodes(self.height - 2) * 8
         } else {
@@ -401,12 +417,72 @@ pub(crate) fn popcount_nibbles(w: u64) -> u64 {
     w.count_ones() as u64
 }
 
+/// Mask of the nibbles of nodes `a..b` within word `w` (nodes `16·w .. 16·w + 16`).
+#[inline]
+fn nibble_mask(w: u64, a: u64, b: u64) -> u64 {
+    let lo = a.saturating_sub(16 * w).min(16);
+    let hi = (b - 16 * w).min(16);
+    let upto = |n: u64| {
+        if n >= 16 {
+            u64::MAX
+        } else {
+            (1u64 << (4 * n)) - 1
+        }
+    };
+    upto(hi) & !upto(lo)
+}
+
+/// Set bits in the signatures of nodes `a..b`.
+pub(crate) fn count_bits(nibbles: &[u64], a: u64, b: u64) -> u64 {
+    if a >= b {
+        return 0;
+    }
+    (a / 16..b.div_ceil(16))
+        .map(|w| (nibbles[w as usize] & nibble_mask(w, a, b)).count_ones() as u64)
+        .sum()
+}
+
+/// Set bits in the signatures of nodes `a..b`, and the first node there with an empty
+/// signature, in parallel over words.
+fn scan_nibbles(nibbles: &[u64], a: u64, b: u64) -> (u64, Option<u64>) {
+    use rayon::prelude::*;
+    if a >= b {
+        return (0, None);
+    }
+    const LOW: u64 = 0x1111_1111_1111_1111;
+    ((a / 16) as usize..b.div_ceil(16) as usize)
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .map(|w| {
+            let w = w as u64;
+            let m = nibble_mask(w, a, b);
+            let x = nibbles[w as usize] & m;
+            // A nibble is non-empty when any of its 4 bits is set: fold them onto bit 0.
+            let nonempty = (x | x >> 1 | x >> 2 | x >> 3) & LOW;
+            let empty = (m & LOW) & !nonempty;
+            let first = (empty != 0).then(|| 16 * w + empty.trailing_zeros() as u64 / 4);
+            (x.count_ones() as u64, first)
+        })
+        .reduce(
+            || (0, None),
+            |(b1, e1), (b2, e2)| {
+                (
+                    b1 + b2,
+                    match (e1, e2) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (x, y) => x.or(y),
+                    },
+                )
+            },
+        )
+}
+
 impl Directory {
     /// Samples `rank` every `sample` nodes over the internal nodes of `tree`.
     ///
-    /// `sample` is rounded up to a power of two of at least 16.
+    /// `sample` is rounded by [`Directory::period`].
     pub fn build(tree: &K2Tree, sample: u32) -> Directory {
-        let sample = sample.max(16).next_power_of_two();
+        let sample = Directory::period(sample);
         let internal = tree.internal_nodes();
         let n = (internal / sample as u64 + 1) as usize;
         let words_per = (sample / 16) as usize;
@@ -432,6 +508,12 @@ impl Directory {
             sample,
             ranks: Words::owned(ranks),
         }
+    }
+
+    /// The period actually used for a requested `sample`: rounded up to a power of two,
+    /// at least 16 (whole words of signatures) and at most 2^31.
+    pub fn period(sample: u32) -> u32 {
+        sample.clamp(16, 1 << 31).next_power_of_two()
     }
 
     /// Bytes of the directory.

@@ -1,6 +1,8 @@
 //! Top-down queries: rows, columns, single cells, and host-side level expansion.
 
-use super::{morton, K2Tree};
+use rayon::prelude::*;
+
+use super::{count_bits, morton, K2Tree};
 
 /// Which coordinate of a cell a descent fixes.
 #[derive(Clone, Copy)]
@@ -96,19 +98,55 @@ pub(super) fn expand_to(t: &K2Tree, d: u32) -> Vec<u64> {
     }
     let mut codes = vec![0u64];
     for k in 0..d {
-        let start = t.level_start(k);
-        let mut next = Vec::with_capacity(t.level_nodes(k + 1) as usize);
+        codes = expand_level(t, t.level_start(k), &codes, t.level_nodes(k + 1) as usize);
+    }
+    codes
+}
+
+/// Codes of the children of the nodes `start..start + codes.len()` (whose codes are
+/// `codes`), in level order. Large levels are split into chunks whose output offsets
+/// come from a popcount prefix sum, then written in parallel.
+fn expand_level(t: &K2Tree, start: u64, codes: &[u64], children: usize) -> Vec<u64> {
+    const CHUNK: usize = 1 << 14;
+    let write = |first: u64, codes: &[u64], out: &mut [u64]| {
+        let mut o = 0;
         for (i, &f) in codes.iter().enumerate() {
-            let s = t.signature(start + i as u64);
+            let s = t.signature(first + i as u64);
             for b in 0..4 {
                 if s & (1 << b) != 0 {
-                    next.push((f << 2) | b as u64);
+                    out[o] = (f << 2) | b as u64;
+                    o += 1;
                 }
             }
         }
-        codes = next;
+    };
+    let mut next = vec![0u64; children];
+    if codes.len() <= CHUNK {
+        write(start, codes, &mut next);
+        return next;
+    }
+    let nib = t.nibbles();
+    let counts: Vec<usize> = codes
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(k, c)| {
+            let a = start + (k * CHUNK) as u64;
+            count_bits(nib, a, a + c.len() as u64) as usize
+        })
+        .collect();
+    let mut outs = Vec::with_capacity(counts.len());
+    let mut rest = &mut next[..];
+    for &n in &counts {
+        let (head, tail) = rest.split_at_mut(n);
+        outs.push(head);
+        rest = tail;
     }
     codes
+        .par_chunks(CHUNK)
+        .zip(outs.into_par_iter())
+        .enumerate()
+        .for_each(|(k, (c, out))| write(start + (k * CHUNK) as u64, c, out));
+    next
 }
 
 /// Every set cell, in Morton order.

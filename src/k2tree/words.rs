@@ -33,7 +33,7 @@ impl Words {
     /// Returns `None` when the range is out of bounds or not 8-byte aligned in memory.
     pub fn mapped(map: Arc<Mmap>, offset: usize, len: usize) -> Option<Self> {
         let end = offset.checked_add(len.checked_mul(8)?)?;
-        if end > map.len() || (map.as_ptr() as usize + offset) % 8 != 0 {
+        if end > map.len() || !(map.as_ptr() as usize + offset).is_multiple_of(8) {
             return None;
         }
         Some(Words(Repr::Mapped { map, offset, len }))

@@ -42,7 +42,7 @@ pub struct LogQuery {
 /// assert_eq!(q.id.as_deref(), Some("7"));
 /// assert_eq!(q.subject, LogEndpoint::Var("x".into()));
 /// assert_eq!(q.object, LogEndpoint::Iri("http://e/c".into()));
-/// assert_eq!(q.path.to_string(), "<http://e/p> / (<http://e/q>)*");
+/// assert_eq!(q.path.to_string(), "(<http://e/p> / (<http://e/q>)*)");
 /// ```
 pub fn parse_log_line(line: &str) -> Result<LogQuery, RpqError> {
     let err = |position: usize, reason: String| RpqError::Parse {

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 pub use automaton::{Automaton, Dir, PredClass, Symbol};
 pub use exec::{
-    evaluate, evaluate_with, execute, PerQueryRelations, RelationSource, Trace, TraceStep,
+    evaluate, evaluate_with, execute, Loaded, PerQueryRelations, RelationSource, Trace, TraceStep,
 };
 pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, LogEndpoint, LogQuery};

@@ -1,0 +1,94 @@
+// Shared definitions of the k2rpq kernels. NVRTC compiles each .cu file with this text
+// prepended (the host concatenates them), so no include path is needed.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+// A frontier slot whose node was pruned by a masked traversal.
+#define PRUNED 0xFFFFFFFFFFFFFFFFull
+
+// Everything one traversal step needs. The host fills it per step (tile); the layout is
+// mirrored by `StepParams` in src/engine/gpu/kernels.rs: every field is 8 bytes except
+// the four trailing u32, so both sides agree without padding rules.
+struct StepParams {
+    const u64 *nib;        // signatures, 16 per word
+    const u64 *ranks;      // sampled directory: rank every 2^sample_log2 nodes
+    const u64 *codes_in;   // Morton codes of this step's nodes (at codes_in[src_off + t])
+    u64 *codes_out;        // children codes (expand steps), at codes_out[fc - child0]
+    const u32 *offsets;    // per-step exclusive scan of fan-outs, or null: use the directory
+    const void *x;         // input vector / batch / bit batch
+    void *y;               // output
+    const u32 *pyramid;    // masked traversal: active input blocks per level, or null
+    u64 node0;             // global index of the step's first node
+    u64 count;             // nodes in the step
+    u64 child0;            // global index of the first child of node0
+    u64 src_off;           // position of node0's code in codes_in
+    u64 width;             // batch width B (semiring) or words W (bits); 1 for expand
+    u32 sample_log2;
+    u32 level;             // level of the step's nodes
+    u32 height;            // tree levels h
+    u32 dir;               // 0: right (y = A x), 1: left (y^T = x^T A)
+};
+
+__device__ __forceinline__ u32 signature(const u64 *nib, u64 j) {
+    return (u32)((nib[j >> 4] >> ((j & 15) * 4)) & 15);
+}
+
+// rank(j): set bits in the signatures of nodes 0..j, from the sampled directory plus the
+// popcount of at most 2^sample_log2 / 16 words.
+__device__ __forceinline__ u64 dir_rank(const u64 *nib, const u64 *ranks, u32 sample_log2, u64 j) {
+    u64 k = j >> sample_log2;
+    u64 r = ranks[k];
+    u64 w = (k << sample_log2) >> 4;
+    u64 end = j >> 4;
+    for (; w < end; ++w) r += __popcll(nib[w]);
+    u32 rem = (u32)(j & 15);
+    if (rem) r += __popcll(nib[end] & ((1ull << (4 * rem)) - 1));
+    return r;
+}
+
+// Global index of the first child of the step's node t (global index node0 + t).
+__device__ __forceinline__ u64 first_child(const StepParams &p, u64 t) {
+    if (p.offsets) return p.child0 + p.offsets[t];
+    return 1 + dir_rank(p.nib, p.ranks, p.sample_log2, p.node0 + t);
+}
+
+// Gathers the even bits of x (the column of a Morton code; x >> 1 gives the row).
+__device__ __forceinline__ u32 compact_bits(u64 x) {
+    x &= 0x5555555555555555ull;
+    x = (x | (x >> 1)) & 0x3333333333333333ull;
+    x = (x | (x >> 2)) & 0x0F0F0F0F0F0F0F0Full;
+    x = (x | (x >> 4)) & 0x00FF00FF00FF00FFull;
+    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFull;
+    x = (x | (x >> 16)) & 0x00000000FFFFFFFFull;
+    return (u32)x;
+}
+
+// Words of pyramid level g for a tree of height h: one bit per block of 2^g input indices.
+__device__ __forceinline__ u64 pyramid_words(u32 h, u32 g) {
+    u64 bits = 1ull << (h - g);
+    return (bits + 31) >> 5;
+}
+
+__device__ __forceinline__ u64 pyramid_offset(u32 h, u32 g) {
+    u64 off = 0;
+    for (u32 k = 0; k < g; ++k) off += pyramid_words(h, k);
+    return off;
+}
+
+// Whether the node of Morton code `code` at `level` has an input range (right: columns,
+// left: rows) that meets an active input row.
+__device__ __forceinline__ bool block_active(const StepParams &p, u64 code, u32 level) {
+    u32 g = p.height - level;
+    u32 idx = p.dir == 0 ? compact_bits(code) : compact_bits(code >> 1);
+    const u32 *lvl = p.pyramid + pyramid_offset(p.height, g);
+    return (lvl[idx >> 5] >> (idx & 31)) & 1;
+}
+
+__device__ __forceinline__ u64 global_thread() {
+    return (u64)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ u64 thread_stride() {
+    return (u64)gridDim.x * blockDim.x;
+}

@@ -1,0 +1,7 @@
+//! Benchmark drivers and what they need: edge-list readers, synthetic graph generators,
+//! and the construction benchmark behind `k2rpq bench-build`.
+
+pub mod build;
+pub mod cache;
+pub mod gen;
+pub mod input;

@@ -1,0 +1,199 @@
+//! The CUDA context of the GPU engine: driver and NVRTC presence checks, run-time
+//! compilation of the kernels in `cuda/` for the device's architecture, and the loaded
+//! functions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+
+use crate::engine::{EngineError, Result};
+
+/// Text every kernel file is compiled with (types, the step parameters, tree helpers).
+const COMMON: &str = include_str!("../../../cuda/common.cuh");
+
+/// The kernel sources, by module name; each is compiled with [`COMMON`] prepended.
+pub const KERNEL_SOURCES: &[(&str, &str)] = &[
+    ("traverse", include_str!("../../../cuda/traverse.cu")),
+    ("scan", include_str!("../../../cuda/scan.cu")),
+    ("bits", include_str!("../../../cuda/bits.cu")),
+];
+
+/// The kernels the engine launches, by module.
+const FUNCTIONS: &[(&str, &[&str])] = &[
+    (
+        "traverse",
+        &[
+            "expand",
+            "leaves_plus_times",
+            "leaves_counting",
+            "leaves_boolean",
+            "leaves_tropical",
+            "leaves_bits",
+        ],
+    ),
+    ("scan", &["scan_fanout"]),
+    (
+        "bits",
+        &[
+            "bits_or",
+            "bits_advance",
+            "fill_u32",
+            "pyramid_base",
+            "pyramid_up",
+        ],
+    ),
+];
+
+/// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so
+/// this is checked before anything else.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Whether libnvrtc can be loaded (same reason as [`driver_present`]).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles every kernel module for `arch` (e.g. `sm_90`) with NVRTC: `(module, PTX)`.
+///
+/// Needs libnvrtc but no GPU, so CI checks that every kernel compiles. Call
+/// [`nvrtc_present`] first: cudarc panics without the library.
+pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
+    KERNEL_SOURCES
+        .iter()
+        .map(|&(name, src)| {
+            let text = format!("{COMMON}\n#line 1 \"{name}.cu\"\n{src}");
+            let opts = CompileOptions {
+                options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
+                name: Some(format!("{name}.cu")),
+                ..Default::default()
+            };
+            compile_ptx_with_opts(text, opts)
+                .map(|ptx| (name, ptx))
+                .map_err(|e| EngineError::Cuda(format!("NVRTC {name}.cu: {}", compile_log(&e))))
+        })
+        .collect()
+}
+
+fn compile_log(e: &CompileError) -> String {
+    match e {
+        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Converts a driver error into the engine's error.
+pub(crate) fn cuda_err(what: &str) -> impl FnOnce(DriverError) -> EngineError + '_ {
+    move |e| EngineError::Cuda(format!("{what}: {e:?}"))
+}
+
+/// A device context, its stream and the compiled kernels.
+pub struct GpuContext {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    functions: HashMap<&'static str, CudaFunction>,
+    arch: String,
+}
+
+impl GpuContext {
+    /// Opens device `ordinal`, compiles the kernels for its compute capability and loads
+    /// them. Event tracking is turned off for the context: the engine orders all its work
+    /// on one stream, and CUDA graph capture requires it off.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| EngineError::Unavailable(format!("device {ordinal}: {e:?}")))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(cuda_err("compute capability"))?;
+        let arch = format!("sm_{major}{minor}");
+        // SAFETY: the engine synchronises explicitly (one stream, synchronous copies).
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(cuda_err("new stream"))?;
+        let mut functions = HashMap::new();
+        for (name, ptx) in compile_kernels(&arch)? {
+            let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
+            let names = FUNCTIONS
+                .iter()
+                .find(|(m, _)| *m == name)
+                .map(|(_, f)| *f)
+                .unwrap_or(&[]);
+            for &f in names {
+                let func = module.load_function(f).map_err(cuda_err(f))?;
+                functions.insert(f, func);
+            }
+        }
+        Ok(GpuContext {
+            ctx,
+            stream,
+            functions,
+            arch,
+        })
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream all of the engine's work goes to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The architecture the kernels were compiled for (`sm_90` on an H100/H200).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// A loaded kernel by name.
+    pub fn function(&self, name: &str) -> Result<&CudaFunction> {
+        self.functions
+            .get(name)
+            .ok_or_else(|| EngineError::Cuda(format!("kernel {name} not loaded")))
+    }
+
+    /// Allocates `n` zeroed elements (at least one, so every buffer has an address),
+    /// naming `what` in the error if the device is out of memory.
+    pub fn alloc_zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        n: usize,
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
+        let n = n.max(1);
+        self.stream
+            .alloc_zeros::<T>(n)
+            .map_err(|e| alloc_err(e, (n * std::mem::size_of::<T>()) as u64, what))
+    }
+
+    /// Copies `host` to a new device buffer (at least one element).
+    pub fn upload<T: DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy>(
+        &self,
+        host: &[T],
+        what: &str,
+    ) -> Result<CudaSlice<T>> {
+        if host.is_empty() {
+            return self.alloc_zeros(1, what);
+        }
+        self.stream
+            .clone_htod(host)
+            .map_err(|e| alloc_err(e, std::mem::size_of_val(host) as u64, what))
+    }
+}
+
+/// Maps an allocation failure to [`EngineError::OutOfMemory`] naming the bytes asked for.
+pub(crate) fn alloc_err(e: DriverError, bytes: u64, what: &str) -> EngineError {
+    use cudarc::driver::sys::CUresult;
+    if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        EngineError::OutOfMemory {
+            bytes,
+            what: what.to_string(),
+        }
+    } else {
+        EngineError::Cuda(format!("allocating {bytes} bytes for {what}: {e:?}"))
+    }
+}

@@ -1,0 +1,133 @@
+//! A k²-tree resident on the device: its signatures, sampled directory, host-expanded top
+//! level, optional cached frontier, and the tile plans of its products.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+use super::context::GpuContext;
+use super::tile_plan::TilePlan;
+use crate::engine::{MatrixConfig, Result};
+use crate::k2tree::K2Tree;
+
+/// A matrix loaded into the [`super::GpuEngine`]. Device memory is freed on drop.
+pub struct DeviceTree {
+    pub(super) tree: Arc<K2Tree>,
+    pub(super) config: MatrixConfig,
+    pub(super) nibbles: CudaSlice<u64>,
+    pub(super) ranks: CudaSlice<u64>,
+    pub(super) sample_log2: u32,
+    /// Level expanded on the host: the deepest internal level above the leaves' parents
+    /// (at most `h − 2`) with at most `top_nodes` nodes.
+    pub(super) top_level: u32,
+    pub(super) top_codes: CudaSlice<u64>,
+    pub(super) frontier: Option<CudaSlice<u64>>,
+    /// Plan from the top level (tree-only products).
+    pub(super) descend: TilePlan,
+    /// Plan over the cached frontier (`CachedFrontier` only).
+    pub(super) over_frontier: Option<TilePlan>,
+    /// Bytes of the resident arrays.
+    pub(super) bytes: u64,
+}
+
+impl DeviceTree {
+    /// Uploads `tree` with `config`; `top_nodes` bounds the host-expanded top level and
+    /// `tile_nodes` the tiles.
+    pub(super) fn load(
+        gpu: &GpuContext,
+        tree: &Arc<K2Tree>,
+        config: MatrixConfig,
+        top_nodes: u64,
+        tile_nodes: u64,
+    ) -> Result<DeviceTree> {
+        let words = tree.nodes().div_ceil(16) as usize;
+        let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
+        let dir = tree.directory();
+        let ranks = gpu.upload(&dir.ranks[..], "sampled directory")?;
+        let h = tree.height();
+        let top_level = if tree.nodes() == 0 {
+            0
+        } else {
+            (0..=h - 2)
+                .rev()
+                .find(|&d| tree.level_nodes(d) <= top_nodes)
+                .unwrap_or(0)
+        };
+        let top = if tree.nodes() == 0 {
+            Vec::new()
+        } else {
+            tree.level_codes(top_level)
+        };
+        let top_codes = gpu.upload(&top, "top-level codes")?;
+        let frontier = if config == MatrixConfig::CachedFrontier {
+            Some(gpu.upload(&tree.frontier()[..], "cached frontier")?)
+        } else {
+            None
+        };
+        let descend = TilePlan::descend(tree, top_level, tile_nodes);
+        let over_frontier =
+            (config == MatrixConfig::CachedFrontier).then(|| TilePlan::frontier(tree, tile_nodes));
+        let bytes = 8
+            * (nibbles.len()
+                + ranks.len()
+                + top_codes.len()
+                + frontier.as_ref().map_or(0, |f| f.len())) as u64;
+        Ok(DeviceTree {
+            tree: tree.clone(),
+            config,
+            nibbles,
+            ranks,
+            sample_log2: dir.sample.trailing_zeros(),
+            top_level,
+            top_codes,
+            frontier,
+            descend,
+            over_frontier,
+            bytes,
+        })
+    }
+
+    /// The host tree.
+    pub fn tree(&self) -> &Arc<K2Tree> {
+        &self.tree
+    }
+
+    /// The configuration it was loaded with.
+    pub fn config(&self) -> MatrixConfig {
+        self.config
+    }
+
+    /// The level expanded on the host, from which tree-only products start.
+    pub fn top_level(&self) -> u32 {
+        self.top_level
+    }
+
+    /// The plan a dense product follows: over the cached frontier when there is one.
+    pub fn dense_plan(&self) -> &TilePlan {
+        self.over_frontier.as_ref().unwrap_or(&self.descend)
+    }
+
+    /// The plan a masked product follows: the dense plan, whose kernels skip every node
+    /// whose input range meets no active input. Tree-only, the descent from the top also
+    /// prunes whole subtrees (children of a pruned node are never expanded); with the
+    /// cached frontier one check per last-internal-level node is cheaper than a descent
+    /// that launches a thread per internal node anyway.
+    pub fn masked_plan(&self) -> &TilePlan {
+        self.dense_plan()
+    }
+
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Raw device addresses `(signatures, directory, top codes, frontier or 0)`.
+    pub(super) fn pointers(&self, gpu: &GpuContext) -> (u64, u64, u64, u64) {
+        let s = gpu.stream();
+        let (nib, _a) = self.nibbles.device_ptr(s);
+        let (ranks, _b) = self.ranks.device_ptr(s);
+        let (top, _c) = self.top_codes.device_ptr(s);
+        let front = self.frontier.as_ref().map_or(0, |f| f.device_ptr(s).0);
+        (nib, ranks, top, front)
+    }
+}

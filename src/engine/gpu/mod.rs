@@ -1,0 +1,895 @@
+//! The GPU engine: the paper's level-synchronous k²-tree SpMV (Algorithm 1) in CUDA C++
+//! kernels (`cuda/*.cu`), compiled at run time by NVRTC for the device's architecture.
+//!
+//! A product follows a [`TilePlan`] made once per matrix: from the level expanded on the
+//! host (the deepest with at most 2^16 nodes), one `expand` kernel per tile and level
+//! writes the next frontier's Morton codes into a per-level scratch buffer of at most `M`
+//! codes, and the last internal level visits its leaves in place, one thread per (node,
+//! vector) pair, applying the semiring's atomic. Child offsets come from the sampled
+//! directory or from a single-pass scan of the fan-outs ([`OffsetSource`]). With the
+//! cached frontier (`k2+F`) a dense product is one kernel over the leaves per tile.
+//! Masked Boolean products look up, per node, a per-product pyramid of active input blocks
+//! (one bit per block of 2^g input rows, every g): tree-only, the descent writes a
+//! `PRUNED` code for each child whose input range meets no active row, so pruned subtrees
+//! issue no leaf reads or atomics; with the cached frontier each last-internal-level node
+//! checks its own block. Threads are still launched for every planned node (the plan is
+//! static, so there is no compaction): the saving is in leaf work, not in launches.
+//!
+//! Without libcuda, libnvrtc or a device, [`GpuEngine::new`] returns
+//! [`EngineError::Unavailable`]; it never panics. [`GpuEngine::new_or_notice`] prints the
+//! one-line notice callers show before falling back to the CPU engine.
+
+mod context;
+mod device_tree;
+mod launch;
+mod product_graph;
+pub mod tile_plan;
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+};
+
+pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
+pub use device_tree::DeviceTree;
+pub use product_graph::ProductGraph;
+pub use tile_plan::{CodeSource, Step, StepKind, TilePlan};
+
+use context::cuda_err;
+use launch::{config_for, scan_config, StepParams};
+use tile_plan::SCAN_TILE_NODES;
+
+use super::{
+    check_bits_shape, check_product_shape, BitMatrix, Direction, Engine, EngineError, MatrixConfig,
+    Result, Semiring, SemiringKind, Traversal,
+};
+use crate::k2tree::K2Tree;
+
+/// Where the child offsets of a level come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum OffsetSource {
+    /// The sampled directory: one rank sample every 256 nodes plus popcounts; no scan.
+    /// Fastest for single vectors.
+    Directory,
+    /// A per-step exclusive scan of the fan-outs: paid once per batch, so it wins for
+    /// batches.
+    Scan,
+}
+
+/// Tunables of the GPU engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Tile size `M`: at most this many nodes (and children) per launch; the scratch is
+    /// `O(M × depth)`. Default 2^20.
+    pub tile_nodes: u64,
+    /// The host expands the tree down to the deepest level with at most this many
+    /// nodes. Default 2^16.
+    pub top_nodes: u64,
+    /// Force an offset source; `None`: the directory for single vectors, the scan for
+    /// batches (semiring batches of width > 1 and every bit-packed batch).
+    pub offset_source: Option<OffsetSource>,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            tile_nodes: 1 << 20,
+            top_nodes: 1 << 16,
+            offset_source: None,
+        }
+    }
+}
+
+/// What [`available`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Device name (e.g. `NVIDIA H200`).
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// Device memory in bytes.
+    pub total_memory: u64,
+}
+
+/// Whether device `ordinal` is usable: libcuda and libnvrtc load and the device exists.
+/// The error says what is missing. Never panics.
+pub fn available(ordinal: usize) -> std::result::Result<DeviceInfo, String> {
+    if !driver_present() {
+        return Err("libcuda not found (no NVIDIA driver)".into());
+    }
+    if !nvrtc_present() {
+        return Err("libnvrtc not found (install the CUDA runtime compiler)".into());
+    }
+    let probe = std::panic::catch_unwind(|| -> std::result::Result<DeviceInfo, String> {
+        let n = cudarc::driver::CudaContext::device_count().map_err(|e| format!("{e:?}"))?;
+        if ordinal as i64 >= n as i64 {
+            return Err(format!("no CUDA device {ordinal} ({n} found)"));
+        }
+        let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(|e| format!("{e:?}"))?;
+        Ok(DeviceInfo {
+            ordinal,
+            name: ctx.name().map_err(|e| format!("{e:?}"))?,
+            compute_capability: ctx.compute_capability().map_err(|e| format!("{e:?}"))?,
+            total_memory: ctx.total_mem().map_err(|e| format!("{e:?}"))? as u64,
+        })
+    });
+    probe.unwrap_or_else(|_| Err("the CUDA driver panicked while probing".into()))
+}
+
+/// Device bytes of one product, known before it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProductBytes {
+    /// The resident matrix (signatures, directory, top codes, cached frontier).
+    pub matrix: u64,
+    /// Transient scratch: per-level code buffers, scan offsets and look-back status,
+    /// masked-traversal pyramid.
+    pub scratch: u64,
+    /// Input and output vectors (or bit batches).
+    pub vectors: u64,
+}
+
+impl ProductBytes {
+    /// All of it.
+    pub fn total(&self) -> u64 {
+        self.matrix + self.scratch + self.vectors
+    }
+}
+
+/// Sizes of the scratch buffers of one product (elements, 0 = not allocated).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ScratchLayout {
+    /// Codes per level (index = level).
+    codes: Vec<u64>,
+    /// Scan offsets (u32).
+    offsets: u64,
+    /// Look-back status words plus the tile counter (u64).
+    status: u64,
+    /// Pyramid words (u32).
+    pyramid: u64,
+}
+
+impl ScratchLayout {
+    fn new(plan: &TilePlan, source: OffsetSource, masked: bool, height: u32) -> Self {
+        let scan = source == OffsetSource::Scan && !plan.steps.is_empty();
+        ScratchLayout {
+            codes: plan.scratch_codes.clone(),
+            offsets: if scan { plan.max_step_nodes } else { 0 },
+            status: if scan { plan.scan_tiles() + 1 } else { 0 },
+            pyramid: if masked {
+                pyramid_layout(height).iter().map(|&(_, w)| w).sum()
+            } else {
+                0
+            },
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        8 * self.codes.iter().sum::<u64>() + 4 * self.offsets + 8 * self.status + 4 * self.pyramid
+    }
+}
+
+/// `(offset, words)` of each pyramid level `g = 0..=h` (one bit per 2^g input indices).
+fn pyramid_layout(h: u32) -> Vec<(u64, u64)> {
+    let mut off = 0;
+    (0..=h)
+        .map(|g| {
+            let w = (1u64 << (h - g)).div_ceil(32);
+            let r = (off, w);
+            off += w;
+            r
+        })
+        .collect()
+}
+
+/// The device buffers of a [`ScratchLayout`].
+pub(crate) struct Scratch {
+    codes: Vec<Option<CudaSlice<u64>>>,
+    offsets: Option<CudaSlice<u32>>,
+    status: Option<CudaSlice<u64>>,
+    pyramid: Option<CudaSlice<u32>>,
+}
+
+impl Scratch {
+    fn alloc(gpu: &GpuContext, layout: &ScratchLayout) -> Result<Scratch> {
+        let codes = layout
+            .codes
+            .iter()
+            .map(|&n| {
+                (n > 0)
+                    .then(|| gpu.alloc_zeros::<u64>(n as usize, "frontier scratch"))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let opt = |n: u64, what: &str| -> Result<Option<CudaSlice<u64>>> {
+            (n > 0)
+                .then(|| gpu.alloc_zeros::<u64>(n as usize, what))
+                .transpose()
+        };
+        Ok(Scratch {
+            codes,
+            offsets: (layout.offsets > 0)
+                .then(|| gpu.alloc_zeros::<u32>(layout.offsets as usize, "scan offsets"))
+                .transpose()?,
+            status: opt(layout.status, "scan look-back status")?,
+            pyramid: (layout.pyramid > 0)
+                .then(|| gpu.alloc_zeros::<u32>(layout.pyramid as usize, "active-block pyramid"))
+                .transpose()?,
+        })
+    }
+}
+
+fn ptr<T>(s: &CudaStream, b: &Option<CudaSlice<T>>) -> u64 {
+    b.as_ref().map_or(0, |b| b.device_ptr(s).0)
+}
+
+/// A vector or batch in device memory, for products that stay on the device (benchmarks,
+/// graphs).
+pub struct DeviceVec<T> {
+    buf: CudaSlice<T>,
+    len: usize,
+}
+
+impl<T> DeviceVec<T> {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn raw(&self, s: &CudaStream) -> u64 {
+        self.buf.device_ptr(s).0
+    }
+}
+
+/// A bit-packed Boolean batch in device memory (`rows × words` u64, row-major).
+pub struct GpuBits {
+    rows: usize,
+    words: usize,
+    buf: CudaSlice<u64>,
+}
+
+impl GpuBits {
+    /// `(rows, words)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.words)
+    }
+    fn len(&self) -> u64 {
+        (self.rows * self.words) as u64
+    }
+    fn raw(&self, s: &CudaStream) -> u64 {
+        self.buf.device_ptr(s).0
+    }
+}
+
+/// The GPU engine on one device. See the [module docs](self).
+pub struct GpuEngine {
+    gpu: GpuContext,
+    options: GpuOptions,
+    info: DeviceInfo,
+    /// Serialises the work enqueued by concurrent callers, so that a graph capture never
+    /// sees another thread's launches.
+    lock: Mutex<()>,
+}
+
+impl GpuEngine {
+    /// The engine on device `ordinal` with default options.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, GpuOptions::default())
+    }
+
+    /// The engine on device `ordinal` with `options`. `EngineError::Unavailable` when
+    /// there is no driver, NVRTC or device (never a panic).
+    pub fn with_options(ordinal: usize, options: GpuOptions) -> Result<Self> {
+        let info = available(ordinal).map_err(EngineError::Unavailable)?;
+        let gpu = std::panic::catch_unwind(|| GpuContext::new(ordinal)).unwrap_or_else(|_| {
+            Err(EngineError::Unavailable(
+                "the CUDA driver panicked while opening the device".into(),
+            ))
+        })?;
+        Ok(GpuEngine {
+            gpu,
+            options,
+            info,
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// The engine on device `ordinal`, or `None` after printing one line to stderr saying
+    /// why the GPU is unusable (callers then fall back to the CPU engine).
+    pub fn new_or_notice(ordinal: usize) -> Option<Self> {
+        match Self::new(ordinal) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                eprintln!("k2rpq: {e}; using the CPU engine");
+                None
+            }
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The options.
+    pub fn options(&self) -> &GpuOptions {
+        &self.options
+    }
+
+    /// The context (stream, kernels).
+    pub fn context(&self) -> &GpuContext {
+        &self.gpu
+    }
+
+    fn source_for(&self, width: usize, bits: bool) -> OffsetSource {
+        self.options.offset_source.unwrap_or(if width > 1 || bits {
+            OffsetSource::Scan
+        } else {
+            OffsetSource::Directory
+        })
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Exact device bytes of a semiring product of `batch` vectors of `elem_bytes`-byte
+    /// entries (or, with `bits = Some(words)`, a bit-packed product of `words` words per
+    /// row with `traversal`), before it runs.
+    pub fn product_bytes(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        batch: usize,
+        elem_bytes: u64,
+        bits: Option<(usize, Traversal)>,
+    ) -> ProductBytes {
+        let t = &m.tree;
+        let (n_in, n_out) = dir.lengths(t.rows(), t.cols());
+        let (layout, vectors) = match bits {
+            None => {
+                let source = self.source_for(batch, false);
+                (
+                    ScratchLayout::new(m.dense_plan(), source, false, t.height()),
+                    (n_in + n_out) * batch as u64 * elem_bytes,
+                )
+            }
+            Some((words, traversal)) => {
+                let masked = traversal == Traversal::Masked;
+                let plan = if masked {
+                    m.masked_plan()
+                } else {
+                    m.dense_plan()
+                };
+                let source = self.source_for(words, true);
+                (
+                    ScratchLayout::new(plan, source, masked, t.height()),
+                    (n_in + n_out) * words as u64 * 8,
+                )
+            }
+        };
+        ProductBytes {
+            matrix: m.bytes,
+            scratch: layout.bytes(),
+            vectors,
+        }
+    }
+
+    /// Copies `host` to the device.
+    pub fn upload<T: DeviceRepr + ValidAsZeroBits + Copy>(
+        &self,
+        host: &[T],
+    ) -> Result<DeviceVec<T>> {
+        Ok(DeviceVec {
+            buf: self.gpu.upload(host, "vector")?,
+            len: host.len(),
+        })
+    }
+
+    /// A zeroed device vector of `n` elements.
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<DeviceVec<T>> {
+        Ok(DeviceVec {
+            buf: self.gpu.alloc_zeros(n, "vector")?,
+            len: n,
+        })
+    }
+
+    /// Copies a device vector back.
+    pub fn download<T: DeviceRepr + Default + Clone>(&self, v: &DeviceVec<T>) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); v.len];
+        if v.len > 0 {
+            let s = self.gpu.stream();
+            s.memcpy_dtoh(&v.buf.slice(0..v.len), &mut out[..])
+                .map_err(cuda_err("download"))?;
+            s.synchronize().map_err(cuda_err("synchronize"))?;
+        }
+        Ok(out)
+    }
+
+    /// Milliseconds per call of `f` over `reps` calls, between two CUDA events on the
+    /// engine's stream (after one warm-up call).
+    pub fn time_ms(&self, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
+        use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let ctx = self.gpu.context();
+        let s = self.gpu.stream();
+        f()?;
+        let e0 = ctx
+            .new_event(Some(CU_EVENT_DEFAULT))
+            .map_err(cuda_err("event"))?;
+        let e1 = ctx
+            .new_event(Some(CU_EVENT_DEFAULT))
+            .map_err(cuda_err("event"))?;
+        e0.record(s).map_err(cuda_err("event record"))?;
+        for _ in 0..reps.max(1) {
+            f()?;
+        }
+        e1.record(s).map_err(cuda_err("event record"))?;
+        e1.synchronize().map_err(cuda_err("event sync"))?;
+        Ok(e0.elapsed_ms(&e1).map_err(cuda_err("elapsed"))? / reps.max(1) as f32)
+    }
+
+    /// Enqueues `y = A x` (or `xᵀ A`) on device vectors, without synchronising; the
+    /// scratch is allocated for the call and freed (stream-ordered) after it.
+    pub fn product_device<S: Semiring>(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &DeviceVec<S::Elem>,
+        batch: usize,
+        y: &mut DeviceVec<S::Elem>,
+    ) -> Result<()> {
+        check_product_shape(&m.tree, dir, x.len, batch, y.len)?;
+        let source = self.source_for(batch, false);
+        let layout = ScratchLayout::new(m.dense_plan(), source, false, m.tree.height());
+        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let _g = self.guard();
+        self.enqueue_semiring::<S>(m, dir, x, batch, y, source, &scratch)
+    }
+
+    /// Records `y = A x` (or `xᵀ A`) of a batch of `batch` vectors once as a CUDA graph
+    /// over device vectors the graph owns; [`ProductGraph::launch`] replays it.
+    pub fn record_product<S: Semiring>(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: DeviceVec<S::Elem>,
+        batch: usize,
+        mut y: DeviceVec<S::Elem>,
+    ) -> Result<ProductGraph<S::Elem>> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        check_product_shape(&m.tree, dir, x.len, batch, y.len)?;
+        let source = self.source_for(batch, false);
+        let layout = ScratchLayout::new(m.dense_plan(), source, false, m.tree.height());
+        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let _g = self.guard();
+        let s = self.gpu.stream();
+        s.synchronize().map_err(cuda_err("synchronize"))?;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let enq = self.enqueue_semiring::<S>(m, dir, &x, batch, &mut y, source, &scratch);
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        enq?;
+        let graph = graph
+            .map_err(cuda_err("end capture"))?
+            .ok_or_else(|| EngineError::Cuda("graph capture recorded nothing".into()))?;
+        Ok(ProductGraph::new(
+            graph,
+            x,
+            y,
+            scratch,
+            self.gpu.stream().clone(),
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_semiring<S: Semiring>(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &DeviceVec<S::Elem>,
+        batch: usize,
+        y: &mut DeviceVec<S::Elem>,
+        source: OffsetSource,
+        scratch: &Scratch,
+    ) -> Result<()> {
+        let s = self.gpu.stream();
+        let (xp, yp) = (x.raw(s), y.raw(s));
+        let zero = match S::KIND {
+            SemiringKind::Tropical => f32::INFINITY.to_bits(),
+            _ => 0,
+        };
+        self.fill_u32(yp, zero, y.len as u64)?;
+        let kernel = match S::KIND {
+            SemiringKind::PlusTimes => "leaves_plus_times",
+            SemiringKind::Counting => "leaves_counting",
+            SemiringKind::Boolean => "leaves_boolean",
+            SemiringKind::Tropical => "leaves_tropical",
+        };
+        self.enqueue_plan(
+            m,
+            m.dense_plan(),
+            kernel,
+            xp,
+            yp,
+            batch as u64,
+            dir,
+            source,
+            scratch,
+        )
+    }
+
+    fn fill_u32(&self, p: u64, value: u32, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.gpu.function("fill_u32")?;
+        // SAFETY: p addresses at least n u32 words (callers pass their own buffers).
+        unsafe {
+            self.gpu
+                .stream()
+                .launch_builder(f)
+                .arg(&p)
+                .arg(&value)
+                .arg(&n)
+                .launch(config_for(n))
+        }
+        .map(|_| ())
+        .map_err(cuda_err("fill_u32"))
+    }
+
+    /// Enqueues every step of `plan`: scans (if `source` is the scan), expansions and
+    /// leaf visits with `leaf_kernel`, over raw device addresses `x` and `y`.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_plan(
+        &self,
+        m: &DeviceTree,
+        plan: &TilePlan,
+        leaf_kernel: &str,
+        x: u64,
+        y: u64,
+        width: u64,
+        dir: Direction,
+        source: OffsetSource,
+        scratch: &Scratch,
+    ) -> Result<()> {
+        let s = self.gpu.stream();
+        let (nib, ranks, top, front) = m.pointers(&self.gpu);
+        let codes: Vec<u64> = scratch.codes.iter().map(|b| ptr(s, b)).collect();
+        let offsets = ptr(s, &scratch.offsets);
+        let status = ptr(s, &scratch.status);
+        let pyramid = ptr(s, &scratch.pyramid);
+        let expand = self.gpu.function("expand")?;
+        let leaves = self.gpu.function(leaf_kernel)?;
+        let scan = self.gpu.function("scan_fanout")?;
+        let scanning = source == OffsetSource::Scan;
+        for step in &plan.steps {
+            let codes_in = match step.src {
+                CodeSource::Top => top,
+                CodeSource::Frontier => front,
+                CodeSource::Scratch(d) => codes[d as usize],
+            };
+            if scanning {
+                let tiles = step.count.div_ceil(SCAN_TILE_NODES);
+                self.fill_u32(status, 0, 2 * (tiles + 1))?;
+                // SAFETY: offsets holds max_step_nodes >= count u32, status tiles + 1 u64.
+                unsafe {
+                    s.launch_builder(scan)
+                        .arg(&nib)
+                        .arg(&step.node0)
+                        .arg(&step.count)
+                        .arg(&offsets)
+                        .arg(&status)
+                        .arg(&tiles)
+                        .launch(scan_config(tiles))
+                }
+                .map_err(cuda_err("scan_fanout"))?;
+            }
+            let expanding = step.kind == StepKind::Expand;
+            let p = StepParams {
+                nib,
+                ranks,
+                codes_in,
+                codes_out: if expanding {
+                    codes[step.level as usize + 1]
+                } else {
+                    0
+                },
+                offsets: if scanning { offsets } else { 0 },
+                x,
+                y,
+                pyramid,
+                node0: step.node0,
+                count: step.count,
+                child0: step.child0,
+                src_off: step.src_off,
+                width: if expanding { 1 } else { width },
+                sample_log2: m.sample_log2,
+                level: step.level,
+                height: m.tree.height(),
+                dir: match dir {
+                    Direction::Right => 0,
+                    Direction::Left => 1,
+                },
+            };
+            let (f, n) = if expanding {
+                (expand, step.count)
+            } else {
+                (leaves, step.count * width)
+            };
+            // SAFETY: the plan's positions lie within the buffers sized from it, and x/y
+            // were checked against the matrix's shape.
+            unsafe { s.launch_builder(f).arg(&p).launch(config_for(n)) }
+                .map_err(cuda_err("traversal kernel"))?;
+        }
+        Ok(())
+    }
+
+    /// Builds the pyramid of active input blocks of bit batch `x` into `scratch`, up to
+    /// the highest level `plan` looks up (the block of its topmost nodes): with the cached
+    /// frontier that is level 2 only, so two small launches.
+    fn enqueue_pyramid(
+        &self,
+        m: &DeviceTree,
+        plan: &TilePlan,
+        x: &GpuBits,
+        scratch: &Scratch,
+    ) -> Result<()> {
+        let s = self.gpu.stream();
+        let base = ptr(s, &scratch.pyramid);
+        let layout = pyramid_layout(m.tree.height());
+        let xp = x.raw(s);
+        let (rows, words) = (x.rows as u64, x.words as u64);
+        let (_, w0) = layout[0];
+        // SAFETY: the pyramid buffer holds every level of `layout`; x holds rows × words.
+        unsafe {
+            s.launch_builder(self.gpu.function("pyramid_base")?)
+                .arg(&xp)
+                .arg(&rows)
+                .arg(&words)
+                .arg(&base)
+                .arg(&w0)
+                .launch(config_for(w0))
+        }
+        .map_err(cuda_err("pyramid_base"))?;
+        let up = self.gpu.function("pyramid_up")?;
+        let top = plan.steps.iter().map(|st| st.level).min().unwrap_or(0);
+        let highest = (m.tree.height() - top) as usize;
+        for g in 1..=highest.min(layout.len() - 1) {
+            let (below_off, below_words) = layout[g - 1];
+            let (above_off, above_words) = layout[g];
+            let below = base + 4 * below_off;
+            let above = base + 4 * above_off;
+            // SAFETY: as above.
+            unsafe {
+                s.launch_builder(up)
+                    .arg(&below)
+                    .arg(&below_words)
+                    .arg(&above)
+                    .arg(&above_words)
+                    .launch(config_for(above_words))
+            }
+            .map_err(cuda_err("pyramid_up"))?;
+        }
+        Ok(())
+    }
+
+    fn check_same_shape(what: &str, a: &GpuBits, b: &GpuBits) -> Result<()> {
+        if a.shape() != b.shape() {
+            return Err(EngineError::Shape(format!(
+                "{what} of {:?} and {:?}",
+                a.shape(),
+                b.shape()
+            )));
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.gpu
+            .stream()
+            .synchronize()
+            .map_err(cuda_err("synchronize"))
+    }
+}
+
+impl Engine for GpuEngine {
+    type Matrix = DeviceTree;
+    type Bits = GpuBits;
+
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<DeviceTree> {
+        let _g = self.guard();
+        let m = DeviceTree::load(
+            &self.gpu,
+            tree,
+            config,
+            self.options.top_nodes,
+            self.options.tile_nodes,
+        )?;
+        self.sync()?;
+        Ok(m)
+    }
+
+    fn matrix_bytes(&self, m: &DeviceTree) -> u64 {
+        m.bytes
+    }
+
+    fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
+        // What `DeviceTree::load` uploads: signatures, directory, the host-expanded top
+        // level and, with `CachedFrontier`, the frontier.
+        let s = tree.stats();
+        let top = if tree.nodes() == 0 {
+            0
+        } else {
+            let top_level = (0..=tree.height() - 2)
+                .rev()
+                .find(|&d| tree.level_nodes(d) <= self.options.top_nodes)
+                .unwrap_or(0);
+            tree.level_nodes(top_level) * 8
+        };
+        s.tree_bytes
+            + s.directory_bytes
+            + top
+            + if config == MatrixConfig::CachedFrontier {
+                s.frontier_bytes
+            } else {
+                0
+            }
+    }
+
+    fn product<S: Semiring>(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &[S::Elem],
+        batch: usize,
+        y: &mut [S::Elem],
+    ) -> Result<()> {
+        check_product_shape(&m.tree, dir, x.len(), batch, y.len())?;
+        if y.is_empty() {
+            return Ok(());
+        }
+        let xd = self.upload(x)?;
+        let mut yd = self.zeros::<S::Elem>(y.len())?;
+        self.product_device::<S>(m, dir, &xd, batch, &mut yd)?;
+        let s = self.gpu.stream();
+        s.memcpy_dtoh(&yd.buf.slice(0..y.len()), y)
+            .map_err(cuda_err("download"))?;
+        self.sync()
+    }
+
+    fn bits_zeroed(&self, rows: usize, words: usize) -> Result<GpuBits> {
+        Ok(GpuBits {
+            rows,
+            words,
+            buf: self.gpu.alloc_zeros(rows * words, "bit batch")?,
+        })
+    }
+
+    fn bits_upload(&self, host: &BitMatrix) -> Result<GpuBits> {
+        let buf = self.gpu.upload(host.as_words(), "bit batch")?;
+        self.sync()?;
+        Ok(GpuBits {
+            rows: host.rows(),
+            words: host.words(),
+            buf,
+        })
+    }
+
+    fn bits_download(&self, bits: &GpuBits) -> Result<BitMatrix> {
+        let n = bits.rows * bits.words;
+        let mut data = vec![0u64; n];
+        if n > 0 {
+            self.gpu
+                .stream()
+                .memcpy_dtoh(&bits.buf.slice(0..n), &mut data[..])
+                .map_err(cuda_err("download"))?;
+            self.sync()?;
+        }
+        Ok(BitMatrix::from_words(bits.rows, bits.words, data))
+    }
+
+    fn bits_clear(&self, bits: &mut GpuBits) -> Result<()> {
+        let _g = self.guard();
+        let p = bits.raw(self.gpu.stream());
+        self.fill_u32(p, 0, 2 * bits.len())?;
+        self.sync()
+    }
+
+    fn bits_or(&self, dst: &mut GpuBits, src: &GpuBits) -> Result<()> {
+        Self::check_same_shape("bits_or", dst, src)?;
+        let n = dst.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let _g = self.guard();
+        let s = self.gpu.stream();
+        let (d, sp) = (dst.raw(s), src.raw(s));
+        // SAFETY: both hold n words.
+        unsafe {
+            s.launch_builder(self.gpu.function("bits_or")?)
+                .arg(&d)
+                .arg(&sp)
+                .arg(&n)
+                .launch(config_for(n))
+        }
+        .map_err(cuda_err("bits_or"))?;
+        self.sync()
+    }
+
+    fn bits_advance(&self, next: &mut GpuBits, visited: &mut GpuBits) -> Result<u64> {
+        Self::check_same_shape("bits_advance", next, visited)?;
+        let n = next.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let _g = self.guard();
+        let count = self.gpu.alloc_zeros::<u64>(1, "popcount")?;
+        let s = self.gpu.stream();
+        let (np, vp, cp) = (next.raw(s), visited.raw(s), count.device_ptr(s).0);
+        // SAFETY: next and visited hold n words, count one.
+        unsafe {
+            s.launch_builder(self.gpu.function("bits_advance")?)
+                .arg(&np)
+                .arg(&vp)
+                .arg(&n)
+                .arg(&cp)
+                .launch(config_for(n))
+        }
+        .map_err(cuda_err("bits_advance"))?;
+        let mut out = [0u64; 1];
+        s.memcpy_dtoh(&count, &mut out[..])
+            .map_err(cuda_err("download"))?;
+        self.sync()?;
+        Ok(out[0])
+    }
+
+    fn bool_product(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &GpuBits,
+        y: &mut GpuBits,
+        traversal: Traversal,
+    ) -> Result<()> {
+        check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
+        if x.len() == 0 || y.len() == 0 {
+            return Ok(());
+        }
+        let masked = traversal == Traversal::Masked;
+        let plan = if masked {
+            m.masked_plan()
+        } else {
+            m.dense_plan()
+        };
+        let source = self.source_for(x.words, true);
+        let layout = ScratchLayout::new(plan, source, masked, m.tree.height());
+        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let _g = self.guard();
+        if masked {
+            self.enqueue_pyramid(m, plan, x, &scratch)?;
+        }
+        let s = self.gpu.stream();
+        let (xp, yp) = (x.raw(s), y.raw(s));
+        self.enqueue_plan(
+            m,
+            plan,
+            "leaves_bits",
+            xp,
+            yp,
+            x.words as u64,
+            dir,
+            source,
+            &scratch,
+        )?;
+        self.sync()
+    }
+}

@@ -1,0 +1,609 @@
+//! The GPU engine against the CPU engine (the oracle): every product variant on random
+//! matrices and on cnr-2000, bit-for-bit on Boolean, Counting and Tropical, relative error
+//! <= 1e-6 on f32. Without a GPU every device test prints `SKIPPED (no GPU: <reason>)`;
+//! the NVRTC test compiles every kernel wherever libnvrtc loads, GPU or not.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::{self, GpuEngine, GpuOptions, OffsetSource};
+use k2rpq::engine::{
+    BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
+    Semiring, Traversal, Tropical,
+};
+use k2rpq::k2tree::K2Tree;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const DIRS: [Direction; 2] = [Direction::Right, Direction::Left];
+const CONFIGS: [MatrixConfig; 2] = [MatrixConfig::TreeOnly, MatrixConfig::CachedFrontier];
+
+/// The engine with `options`, or `None` after printing why the test is skipped.
+fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
+    match gpu::available(0) {
+        Err(reason) => {
+            println!("SKIPPED (no GPU: {reason})");
+            None
+        }
+        Ok(_) => Some(GpuEngine::with_options(0, options).expect("GPU present but engine failed")),
+    }
+}
+
+/// Option sets that exercise tiling (tiny tiles), deep device-side descents (top level =
+/// the root) and both offset sources.
+fn option_sets() -> Vec<GpuOptions> {
+    let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
+        tile_nodes,
+        top_nodes,
+        offset_source,
+    };
+    vec![
+        GpuOptions::default(),
+        o(4, 1, Some(OffsetSource::Directory)),
+        o(4, 1, Some(OffsetSource::Scan)),
+        o(64, 1, None),
+        o(1 << 20, 1, Some(OffsetSource::Scan)),
+        o(16, 1 << 16, Some(OffsetSource::Directory)),
+        o(3000, 4, Some(OffsetSource::Scan)),
+    ]
+}
+
+fn random_tree(rng: &mut StdRng, rows: u64, cols: u64, m: usize, clustered: bool) -> Arc<K2Tree> {
+    let edges = (0..m)
+        .map(|_| {
+            let r = rng.random_range(0..rows) as u32;
+            let c = if clustered {
+                // Near the diagonal, as crawls in locality order: deeper, denser subtrees.
+                let span = 64.min(cols) as i64;
+                let c = r as i64 * cols as i64 / rows as i64 + rng.random_range(-span..span);
+                c.clamp(0, cols as i64 - 1) as u32
+            } else {
+                rng.random_range(0..cols) as u32
+            };
+            (r, c)
+        })
+        .collect();
+    Arc::new(K2Tree::from_edges(rows, cols, edges))
+}
+
+fn random_matrices() -> Vec<(String, Arc<K2Tree>)> {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut out = vec![
+        (
+            "empty 8x8".to_string(),
+            Arc::new(K2Tree::from_edges(8, 8, vec![])),
+        ),
+        (
+            "single cell 1x1".into(),
+            Arc::new(K2Tree::from_edges(1, 1, vec![(0, 0)])),
+        ),
+        (
+            "single cell 7x3".into(),
+            Arc::new(K2Tree::from_edges(7, 3, vec![(6, 2)])),
+        ),
+        (
+            "full 16x16".into(),
+            Arc::new(K2Tree::from_edges(
+                16,
+                16,
+                (0..16).flat_map(|r| (0..16).map(move |c| (r, c))).collect(),
+            )),
+        ),
+    ];
+    for &(rows, cols, m, clustered) in &[
+        (37u64, 200u64, 300usize, false),
+        (200, 37, 300, false),
+        (1000, 1000, 5000, false),
+        (3000, 2500, 40000, true),
+        (4096, 4096, 30000, false),
+    ] {
+        out.push((
+            format!(
+                "random {rows}x{cols} m={m}{}",
+                if clustered { " clustered" } else { "" }
+            ),
+            random_tree(&mut rng, rows, cols, m, clustered),
+        ));
+    }
+    out
+}
+
+/// Random inputs of each semiring for `n` entries.
+fn input<S: Semiring>(rng: &mut StdRng, n: usize, exact: bool) -> Vec<S::Elem>
+where
+    S::Elem: FromSample,
+{
+    (0..n).map(|_| S::Elem::sample::<S>(rng, exact)).collect()
+}
+
+/// Draws one input entry for a semiring: zeros included, tropical infinities included.
+trait FromSample: Sized {
+    fn sample<S: Semiring>(rng: &mut StdRng, exact: bool) -> Self;
+}
+impl FromSample for f32 {
+    fn sample<S: Semiring>(rng: &mut StdRng, exact: bool) -> f32 {
+        if S::KIND == k2rpq::engine::SemiringKind::Tropical {
+            if rng.random_bool(0.3) {
+                f32::INFINITY
+            } else {
+                rng.random_range(0..50) as f32
+            }
+        } else if rng.random_bool(0.2) {
+            0.0
+        } else if exact {
+            // Multiples of 1/16 below 1: sums of up to 2^20 of them are exact in f32, so
+            // the order of the atomic additions cannot matter.
+            rng.random_range(1..16) as f32 / 16.0
+        } else {
+            rng.random_range(0.0f32..1.0)
+        }
+    }
+}
+impl FromSample for u32 {
+    fn sample<S: Semiring>(rng: &mut StdRng, _exact: bool) -> u32 {
+        if rng.random_bool(0.3) {
+            0
+        } else {
+            rng.random_range(1..5)
+        }
+    }
+}
+
+fn max_rel_err(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&g, &c)| {
+            if g == c {
+                0.0
+            } else {
+                ((g - c).abs() as f64) / (c.abs() as f64).max(f64::MIN_POSITIVE)
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// One semiring product on both engines; panics with `label` on a mismatch.
+#[allow(clippy::too_many_arguments)]
+fn check_semiring<S: Semiring>(
+    gpu: &GpuEngine,
+    gm: &<GpuEngine as Engine>::Matrix,
+    cpu: &CpuEngine,
+    cm: &<CpuEngine as Engine>::Matrix,
+    tree: &K2Tree,
+    dir: Direction,
+    batch: usize,
+    rng: &mut StdRng,
+    exact: bool,
+    label: &str,
+) where
+    S::Elem: FromSample,
+{
+    let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+    let x = input::<S>(rng, n_in as usize * batch, exact);
+    let mut yc = vec![S::zero(); n_out as usize * batch];
+    let mut yg = vec![S::zero(); n_out as usize * batch];
+    cpu.product::<S>(cm, dir, &x, batch, &mut yc).unwrap();
+    gpu.product::<S>(gm, dir, &x, batch, &mut yg)
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let ctx = format!("{label} {:?} {dir:?} batch {batch}", S::KIND);
+    match S::KIND {
+        k2rpq::engine::SemiringKind::PlusTimes => {
+            // SAFETY-free reinterpretation: PlusTimes::Elem is f32.
+            let (g, c): (Vec<f32>, Vec<f32>) = (as_f32(&yg), as_f32(&yc));
+            let err = max_rel_err(&g, &c);
+            assert!(err <= 1e-6, "{ctx}: relative error {err}");
+        }
+        _ => assert!(yg == yc, "{ctx}: results differ"),
+    }
+}
+
+fn as_f32<T: Copy + 'static>(v: &[T]) -> Vec<f32> {
+    v.iter()
+        .map(|x| *(x as &dyn std::any::Any).downcast_ref::<f32>().unwrap())
+        .collect()
+}
+
+fn random_bits(rng: &mut StdRng, rows: usize, words: usize, active: f64) -> BitMatrix {
+    let mut m = BitMatrix::zeroed(rows, words);
+    for r in 0..rows {
+        if rng.random_bool(active) {
+            for w in 0..words {
+                m.as_words_mut()[r * words + w] = rng.random::<u64>() & rng.random::<u64>();
+            }
+        }
+    }
+    m
+}
+
+/// Every product variant of one matrix under one engine configuration.
+fn check_matrix(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str, exact: bool, batches: &[usize]) {
+    let cpu = CpuEngine::new();
+    let mut rng = StdRng::seed_from_u64(tree.nnz() ^ 0x5eed);
+    for config in CONFIGS {
+        let gm = gpu.load(tree, config).unwrap();
+        let cm = cpu.load(tree, config).unwrap();
+        let label = format!("{label} {config:?} {:?}", gpu.options());
+        for dir in DIRS {
+            for &batch in batches {
+                check_semiring::<PlusTimes>(
+                    gpu, &gm, &cpu, &cm, tree, dir, batch, &mut rng, exact, &label,
+                );
+                check_semiring::<Counting>(
+                    gpu, &gm, &cpu, &cm, tree, dir, batch, &mut rng, exact, &label,
+                );
+                check_semiring::<Boolean>(
+                    gpu, &gm, &cpu, &cm, tree, dir, batch, &mut rng, exact, &label,
+                );
+                check_semiring::<Tropical>(
+                    gpu, &gm, &cpu, &cm, tree, dir, batch, &mut rng, exact, &label,
+                );
+            }
+            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+            for words in [1usize, 2] {
+                for (traversal, active) in [
+                    (Traversal::Dense, 0.5),
+                    (Traversal::Masked, 0.02),
+                    (Traversal::Masked, 0.5),
+                ] {
+                    let x = random_bits(&mut rng, n_in as usize, words, active);
+                    let y0 = random_bits(&mut rng, n_out as usize, words, 0.1);
+                    let (mut yc, xc) = (y0.clone(), x.clone());
+                    cpu.bool_product(&cm, dir, &xc, &mut yc, traversal).unwrap();
+                    let xg = gpu.bits_upload(&x).unwrap();
+                    let mut yg = gpu.bits_upload(&y0).unwrap();
+                    gpu.bool_product(&gm, dir, &xg, &mut yg, traversal)
+                        .unwrap_or_else(|e| panic!("{label}: {e}"));
+                    assert!(
+                        gpu.bits_download(&yg).unwrap() == yc,
+                        "{label} bits {dir:?} W={words} {traversal:?} active={active}: results differ"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            gpu.matrix_bytes(&gm),
+            gpu.product_bytes(&gm, Direction::Right, 1, 4, None).matrix
+        );
+    }
+}
+
+#[test]
+fn random_matrices_match_cpu() {
+    let Some(_) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    let mats = random_matrices();
+    for options in option_sets() {
+        let gpu = GpuEngine::with_options(0, options).unwrap();
+        for (label, tree) in &mats {
+            // Tiles of a few nodes mean tens of thousands of launches per product on the
+            // larger matrices: tiling is already exercised on the smaller ones.
+            if options.tile_nodes < 64 && tree.nnz() > 10_000 {
+                continue;
+            }
+            check_matrix(&gpu, tree, label, true, &[1, 3]);
+        }
+    }
+    let gpu = GpuEngine::new(0).unwrap();
+    for (label, tree) in &mats {
+        check_f32_accuracy(&gpu, tree, label);
+    }
+}
+
+/// Plus-times on unquantised f32 inputs, where the order of the additions matters: the
+/// GPU's result must be within the forward error bound of a `k`-term f32 sum,
+/// `(k − 1) · 2^-24 · Σ|terms|`, of the exact (f64) product, per entry; the largest
+/// relative difference from the CPU engine is printed.
+fn check_f32_accuracy(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str) {
+    let cpu = CpuEngine::new();
+    let mut rng = StdRng::seed_from_u64(99);
+    let gm = gpu.load(tree, MatrixConfig::CachedFrontier).unwrap();
+    let cm = cpu.load(tree, MatrixConfig::CachedFrontier).unwrap();
+    let cells = tree.cells();
+    for dir in DIRS {
+        let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+        let x: Vec<f32> = (0..n_in).map(|_| rng.random_range(0.0f32..1.0)).collect();
+        let (mut yc, mut yg) = (vec![0.0f32; n_out as usize], vec![0.0f32; n_out as usize]);
+        cpu.product::<PlusTimes>(&cm, dir, &x, 1, &mut yc).unwrap();
+        gpu.product::<PlusTimes>(&gm, dir, &x, 1, &mut yg).unwrap();
+        let mut exact = vec![0.0f64; n_out as usize];
+        let mut terms = vec![0u32; n_out as usize];
+        for &(r, c) in &cells {
+            let (i, o) = match dir {
+                Direction::Right => (c as usize, r as usize),
+                Direction::Left => (r as usize, c as usize),
+            };
+            exact[o] += x[i] as f64;
+            terms[o] += 1;
+        }
+        for o in 0..n_out as usize {
+            let bound = (terms[o].max(1) as f64) * 2f64.powi(-24) * exact[o] + 1e-30;
+            assert!(
+                (yg[o] as f64 - exact[o]).abs() <= bound,
+                "{label} f32 {dir:?}: y[{o}] = {} but exact {} (bound {bound})",
+                yg[o],
+                exact[o]
+            );
+        }
+        println!(
+            "{label} f32 {dir:?}: max relative difference GPU vs CPU {:e}",
+            max_rel_err(&yg, &yc)
+        );
+    }
+}
+
+#[test]
+fn bit_batch_operations_match_cpu() {
+    let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    let cpu = CpuEngine::new();
+    let mut rng = StdRng::seed_from_u64(11);
+    for &(rows, words) in &[(0usize, 1usize), (1, 1), (1000, 1), (777, 3), (100_000, 2)] {
+        let a = random_bits(&mut rng, rows, words, 0.5);
+        let b = random_bits(&mut rng, rows, words, 0.5);
+        // or
+        let (mut ca, cb) = (a.clone(), b.clone());
+        cpu.bits_or(&mut ca, &cb).unwrap();
+        let mut ga = gpu.bits_upload(&a).unwrap();
+        let gb = gpu.bits_upload(&b).unwrap();
+        gpu.bits_or(&mut ga, &gb).unwrap();
+        assert_eq!(
+            gpu.bits_download(&ga).unwrap(),
+            ca,
+            "bits_or {rows}x{words}"
+        );
+        // advance
+        let (mut cn, mut cv) = (a.clone(), b.clone());
+        let count_c = cpu.bits_advance(&mut cn, &mut cv).unwrap();
+        let mut gn = gpu.bits_upload(&a).unwrap();
+        let mut gv = gpu.bits_upload(&b).unwrap();
+        let count_g = gpu.bits_advance(&mut gn, &mut gv).unwrap();
+        assert_eq!(count_g, count_c, "bits_advance count {rows}x{words}");
+        assert_eq!(gpu.bits_download(&gn).unwrap(), cn);
+        assert_eq!(gpu.bits_download(&gv).unwrap(), cv);
+        // a second advance reaches the fixed point
+        assert_eq!(gpu.bits_advance(&mut gn, &mut gv).unwrap(), 0);
+        // clear and zeroed
+        gpu.bits_clear(&mut ga).unwrap();
+        assert!(gpu.bits_download(&ga).unwrap().is_empty());
+        let z = gpu.bits_zeroed(rows, words).unwrap();
+        assert_eq!(
+            gpu.bits_download(&z).unwrap(),
+            BitMatrix::zeroed(rows, words)
+        );
+        // shape errors
+        let other = gpu.bits_zeroed(rows + 1, words).unwrap();
+        assert!(matches!(
+            gpu.bits_or(&mut ga, &other),
+            Err(EngineError::Shape(_))
+        ));
+    }
+}
+
+#[test]
+fn recorded_graph_replays_the_product() {
+    let Some(gpu) = gpu_or_skip(GpuOptions {
+        tile_nodes: 64,
+        top_nodes: 1,
+        offset_source: None,
+    }) else {
+        return;
+    };
+    let cpu = CpuEngine::new();
+    let mut rng = StdRng::seed_from_u64(3);
+    let tree = random_tree(&mut rng, 3000, 2500, 40000, true);
+    for config in CONFIGS {
+        let gm = gpu.load(&tree, config).unwrap();
+        let cm = cpu.load(&tree, config).unwrap();
+        for (dir, batch) in [(Direction::Right, 1usize), (Direction::Left, 4)] {
+            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+            let x: Vec<f32> = input::<Tropical>(&mut rng, n_in as usize * batch, true);
+            let mut yc = vec![0.0f32; n_out as usize * batch];
+            cpu.product::<Tropical>(&cm, dir, &x, batch, &mut yc)
+                .unwrap();
+            let xd = gpu.upload(&x).unwrap();
+            let yd = gpu.zeros::<f32>(n_out as usize * batch).unwrap();
+            let mut g = gpu
+                .record_product::<Tropical>(&gm, dir, xd, batch, yd)
+                .unwrap();
+            g.launch().unwrap();
+            g.launch().unwrap();
+            assert!(g.y().unwrap() == yc, "graph replay {config:?} {dir:?}");
+            // New input, same graph.
+            let x2: Vec<f32> = input::<Tropical>(&mut rng, n_in as usize * batch, true);
+            cpu.product::<Tropical>(&cm, dir, &x2, batch, &mut yc)
+                .unwrap();
+            g.set_x(&x2).unwrap();
+            g.launch().unwrap();
+            assert!(
+                g.y().unwrap() == yc,
+                "graph replay with new x {config:?} {dir:?}"
+            );
+            let ms = gpu.time_ms(3, || g.launch()).unwrap();
+            assert!(ms >= 0.0);
+        }
+    }
+}
+
+#[test]
+fn allocation_failure_names_the_bytes() {
+    let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    // 2^40 words = 8 TiB: more than any device holds.
+    match gpu.bits_zeroed(1 << 37, 8) {
+        Err(EngineError::OutOfMemory { bytes, what }) => {
+            assert_eq!(bytes, 8 << 40);
+            assert!(what.contains("bit batch"));
+        }
+        Err(e) => panic!("expected OutOfMemory, got {e}"),
+        Ok(_) => panic!("an 8 TiB allocation succeeded"),
+    }
+}
+
+#[test]
+fn missing_device_is_unavailable_not_a_panic() {
+    match GpuEngine::new(4096) {
+        Err(EngineError::Unavailable(reason)) => println!("device 4096: {reason}"),
+        Err(e) => panic!("expected Unavailable, got {e}"),
+        Ok(_) => panic!("device 4096 exists?"),
+    }
+    match gpu::available(0) {
+        Ok(info) => println!("device 0: {info:?}"),
+        Err(reason) => {
+            assert!(matches!(
+                GpuEngine::new(0),
+                Err(EngineError::Unavailable(_))
+            ));
+            assert!(GpuEngine::new_or_notice(0).is_none());
+            println!("no GPU: {reason}");
+        }
+    }
+}
+
+#[test]
+fn kernels_compile_with_nvrtc() {
+    if !gpu::nvrtc_present() {
+        let required = std::env::var("K2RPQ_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "K2RPQ_REQUIRE_NVRTC=1 but libnvrtc could not be loaded"
+        );
+        println!("SKIPPED (no NVRTC: libnvrtc not found)");
+        return;
+    }
+    for arch in ["sm_90", "sm_80"] {
+        let modules = gpu::compile_kernels(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(modules.len(), gpu::KERNEL_SOURCES.len());
+        for (name, ptx) in &modules {
+            let text = ptx.to_src();
+            assert!(
+                text.contains(".entry"),
+                "{arch} {name}: no kernel entry in the PTX"
+            );
+        }
+    }
+}
+
+fn cnr_2000() -> Option<Arc<K2Tree>> {
+    // shared/ beside the checkout (CI, main), or beside a folder of worktrees.
+    let rel = "shared/data/cnr-2000/cnr-2000.arcs.tsv.gz";
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let path = std::env::var("K2RPQ_CNR2000").unwrap_or_else(|_| {
+        [format!("{dir}/../{rel}"), format!("{dir}/../../{rel}")]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or_else(|| format!("{dir}/../{rel}"))
+    });
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(_) => {
+            println!("skipped: data not found ({path})");
+            return None;
+        }
+    };
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
+    let mut edges = Vec::new();
+    let mut n = 0u32;
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.expect("read cnr-2000");
+        let mut it = line.split('\t');
+        let parse = |s: Option<&str>| -> u32 {
+            s.and_then(|s| s.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{path}:{}: bad line {line:?}", i + 1))
+        };
+        let (s, d) = (parse(it.next()), parse(it.next()));
+        n = n.max(s + 1).max(d + 1);
+        edges.push((s, d));
+    }
+    Some(Arc::new(K2Tree::from_edges(n as u64, n as u64, edges)))
+}
+
+#[test]
+fn cnr_2000_matches_cpu() {
+    let Some(_) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    let Some(tree) = cnr_2000() else {
+        return;
+    };
+    println!("cnr-2000: {:?}", tree.stats());
+    let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
+        tile_nodes,
+        top_nodes,
+        offset_source,
+    };
+    for options in [
+        GpuOptions::default(),
+        o(1 << 12, 1 << 16, Some(OffsetSource::Scan)),
+        o(1 << 14, 1 << 10, Some(OffsetSource::Directory)),
+    ] {
+        let gpu = GpuEngine::with_options(0, options).unwrap();
+        check_matrix(&gpu, &tree, "cnr-2000", true, &[1, 4]);
+        let gm = gpu.load(&tree, MatrixConfig::TreeOnly).unwrap();
+        let pb = gpu.product_bytes(&gm, Direction::Right, 1, 4, None);
+        println!("cnr-2000 {options:?}: product bytes {pb:?}");
+    }
+    check_f32_accuracy(&GpuEngine::new(0).unwrap(), &tree, "cnr-2000");
+}
+
+/// Prints product times on cnr-2000 (CUDA events, mean of 20 after a warm-up) for the
+/// report; asserts nothing about time, only that the timed products ran.
+#[test]
+fn cnr_2000_timings() {
+    let Some(_) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    let Some(tree) = cnr_2000() else {
+        return;
+    };
+    let n = tree.rows() as usize;
+    for source in [OffsetSource::Directory, OffsetSource::Scan] {
+        let gpu = GpuEngine::with_options(
+            0,
+            GpuOptions {
+                offset_source: Some(source),
+                ..GpuOptions::default()
+            },
+        )
+        .unwrap();
+        for config in CONFIGS {
+            let gm = gpu.load(&tree, config).unwrap();
+            for batch in [1usize, 32] {
+                let x = gpu.upload(&vec![1.0f32; n * batch]).unwrap();
+                let y = gpu.zeros::<f32>(n * batch).unwrap();
+                let g = gpu
+                    .record_product::<PlusTimes>(&gm, Direction::Right, x, batch, y)
+                    .unwrap();
+                let ms = gpu.time_ms(20, || g.launch()).unwrap();
+                let pb = gpu.product_bytes(&gm, Direction::Right, batch, 4, None);
+                println!(
+                    "TIMING cnr-2000 {config:?} {source:?} plus-times right B={batch}: {ms:.4} ms/product (graph), scratch {} B, matrix {} B",
+                    pb.scratch, pb.matrix
+                );
+            }
+            // 64·W sources spread over the graph, and a single source (an RPQ from a
+            // constant), bit-packed.
+            for (words, sources) in [(1usize, 64usize), (4, 256), (1, 1)] {
+                let mut x = BitMatrix::zeroed(n, words);
+                for s in 0..sources {
+                    x.set(s * 5077 % n, s);
+                }
+                let xg = gpu.bits_upload(&x).unwrap();
+                let mut yg = gpu.bits_zeroed(n, words).unwrap();
+                for traversal in [Traversal::Dense, Traversal::Masked] {
+                    let ms = gpu
+                        .time_ms(20, || {
+                            gpu.bool_product(&gm, Direction::Left, &xg, &mut yg, traversal)
+                        })
+                        .unwrap();
+                    println!(
+                        "TIMING cnr-2000 {config:?} {source:?} bits W={words} left {traversal:?} ({sources} sources): {ms:.4} ms/product (with host sync)"
+                    );
+                }
+            }
+        }
+    }
+}
