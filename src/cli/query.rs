@@ -7,7 +7,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
+
+use super::rpq::EngineChoice;
 
 /// Arguments of `k2rpq query`.
 #[derive(clap::Args, Debug)]
@@ -27,9 +31,20 @@ pub struct Args {
     /// Output format: table, json, xml, csv or tsv.
     #[arg(long, default_value = "table")]
     pub format: ResultFormat,
+    /// Engine of the path products.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineChoice,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
+}
+
+fn answer_with<E: Engine>(
+    engine: &E,
+    dataset: &dyn PathDataset,
+    text: &str,
+) -> anyhow::Result<QueryAnswer> {
+    Ok(query(engine, dataset, text)?)
 }
 
 /// Runs `k2rpq query`.
@@ -51,7 +66,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
     };
     let loaded = started.elapsed();
-    let answer = query(&CpuEngine::new(), dataset.as_ref(), &text)?;
+    let run =
+        |engine: &dyn Fn(&dyn PathDataset) -> anyhow::Result<QueryAnswer>| engine(dataset.as_ref());
+    let answer = match args.engine {
+        EngineChoice::Cpu => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
+        EngineChoice::Gpu => {
+            let gpu = GpuEngine::new(0).context("--engine gpu")?;
+            run(&|d| answer_with(&gpu, d, &text))?
+        }
+        EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
+            Some(gpu) => run(&|d| answer_with(&gpu, d, &text))?,
+            None => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
+        },
+    };
     let answered = started.elapsed() - loaded;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
