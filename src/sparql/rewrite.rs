@@ -307,19 +307,11 @@ impl Rewriter {
                         object: self.term(&o),
                     })
                 }
-                Item::Path(s, path, o) => {
-                    let (s, o) = (self.term(&s), self.term(&o));
-                    let inner = GraphPattern::Path {
-                        subject: s.clone(),
-                        path,
-                        object: o.clone(),
-                    };
-                    if self.wrap {
-                        paths.push(service(inner, &s, &o, graph, &values));
-                    } else {
-                        paths.push(inner);
-                    }
-                }
+                Item::Path(s, path, o) => paths.push(GraphPattern::Path {
+                    subject: self.term(&s),
+                    path,
+                    object: self.term(&o),
+                }),
             }
         }
         let mut parts = Vec::new();
@@ -328,10 +320,48 @@ impl Rewriter {
             .drain(..)
             .partition(|o| matches!(o, GraphPattern::Values { .. }));
         parts.extend(vals);
-        if !triples.is_empty() {
-            parts.push(GraphPattern::Bgp { patterns: triples });
+        if self.wrap && !paths.is_empty() {
+            // The triples and paths of the group go to k2rpq together, so that constants
+            // and the triples' bindings restrict the paths there (the service sees no outer
+            // bindings). Moved, not copied: a BGP's solutions are a set, so the
+            // multiplicities are those of the group.
+            let mut vars = Vec::new();
+            for t in &triples {
+                add_variables(&t.subject, &mut vars);
+                add_variables(&t.object, &mut vars);
+                if let NamedNodePattern::Variable(v) = &t.predicate {
+                    if !vars.contains(v) {
+                        vars.push(v.clone());
+                    }
+                }
+            }
+            for p in &paths {
+                if let GraphPattern::Path {
+                    subject, object, ..
+                } = p
+                {
+                    add_variables(subject, &mut vars);
+                    add_variables(object, &mut vars);
+                }
+            }
+            let mut members = Vec::new();
+            if !triples.is_empty() {
+                members.push(GraphPattern::Bgp { patterns: triples });
+            }
+            members.extend(paths);
+            let mut it = members.into_iter();
+            let first = it.next().expect("a path");
+            let inner = it.fold(first, |l, r| GraphPattern::Join {
+                left: Box::new(l),
+                right: Box::new(r),
+            });
+            parts.push(service(inner, vars, graph, &values));
+        } else {
+            if !triples.is_empty() {
+                parts.push(GraphPattern::Bgp { patterns: triples });
+            }
+            parts.extend(paths);
         }
-        parts.extend(paths);
         parts.extend(rest);
         let mut it = parts.into_iter();
         let first = it.next().unwrap_or(GraphPattern::Bgp {
@@ -344,29 +374,31 @@ impl Rewriter {
     }
 }
 
-/// `SERVICE <urn:k2rpq:paths> { [VALUES …] [GRAPH g] { s path o } }`.
+fn add_variables(t: &TermPattern, vars: &mut Vec<Variable>) {
+    if let TermPattern::Variable(v) = t {
+        if !vars.contains(v) {
+            vars.push(v.clone());
+        }
+    }
+}
+
+/// `SERVICE <urn:k2rpq:paths> { [VALUES …] [GRAPH g] { pattern } }`, where `vars` are
+/// the variables `pattern` binds.
 fn service(
-    path: GraphPattern,
-    s: &TermPattern,
-    o: &TermPattern,
+    pattern: GraphPattern,
+    mut vars: Vec<Variable>,
     graph: Option<&NamedNodePattern>,
     values: &[GraphPattern],
 ) -> GraphPattern {
     let mut inner = match graph {
         Some(name) => GraphPattern::Graph {
             name: name.clone(),
-            inner: Box::new(path),
+            inner: Box::new(pattern),
         },
-        None => path,
+        None => pattern,
     };
-    let mut vars: Vec<&Variable> = Vec::new();
-    for t in [s, o] {
-        if let TermPattern::Variable(v) = t {
-            vars.push(v);
-        }
-    }
     if let Some(NamedNodePattern::Variable(g)) = graph {
-        vars.push(g);
+        vars.push(g.clone());
     }
     for v in values {
         if let GraphPattern::Values { variables, .. } = v {
@@ -518,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn plain_triples_stay_with_oxigraph_and_long_chains_merge() {
+    fn groups_without_paths_stay_with_oxigraph_and_long_chains_merge() {
         let s = rewritten(
             "SELECT * WHERE { ?s <http://p>/<http://q>/<http://r> ?o . ?o <http://t> ?z }",
         );
