@@ -2,8 +2,9 @@
 //! property-path pattern answered by k2rpq and the rest by Oxigraph.
 //!
 //! Oxigraph has no hook for paths, so the query is rewritten
-//! ([`wrap_paths_in_service`]): each path pattern (with the sequences the parser split
-//! re-assembled) becomes `SERVICE <urn:k2rpq:paths> { … }`, which a [`ServiceHandler`]
+//! ([`wrap_paths_in_service`]): each group of joined triple and path patterns that holds
+//! a path (the sequences the parser split re-assembled) becomes
+//! `SERVICE <urn:k2rpq:paths> { … }` with its VALUES and GRAPH context, which a [`ServiceHandler`]
 //! registered with [`SparqlEvaluator::with_service_handler`] answers from k²-tree
 //! relations built from the store. The relations are rebuilt when the store changed since
 //! they were built ([`ChangeCheck`]).

@@ -50,9 +50,10 @@ pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
 }
 
 /// Rewrites a query for the Oxigraph embedding: re-assembles split sequences, turns the
-/// pattern blank nodes into (never projected) variables, and wraps every path pattern
-/// that is not a single predicate in `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH
-/// context and the VALUES of its group pushed inside (the service sees no outer bindings).
+/// pattern blank nodes into (never projected) variables, and wraps every group of joined
+/// triple and path patterns that holds a path (not a single predicate) in
+/// `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH context and the VALUES of its group
+/// and of enclosing groups pushed inside (the service sees no outer bindings).
 pub fn wrap_paths_in_service(query: &Query) -> Query {
     let rewrite = |pattern: &GraphPattern| {
         let mut counts = HashMap::new();
