@@ -11,8 +11,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::{load_tsv, TSV_NODE_PREFIX, TSV_PREDICATE};
-use k2rpq::rpq::{evaluate_with, plan, Endpoint, EvalOptions, Path, PathGraph, PerQueryRelations};
+use k2rpq::rpq::{
+    evaluate_with, plan, Endpoint, EvalOptions, MemoryGraph, Path, PathGraph, PerQueryRelations,
+    PredId,
+};
 use oxigraph::model::{GraphName, NamedNode, Quad};
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
@@ -102,7 +106,25 @@ fn main() {
         t0.elapsed().as_secs_f64()
     );
 
-    let engine = CpuEngine::new();
+    match std::env::var("RPQ_ENGINE").as_deref() {
+        Ok("gpu") => {
+            let gpu = k2rpq::engine::gpu::GpuEngine::new(0).expect("GPU engine");
+            run(&gpu, &graph, &store, p, k, timeout);
+        }
+        _ => run(&CpuEngine::new(), &graph, &store, p, k, timeout),
+    }
+    std::process::exit(0);
+}
+
+fn run<E: Engine>(
+    engine: &E,
+    graph: &MemoryGraph,
+    store: &Store,
+    p: PredId,
+    k: usize,
+    timeout: Duration,
+) {
+    println!("engine: {}", engine.name());
     let traversal = match std::env::var("RPQ_TRAVERSAL").as_deref() {
         Ok("dense") => k2rpq::rpq::TraversalPolicy::Dense,
         Ok("masked") => k2rpq::rpq::TraversalPolicy::Masked,
@@ -114,7 +136,7 @@ fn main() {
         timeout: Some(timeout),
         ..EvalOptions::default()
     };
-    let mut rels = PerQueryRelations::new(&engine, &graph, opts.config);
+    let mut rels = PerQueryRelations::new(engine, graph, opts.config);
     let mut rng = StdRng::seed_from_u64(2000);
     let nodes: Vec<u32> = graph.nodes().iter().collect();
     let constants: Vec<u32> = (0..k)
@@ -132,8 +154,8 @@ fn main() {
                 (Endpoint::Var, Endpoint::Const(c))
             };
             let t = Instant::now();
-            let pl = plan(&graph, path, s, o, &opts);
-            let r = evaluate_with(&engine, &graph, &pl, &opts, &mut rels).unwrap();
+            let pl = plan(graph, path, s, o, &opts);
+            let r = evaluate_with(engine, graph, &pl, &opts, &mut rels).unwrap();
             ours.push(t.elapsed().as_secs_f64());
             if std::env::var_os("RPQ_TRACE").is_some() && ours.len() == 1 {
                 print!("{pl}{}", r.trace);
@@ -145,7 +167,7 @@ fn main() {
             } else {
                 format!("SELECT (COUNT(*) AS ?n) WHERE {{ ?x <{TSV_PREDICATE}>* <{TSV_NODE_PREFIX}{c}> }}")
             };
-            match oxigraph_count(&store, &q, timeout) {
+            match oxigraph_count(store, &q, timeout) {
                 Some((n, secs)) => {
                     oxi.push(secs);
                     if !r.timed_out && n != r.count {
@@ -168,8 +190,8 @@ fn main() {
     }
     // All pairs, counted.
     let t = Instant::now();
-    let pl = plan(&graph, &plus, Endpoint::Var, Endpoint::Var, &opts);
-    let r = evaluate_with(&engine, &graph, &pl, &opts, &mut rels).unwrap();
+    let pl = plan(graph, &plus, Endpoint::Var, Endpoint::Var, &opts);
+    let r = evaluate_with(engine, graph, &pl, &opts, &mut rels).unwrap();
     println!(
         "?x p+ ?y (count) ours: {} pairs{} in {:.1} s ({} of {} batches, {} steps)",
         r.count,
@@ -184,12 +206,11 @@ fn main() {
         r.trace.total_steps
     );
     let q = format!("SELECT (COUNT(*) AS ?n) WHERE {{ ?x <{TSV_PREDICATE}>+ ?y }}");
-    match oxigraph_count(&store, &q, timeout) {
+    match oxigraph_count(store, &q, timeout) {
         Some((n, secs)) => println!("?x p+ ?y (count) oxigraph: {n} pairs in {secs:.1} s"),
         None => println!(
             "?x p+ ?y (count) oxigraph: no answer within {} s",
             timeout.as_secs()
         ),
     }
-    std::process::exit(0);
 }

@@ -18,3 +18,5 @@ pub mod k2tree;
 pub mod rdf;
 pub mod rpq;
 pub mod store;
+pub mod oxigraph;
+pub mod sparql;

@@ -35,6 +35,8 @@ enum Command {
     Rpq(cli::rpq::Args),
     /// Print the plan of a path query and the steps of its run.
     Explain(cli::explain::Args),
+    /// Answer a SPARQL query (property paths, BGPs, joins, VALUES, FILTER, COUNT, ...).
+    Query(cli::query::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +52,6 @@ fn main() -> anyhow::Result<()> {
         Command::Gen(a) => cli::gen::run(a),
         Command::Rpq(a) => cli::rpq::run(a),
         Command::Explain(a) => cli::explain::run(a),
+        Command::Query(a) => cli::query::run(a),
     }
 }

@@ -10,4 +10,5 @@ pub mod gen;
 pub mod graph_source;
 pub mod info;
 pub mod load;
+pub mod query;
 pub mod rpq;

@@ -34,7 +34,9 @@ pub struct LogQuery {
     pub object: LogEndpoint,
 }
 
-/// Parses one `S REGEX O` line (see the [module docs](self)).
+/// Parses one `S REGEX O` line: `S` and `O` are `?var` or `<IRI>`; `REGEX` uses `<IRI>`
+/// (or `a`), `^`, `/`, `|`, `*`, `+`, `?`, `!(..)` and parentheses with SPARQL 1.1
+/// precedence; an optional `id,` prefix names the query.
 ///
 /// ```
 /// use k2rpq::rpq::{parse_log_line, LogEndpoint};

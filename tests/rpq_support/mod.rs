@@ -132,8 +132,11 @@ impl Fixture {
     /// Compares both answers; the one documented difference: Oxigraph 0.5.13 drops a
     /// constant absent from the graph from a zero-length match, the spec keeps it.
     pub fn check(&self, path: &Expr, s: Option<&str>, o: Option<&str>, opts: &EvalOptions) {
+        let t0 = std::time::Instant::now();
         let ours = self.ours(path, s, o, opts);
+        let t1 = std::time::Instant::now();
         let mut expected = self.oxigraph(path, s, o);
+        let t2 = std::time::Instant::now();
         let nullable = parse_path_expr(path, |iri| self.dict.iri_id(iri)).accepts_empty();
         if nullable {
             match (s, o) {
@@ -147,7 +150,13 @@ impl Fixture {
             }
         }
         if std::env::var_os("RPQ_TEST_VERBOSE").is_some() {
-            eprintln!("{} pairs: {} {s:?} {o:?}", ours.len(), sparql_path(path));
+            eprintln!(
+                "{} pairs: {} {s:?} {o:?} (ours {:?}, oxigraph {:?})",
+                ours.len(),
+                sparql_path(path),
+                t1 - t0,
+                t2 - t1
+            );
         }
         assert_eq!(
             ours,

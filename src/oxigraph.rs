@@ -1,0 +1,251 @@
+//! The Oxigraph embedding: any SPARQL query over an Oxigraph [`Store`], with every
+//! property-path pattern answered by k2rpq and the rest by Oxigraph.
+//!
+//! Oxigraph has no hook for paths, so the query is rewritten
+//! ([`wrap_paths_in_service`]): each group of joined triple and path patterns that holds
+//! a path (the sequences the parser split re-assembled) becomes
+//! `SERVICE <urn:k2rpq:paths> { … }` with its VALUES and GRAPH context, which a [`ServiceHandler`]
+//! registered with [`SparqlEvaluator::with_service_handler`] answers from k²-tree
+//! relations built from the store. The relations are rebuilt when the store changed since
+//! they were built ([`ChangeCheck`]).
+//!
+//! ```
+//! use oxigraph::model::{GraphName, NamedNode, Quad};
+//! use oxigraph::sparql::QueryResults;
+//! use oxigraph::store::Store;
+//! let store = Store::new()?;
+//! let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
+//! store.insert(&Quad::new(n("a"), n("p"), n("b"), GraphName::DefaultGraph))?;
+//! store.insert(&Quad::new(n("b"), n("p"), n("c"), GraphName::DefaultGraph))?;
+//! let paths = k2rpq::oxigraph::K2Paths::cpu();
+//! let QueryResults::Solutions(rows) =
+//!     paths.evaluate(&store, "SELECT ?x WHERE { <http://e/a> <http://e/p>+ ?x }")?
+//! else { unreachable!() };
+//! assert_eq!(rows.count(), 2);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Queries with `FROM` / `FROM NAMED` are left to Oxigraph whole (the service would not
+//! know their dataset).
+//!
+//! [`wrap_paths_in_service`]: crate::sparql::rewrite::wrap_paths_in_service
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use oxigraph::sparql::{
+    QueryEvaluationError, QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator,
+};
+use oxigraph::store::{StorageError, Store};
+use oxrdf::{NamedNode, Variable};
+use spargebra::algebra::GraphPattern;
+
+use crate::engine::cpu::CpuEngine;
+use crate::engine::Engine;
+use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
+use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
+
+/// Errors of the embedding.
+#[derive(Debug, thiserror::Error)]
+pub enum OxigraphError {
+    /// The query does not parse.
+    #[error("invalid SPARQL: {0}")]
+    Syntax(#[from] spargebra::SparqlSyntaxError),
+    /// Oxigraph failed to evaluate the query (a k2rpq service error arrives wrapped).
+    #[error(transparent)]
+    Evaluation(#[from] QueryEvaluationError),
+    /// Reading the store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Answers `query` over `store` with a CPU engine, building the relations for this call
+/// only (use [`K2Paths`] to keep them between queries).
+pub fn evaluate(store: &Store, query: &str) -> Result<QueryResults<'static>, OxigraphError> {
+    K2Paths::cpu().evaluate(store, query)
+}
+
+/// How [`K2Paths`] checks, before each query, whether the store changed since it built
+/// the relations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ChangeCheck {
+    /// The quad count plus a hash of the first [`SAMPLED_QUADS`] quads (in Oxigraph's index
+    /// order): cheap, and notices every insertion or removal that changes the count; a
+    /// change that keeps the count and spares the sampled quads goes unnoticed (call
+    /// [`K2Paths::invalidate`] after such updates).
+    #[default]
+    Sampled,
+    /// The quad count plus an order-independent hash of every quad: notices every change,
+    /// at the cost of hashing the whole store before each query.
+    Full,
+}
+
+/// Quads hashed by [`ChangeCheck::Sampled`].
+pub const SAMPLED_QUADS: usize = 4096;
+
+/// What identifies a store's content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    quads: u64,
+    digest: u64,
+}
+
+impl Fingerprint {
+    fn of(store: &Store, check: ChangeCheck) -> Result<Fingerprint, StorageError> {
+        let hash = |q: &oxrdf::Quad| {
+            let mut h = DefaultHasher::new();
+            q.hash(&mut h);
+            h.finish()
+        };
+        match check {
+            ChangeCheck::Sampled => {
+                let mut digest = 0u64;
+                for q in store.iter().take(SAMPLED_QUADS) {
+                    digest = digest.wrapping_mul(31).wrapping_add(hash(&q?));
+                }
+                Ok(Fingerprint {
+                    quads: store.len()? as u64,
+                    digest,
+                })
+            }
+            ChangeCheck::Full => {
+                // A wrapping sum, so the order of iteration does not matter.
+                let mut f = Fingerprint {
+                    quads: 0,
+                    digest: 0,
+                };
+                for q in store.iter() {
+                    f.quads += 1;
+                    f.digest = f.digest.wrapping_add(hash(&q?));
+                }
+                Ok(f)
+            }
+        }
+    }
+}
+
+struct Snapshot {
+    fingerprint: Fingerprint,
+    dataset: MemoryDataset,
+}
+
+/// k2rpq path evaluation for Oxigraph stores: keeps the relations of the last store seen
+/// and rebuilds them when its content changes.
+pub struct K2Paths<E: Engine + 'static> {
+    engine: Arc<E>,
+    check: ChangeCheck,
+    snapshot: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl K2Paths<CpuEngine> {
+    /// With the CPU engine.
+    pub fn cpu() -> Self {
+        Self::new(CpuEngine::new())
+    }
+}
+
+impl<E: Engine + 'static> K2Paths<E> {
+    /// With `engine`.
+    pub fn new(engine: E) -> Self {
+        K2Paths {
+            engine: Arc::new(engine),
+            check: ChangeCheck::default(),
+            snapshot: Mutex::new(None),
+        }
+    }
+
+    /// Sets how store changes are noticed (default [`ChangeCheck::Sampled`]).
+    pub fn with_change_check(mut self, check: ChangeCheck) -> Self {
+        self.check = check;
+        self
+    }
+
+    /// Drops the relations: the next query rebuilds them.
+    pub fn invalidate(&self) {
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The relations of `store`'s current content (rebuilt if it changed).
+    fn snapshot(&self, store: &Store) -> Result<Arc<Snapshot>, StorageError> {
+        let fingerprint = Fingerprint::of(store, self.check)?;
+        let mut slot = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slot.as_ref() {
+            if s.fingerprint == fingerprint {
+                return Ok(Arc::clone(s));
+            }
+        }
+        let s = Arc::new(Snapshot {
+            fingerprint,
+            dataset: MemoryDataset::from_store(store)?,
+        });
+        *slot = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// A [`SparqlEvaluator`] whose `SERVICE <urn:k2rpq:paths>` calls k2rpq on `store`'s
+    /// current content; use it with queries rewritten by
+    /// [`wrap_paths_in_service`](crate::sparql::rewrite::wrap_paths_in_service).
+    pub fn evaluator(&self, store: &Store) -> Result<SparqlEvaluator, StorageError> {
+        let handler = PathService {
+            engine: Arc::clone(&self.engine),
+            snapshot: self.snapshot(store)?,
+        };
+        Ok(SparqlEvaluator::new()
+            .with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), handler))
+    }
+
+    /// Answers any SPARQL query over `store`: property paths by k2rpq, the rest by
+    /// Oxigraph.
+    pub fn evaluate(
+        &self,
+        store: &Store,
+        query: &str,
+    ) -> Result<QueryResults<'static>, OxigraphError> {
+        let parsed = spargebra::SparqlParser::new().parse_query(query)?;
+        let has_dataset = match &parsed {
+            spargebra::Query::Select { dataset, .. }
+            | spargebra::Query::Construct { dataset, .. }
+            | spargebra::Query::Describe { dataset, .. }
+            | spargebra::Query::Ask { dataset, .. } => dataset.is_some(),
+        };
+        if has_dataset {
+            return Ok(SparqlEvaluator::new()
+                .for_query(parsed)
+                .on_store(store)
+                .execute()?);
+        }
+        let rewritten = wrap_paths_in_service(&parsed);
+        Ok(self
+            .evaluator(store)?
+            .for_query(rewritten)
+            .on_store(store)
+            .execute()?)
+    }
+}
+
+/// The `SERVICE <urn:k2rpq:paths>` handler: evaluates the service's pattern on a
+/// snapshot of the store.
+struct PathService<E: Engine + 'static> {
+    engine: Arc<E>,
+    snapshot: Arc<Snapshot>,
+}
+
+impl<E: Engine + 'static> ServiceHandler for PathService<E> {
+    type Error = SparqlError;
+
+    fn handle(
+        &self,
+        pattern: &GraphPattern,
+        _base_iri: Option<&oxiri::Iri<String>>,
+    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
+        let answer = evaluate_pattern(&*self.engine, &self.snapshot.dataset, pattern)?;
+        let QueryAnswer::Solutions { variables, rows } = answer else {
+            return Err(SparqlError::Unsupported("ASK inside SERVICE".into()));
+        };
+        let variables: Arc<[Variable]> = variables.into();
+        Ok(QuerySolutionIter::from_tuples(
+            variables,
+            rows.into_iter().map(Ok),
+        ))
+    }
+}

@@ -1,0 +1,591 @@
+//! Algebra rewrites: re-assembling the sequences the parser split, and wrapping each
+//! property-path pattern in `SERVICE <urn:k2rpq:paths>` for the Oxigraph embedding.
+//!
+//! spargebra turns `?s p/q ?o` into `?s p _:b . _:b q ?o` with a fresh blank node
+//! `_:b`. A blank node that occurs exactly twice in the query, as the object of one
+//! pattern and the subject of another of the same group, is such a middle node (or one a
+//! user wrote with the same meaning: the join over it is exactly the sequence's bag join),
+//! so the two patterns become one path pattern `?s p/q ?o`.
+
+use std::collections::HashMap;
+
+use spargebra::algebra::{GraphPattern, PropertyPathExpression};
+use spargebra::term::{NamedNode, NamedNodePattern, TermPattern, TriplePattern, Variable};
+use spargebra::Query;
+
+/// The service IRI the rewritten queries call.
+pub const SERVICE_IRI: &str = "urn:k2rpq:paths";
+
+/// Prefix of the variables that stand for the query's blank nodes after the rewrite.
+const BLANK_VARIABLE_PREFIX: &str = "k2rpq_b";
+
+/// The internal variable name of blank node `label` in standalone evaluation.
+pub(crate) fn blank_variable_name(label: &str) -> String {
+    format!("_:{label}")
+}
+
+/// Whether a variable name stands for a blank node (never projected by `SELECT *`).
+pub fn is_hidden_variable(name: &str) -> bool {
+    name.starts_with("_:") || name.starts_with(BLANK_VARIABLE_PREFIX)
+}
+
+/// One member of a group of joined triple and path patterns.
+#[derive(Clone, Debug)]
+enum Item {
+    Path(TermPattern, PropertyPathExpression, TermPattern),
+    /// A triple with a variable predicate: never part of a path.
+    Triple(TriplePattern),
+}
+
+/// Re-assembles split sequences everywhere in `pattern` (see the module docs).
+pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
+    let mut counts = HashMap::new();
+    count_blank_nodes(pattern, &mut counts);
+    Rewriter {
+        counts,
+        wrap: false,
+        renames: HashMap::new(),
+    }
+    .pattern(pattern, None, &[])
+}
+
+/// Rewrites a query for the Oxigraph embedding: re-assembles split sequences, turns the
+/// pattern blank nodes into (never projected) variables, and wraps every group of joined
+/// triple and path patterns that holds a path (not a single predicate) in
+/// `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH context and the VALUES of its group
+/// and of enclosing groups pushed inside (the service sees no outer bindings).
+pub fn wrap_paths_in_service(query: &Query) -> Query {
+    let rewrite = |pattern: &GraphPattern| {
+        let mut counts = HashMap::new();
+        count_blank_nodes(pattern, &mut counts);
+        Rewriter {
+            counts,
+            wrap: true,
+            renames: HashMap::new(),
+        }
+        .pattern(pattern, None, &[])
+    };
+    match query {
+        Query::Select {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Select {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Ask {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Ask {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Construct {
+            template,
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Construct {
+            template: template.clone(),
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+        Query::Describe {
+            dataset,
+            pattern,
+            base_iri,
+        } => Query::Describe {
+            dataset: dataset.clone(),
+            pattern: rewrite(pattern),
+            base_iri: base_iri.clone(),
+        },
+    }
+}
+
+fn count_term(t: &TermPattern, counts: &mut HashMap<String, usize>) {
+    if let TermPattern::BlankNode(b) = t {
+        *counts.entry(b.as_str().to_owned()).or_insert(0) += 1;
+    }
+}
+
+fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
+    match p {
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                count_term(&t.subject, counts);
+                count_term(&t.object, counts);
+            }
+        }
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            count_term(subject, counts);
+            count_term(object, counts);
+        }
+        GraphPattern::Join { left, right }
+        | GraphPattern::LeftJoin { left, right, .. }
+        | GraphPattern::Lateral { left, right }
+        | GraphPattern::Union { left, right }
+        | GraphPattern::Minus { left, right } => {
+            count_blank_nodes(left, counts);
+            count_blank_nodes(right, counts);
+        }
+        GraphPattern::Filter { inner, .. }
+        | GraphPattern::Graph { inner, .. }
+        | GraphPattern::Extend { inner, .. }
+        | GraphPattern::OrderBy { inner, .. }
+        | GraphPattern::Project { inner, .. }
+        | GraphPattern::Distinct { inner }
+        | GraphPattern::Reduced { inner }
+        | GraphPattern::Slice { inner, .. }
+        | GraphPattern::Group { inner, .. }
+        | GraphPattern::Service { inner, .. } => count_blank_nodes(inner, counts),
+        GraphPattern::Values { .. } => {}
+    }
+}
+
+struct Rewriter {
+    counts: HashMap<String, usize>,
+    /// Oxigraph mode: rename blank nodes, wrap paths in SERVICE.
+    wrap: bool,
+    renames: HashMap<String, Variable>,
+}
+
+impl Rewriter {
+    fn term(&mut self, t: &TermPattern) -> TermPattern {
+        match t {
+            TermPattern::BlankNode(b) if self.wrap => {
+                let n = self.renames.len();
+                self.renames
+                    .entry(b.as_str().to_owned())
+                    .or_insert_with(|| {
+                        Variable::new_unchecked(format!("{BLANK_VARIABLE_PREFIX}{n}"))
+                    })
+                    .clone()
+                    .into()
+            }
+            t => t.clone(),
+        }
+    }
+
+    /// Rewrites `p` inside GRAPH `graph` (if any); `values` are VALUES patterns joined
+    /// with it from outside, which may be pushed into SERVICE calls.
+    fn pattern(
+        &mut self,
+        p: &GraphPattern,
+        graph: Option<&NamedNodePattern>,
+        values: &[GraphPattern],
+    ) -> GraphPattern {
+        let b = |x: GraphPattern| Box::new(x);
+        match p {
+            GraphPattern::Bgp { .. } | GraphPattern::Path { .. } | GraphPattern::Join { .. } => {
+                self.group(p, graph, values)
+            }
+            GraphPattern::LeftJoin {
+                left,
+                right,
+                expression,
+            } => GraphPattern::LeftJoin {
+                left: b(self.pattern(left, graph, &[])),
+                right: b(self.pattern(right, graph, &[])),
+                expression: expression.clone(),
+            },
+            GraphPattern::Lateral { left, right } => GraphPattern::Lateral {
+                left: b(self.pattern(left, graph, &[])),
+                right: b(self.pattern(right, graph, &[])),
+            },
+            GraphPattern::Union { left, right } => GraphPattern::Union {
+                left: b(self.pattern(left, graph, values)),
+                right: b(self.pattern(right, graph, values)),
+            },
+            GraphPattern::Minus { left, right } => GraphPattern::Minus {
+                left: b(self.pattern(left, graph, values)),
+                right: b(self.pattern(right, graph, &[])),
+            },
+            GraphPattern::Filter { expr, inner } => GraphPattern::Filter {
+                expr: expr.clone(),
+                inner: b(self.pattern(inner, graph, values)),
+            },
+            GraphPattern::Graph { name, inner } => GraphPattern::Graph {
+                name: name.clone(),
+                inner: b(self.pattern(inner, Some(name), values)),
+            },
+            GraphPattern::Extend {
+                inner,
+                variable,
+                expression,
+            } => GraphPattern::Extend {
+                inner: b(self.pattern(inner, graph, &[])),
+                variable: variable.clone(),
+                expression: expression.clone(),
+            },
+            GraphPattern::OrderBy { inner, expression } => GraphPattern::OrderBy {
+                inner: b(self.pattern(inner, graph, &[])),
+                expression: expression.clone(),
+            },
+            GraphPattern::Project { inner, variables } => GraphPattern::Project {
+                inner: b(self.pattern(inner, graph, &[])),
+                variables: variables.clone(),
+            },
+            GraphPattern::Distinct { inner } => GraphPattern::Distinct {
+                inner: b(self.pattern(inner, graph, &[])),
+            },
+            GraphPattern::Reduced { inner } => GraphPattern::Reduced {
+                inner: b(self.pattern(inner, graph, &[])),
+            },
+            GraphPattern::Slice {
+                inner,
+                start,
+                length,
+            } => GraphPattern::Slice {
+                inner: b(self.pattern(inner, graph, &[])),
+                start: *start,
+                length: *length,
+            },
+            GraphPattern::Group {
+                inner,
+                variables,
+                aggregates,
+            } => GraphPattern::Group {
+                inner: b(self.pattern(inner, graph, &[])),
+                variables: variables.clone(),
+                aggregates: aggregates.clone(),
+            },
+            GraphPattern::Service {
+                name,
+                inner,
+                silent,
+            } => GraphPattern::Service {
+                name: name.clone(),
+                inner: inner.clone(),
+                silent: *silent,
+            },
+            GraphPattern::Values { .. } => p.clone(),
+        }
+    }
+
+    /// A group of joined triple/path patterns (and other joined patterns).
+    fn group(
+        &mut self,
+        p: &GraphPattern,
+        graph: Option<&NamedNodePattern>,
+        outer_values: &[GraphPattern],
+    ) -> GraphPattern {
+        let mut items = Vec::new();
+        let mut others = Vec::new();
+        flatten(p, &mut items, &mut others);
+        let mut values: Vec<GraphPattern> = outer_values.to_vec();
+        values.extend(
+            others
+                .iter()
+                .filter(|o| matches!(o, GraphPattern::Values { .. }))
+                .cloned(),
+        );
+        let mut others: Vec<GraphPattern> = others
+            .iter()
+            .map(|o| self.pattern(o, graph, &values))
+            .collect();
+        merge_chains(&mut items, &self.counts);
+
+        let mut triples = Vec::new();
+        let mut paths = Vec::new();
+        for item in items {
+            match item {
+                Item::Triple(t) => triples.push(TriplePattern {
+                    subject: self.term(&t.subject),
+                    predicate: t.predicate.clone(),
+                    object: self.term(&t.object),
+                }),
+                Item::Path(s, PropertyPathExpression::NamedNode(n), o) => {
+                    triples.push(TriplePattern {
+                        subject: self.term(&s),
+                        predicate: n.into(),
+                        object: self.term(&o),
+                    })
+                }
+                Item::Path(s, path, o) => paths.push(GraphPattern::Path {
+                    subject: self.term(&s),
+                    path,
+                    object: self.term(&o),
+                }),
+            }
+        }
+        let mut parts = Vec::new();
+        // VALUES first: the standalone evaluator restricts later patterns by them.
+        let (vals, rest): (Vec<_>, Vec<_>) = others
+            .drain(..)
+            .partition(|o| matches!(o, GraphPattern::Values { .. }));
+        parts.extend(vals);
+        if self.wrap && !paths.is_empty() {
+            // The triples and paths of the group go to k2rpq together, so that constants
+            // and the triples' bindings restrict the paths there (the service sees no outer
+            // bindings). Moved, not copied: a BGP's solutions are a set, so the
+            // multiplicities are those of the group.
+            let mut vars = Vec::new();
+            for t in &triples {
+                add_variables(&t.subject, &mut vars);
+                add_variables(&t.object, &mut vars);
+                if let NamedNodePattern::Variable(v) = &t.predicate {
+                    if !vars.contains(v) {
+                        vars.push(v.clone());
+                    }
+                }
+            }
+            for p in &paths {
+                if let GraphPattern::Path {
+                    subject, object, ..
+                } = p
+                {
+                    add_variables(subject, &mut vars);
+                    add_variables(object, &mut vars);
+                }
+            }
+            let mut members = Vec::new();
+            if !triples.is_empty() {
+                members.push(GraphPattern::Bgp { patterns: triples });
+            }
+            members.extend(paths);
+            let mut it = members.into_iter();
+            let first = it.next().expect("a path");
+            let inner = it.fold(first, |l, r| GraphPattern::Join {
+                left: Box::new(l),
+                right: Box::new(r),
+            });
+            parts.push(service(inner, vars, graph, &values));
+        } else {
+            if !triples.is_empty() {
+                parts.push(GraphPattern::Bgp { patterns: triples });
+            }
+            parts.extend(paths);
+        }
+        parts.extend(rest);
+        let mut it = parts.into_iter();
+        let first = it.next().unwrap_or(GraphPattern::Bgp {
+            patterns: Vec::new(),
+        });
+        it.fold(first, |l, r| GraphPattern::Join {
+            left: Box::new(l),
+            right: Box::new(r),
+        })
+    }
+}
+
+fn add_variables(t: &TermPattern, vars: &mut Vec<Variable>) {
+    if let TermPattern::Variable(v) = t {
+        if !vars.contains(v) {
+            vars.push(v.clone());
+        }
+    }
+}
+
+/// `SERVICE <urn:k2rpq:paths> { [VALUES …] [GRAPH g] { pattern } }`, where `vars` are
+/// the variables `pattern` binds.
+fn service(
+    pattern: GraphPattern,
+    mut vars: Vec<Variable>,
+    graph: Option<&NamedNodePattern>,
+    values: &[GraphPattern],
+) -> GraphPattern {
+    let mut inner = match graph {
+        Some(name) => GraphPattern::Graph {
+            name: name.clone(),
+            inner: Box::new(pattern),
+        },
+        None => pattern,
+    };
+    if let Some(NamedNodePattern::Variable(g)) = graph {
+        vars.push(g.clone());
+    }
+    for v in values {
+        if let GraphPattern::Values { variables, .. } = v {
+            let shared: Vec<Variable> = variables
+                .iter()
+                .filter(|x| vars.contains(x))
+                .cloned()
+                .collect();
+            if shared.is_empty() {
+                continue;
+            }
+            // Distinct: the outer join applies the VALUES' multiplicities once more.
+            let pushed = GraphPattern::Distinct {
+                inner: Box::new(GraphPattern::Project {
+                    inner: Box::new(v.clone()),
+                    variables: shared,
+                }),
+            };
+            inner = GraphPattern::Join {
+                left: Box::new(pushed),
+                right: Box::new(inner),
+            };
+        }
+    }
+    GraphPattern::Service {
+        name: NamedNodePattern::NamedNode(NamedNode::new_unchecked(SERVICE_IRI)),
+        inner: Box::new(inner),
+        silent: false,
+    }
+}
+
+fn flatten(p: &GraphPattern, items: &mut Vec<Item>, others: &mut Vec<GraphPattern>) {
+    match p {
+        GraphPattern::Join { left, right } => {
+            flatten(left, items, others);
+            flatten(right, items, others);
+        }
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                items.push(match &t.predicate {
+                    NamedNodePattern::NamedNode(n) => Item::Path(
+                        t.subject.clone(),
+                        PropertyPathExpression::NamedNode(n.clone()),
+                        t.object.clone(),
+                    ),
+                    NamedNodePattern::Variable(_) => Item::Triple(t.clone()),
+                })
+            }
+        }
+        GraphPattern::Path {
+            subject,
+            path,
+            object,
+        } => items.push(Item::Path(subject.clone(), path.clone(), object.clone())),
+        other => others.push(other.clone()),
+    }
+}
+
+/// Merges two patterns joined by a blank node `_:b` that occurs exactly twice in the
+/// query, once in each: `s a _:b . _:b b o` becomes `s a/b o`; a pattern that has `_:b`
+/// at the other end is turned around first (`_:b a s` is `s ^a _:b`).
+fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
+    fn ends(item: &Item) -> Option<(&TermPattern, &TermPattern)> {
+        match item {
+            Item::Path(s, _, o) => Some((s, o)),
+            Item::Triple(_) => None,
+        }
+    }
+    fn is_blank(t: &TermPattern, counts: &HashMap<String, usize>) -> Option<String> {
+        match t {
+            TermPattern::BlankNode(b) if counts.get(b.as_str()) == Some(&2) => {
+                Some(b.as_str().to_owned())
+            }
+            _ => None,
+        }
+    }
+    fn reversed(item: Item) -> Item {
+        match item {
+            Item::Path(s, p, o) => Item::Path(o, PropertyPathExpression::Reverse(Box::new(p)), s),
+            t => t,
+        }
+    }
+    loop {
+        let mut found = None;
+        'outer: for (i, a) in items.iter().enumerate() {
+            let Some((sa, oa)) = ends(a) else { continue };
+            for (a_end, other) in [(oa, sa), (sa, oa)] {
+                let Some(b) = is_blank(a_end, counts) else {
+                    continue;
+                };
+                if is_blank(other, counts).as_deref() == Some(b.as_str()) {
+                    continue; // `_:b p _:b`: a loop, not a chain
+                }
+                for (j, c) in items.iter().enumerate() {
+                    let Some((sc, oc)) = ends(c) else { continue };
+                    if i == j || sc == oc {
+                        continue;
+                    }
+                    let hit = |t: &TermPattern| is_blank(t, counts).as_deref() == Some(b.as_str());
+                    if hit(sc) || hit(oc) {
+                        // Turn A so that `_:b` is its object, C so that it is its subject.
+                        found = Some((i, std::ptr::eq(a_end, sa), j, hit(oc)));
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        let Some((i, reverse_a, j, reverse_c)) = found else {
+            return;
+        };
+        let (mut a, mut c) = (items[i].clone(), items[j].clone());
+        if reverse_a {
+            a = reversed(a);
+        }
+        if reverse_c {
+            c = reversed(c);
+        }
+        let (Item::Path(s, pa, _), Item::Path(_, pc, o)) = (a, c) else {
+            return;
+        };
+        let merged = Item::Path(
+            s,
+            PropertyPathExpression::Sequence(Box::new(pa), Box::new(pc)),
+            o,
+        );
+        let (hi, lo) = (i.max(j), i.min(j));
+        items.remove(hi);
+        items.remove(lo);
+        items.insert(lo, merged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(q: &str) -> String {
+        let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
+        wrap_paths_in_service(&q).to_string()
+    }
+
+    #[test]
+    fn split_sequence_reaches_the_service_as_one_path() {
+        let s = rewritten("PREFIX wdt: <http://w/> SELECT ?s ?o WHERE { ?s wdt:P31/wdt:P279* ?o }");
+        assert_eq!(s.matches("SERVICE <urn:k2rpq:paths>").count(), 1, "{s}");
+        assert!(s.contains("<http://w/P31> / (<http://w/P279>)*"), "{s}");
+        // No blank node is left to join on.
+        assert!(!s.contains("_:"), "{s}");
+    }
+
+    #[test]
+    fn groups_without_paths_stay_with_oxigraph_and_long_chains_merge() {
+        let s = rewritten(
+            "SELECT * WHERE { ?s <http://p>/<http://q>/<http://r> ?o . ?o <http://t> ?z }",
+        );
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        assert!(s.contains("<http://t>"), "{s}");
+        let s = rewritten("SELECT * WHERE { ?s <http://p> ?o }");
+        assert!(!s.contains("SERVICE"), "{s}");
+    }
+
+    #[test]
+    fn a_blank_node_used_elsewhere_is_not_merged_away() {
+        let s = rewritten(
+            "SELECT * WHERE { ?s <http://p> _:m . _:m <http://q>+ ?o . _:m <http://r> ?z }",
+        );
+        // `_:m` joins three patterns: it becomes a hidden variable shared by all three.
+        assert!(s.contains("?k2rpq_b0"), "{s}");
+        assert_eq!(s.matches("k2rpq_b0").count(), 3, "{s}");
+    }
+
+    #[test]
+    fn chains_through_a_reversed_first_step_merge() {
+        // `^p/q*` splits into `_:b p <a> . _:b q* ?x`: both patterns start at `_:b`.
+        let s = rewritten("SELECT ?x WHERE { <http://a> ^<http://p>/<http://q>* ?x }");
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        assert!(s.contains("^(<http://p>) / (<http://q>)*"), "{s}");
+        assert!(!s.contains("k2rpq_b"), "{s}");
+    }
+
+    #[test]
+    fn values_and_graph_context_are_pushed_inside() {
+        let s =
+            rewritten("SELECT * WHERE { VALUES ?s { <http://a> } GRAPH ?g { ?s <http://p>* ?o } }");
+        let service = &s[s.find("SERVICE").unwrap()..];
+        assert!(service.contains("VALUES ( ?s )"), "{s}");
+        assert!(service.contains("GRAPH ?g"), "{s}");
+    }
+}
