@@ -405,3 +405,65 @@ fn has_negated_set(path: &Path) -> bool {
         Path::Sequence(a, b) | Path::Alternative(a, b) => has_negated_set(a) || has_negated_set(b),
     }
 }
+
+/// A whole store as the SPARQL layer's dataset: its dictionary, default graph and named
+/// graphs (each a [`StoreGraph`]).
+pub struct StoreDataset {
+    store: Arc<Store>,
+    default_graph: StoreGraph,
+    /// `(name id, graph)` for every named graph, by name id.
+    named: Vec<(u32, StoreGraph)>,
+}
+
+impl StoreDataset {
+    /// Opens the dataset view of `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        let mut named: Vec<(u32, StoreGraph)> = store
+            .graphs()
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(g, info)| info.id.map(|id| (id, StoreGraph::new(store.clone(), g))))
+            .collect();
+        named.sort_by_key(|(id, _)| *id);
+        StoreDataset {
+            default_graph: StoreGraph::new(store.clone(), 0),
+            store,
+            named,
+        }
+    }
+
+    /// The first store error met by any graph (a corrupt relation file), if any.
+    pub fn take_error(&self) -> Option<StoreError> {
+        self.default_graph
+            .take_error()
+            .or_else(|| self.named.iter().find_map(|(_, g)| g.take_error()))
+    }
+}
+
+impl crate::sparql::dataset::TermDictionary for StoreDataset {
+    fn id(&self, term: TermRef<'_>) -> Option<u32> {
+        self.store.dictionary().id(term)
+    }
+    fn term(&self, id: u32) -> Option<Term> {
+        self.store.dictionary().term(id)
+    }
+}
+
+impl crate::sparql::dataset::PathDataset for StoreDataset {
+    fn dictionary(&self) -> &dyn crate::sparql::dataset::TermDictionary {
+        self
+    }
+    fn default_graph(&self) -> &dyn PathGraph {
+        &self.default_graph
+    }
+    fn named_graphs(&self) -> Vec<u32> {
+        self.named.iter().map(|(id, _)| *id).collect()
+    }
+    fn named_graph(&self, name: u32) -> Option<&dyn PathGraph> {
+        self.named
+            .binary_search_by_key(&name, |(id, _)| *id)
+            .ok()
+            .map(|i| &self.named[i].1 as &dyn PathGraph)
+    }
+}

@@ -31,6 +31,7 @@ struct UploadEngine {
 
 struct Uploaded {
     words: CudaSlice<u64>,
+    tree: Arc<K2Tree>,
 }
 
 fn cuda(e: impl std::fmt::Debug) -> EngineError {
@@ -60,7 +61,14 @@ impl Engine for UploadEngine {
         host.resize((self.load_bytes(tree, config) / 8) as usize, 0);
         let words = self.stream.clone_htod(&host).map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        Ok(Uploaded { words })
+        Ok(Uploaded {
+            words,
+            tree: tree.clone(),
+        })
+    }
+
+    fn matrix_tree<'m>(&self, m: &'m Uploaded) -> &'m Arc<K2Tree> {
+        &m.tree
     }
 
     fn matrix_bytes(&self, m: &Uploaded) -> u64 {

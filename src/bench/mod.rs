@@ -7,7 +7,7 @@ pub mod gen;
 pub mod input;
 pub mod oxigraph_runner;
 pub mod rpq;
+pub mod spmv;
 pub mod stats;
 pub mod svg;
 pub mod workload;
-pub mod spmv;

@@ -59,10 +59,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let dataset: Box<dyn PathDataset> = match (&args.nt, &args.store) {
         (Some(p), _) => Box::new(MemoryDataset::load_file(p)?),
-        (None, Some(dir)) => anyhow::bail!(
-            "--store {}: the on-disk store is not wired into `query` yet (use --nt)",
-            dir.display()
-        ),
+        (None, Some(dir)) => Box::new(k2rpq::database::StoreDataset::new(std::sync::Arc::new(
+            k2rpq::store::Store::open(dir)
+                .with_context(|| format!("opening store {}", dir.display()))?,
+        ))),
         (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
     };
     let loaded = started.elapsed();
