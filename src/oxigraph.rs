@@ -59,10 +59,14 @@ pub enum OxigraphError {
     Storage(#[from] StorageError),
 }
 
-/// Answers `query` over `store` with a CPU engine, building the relations for this call
-/// only (use [`K2Paths`] to keep them between queries).
+/// Answers `query` over `store`: property paths by k2rpq on the GPU when one is usable
+/// (else on the CPU, after a one-line notice), the rest by Oxigraph. Builds the relations
+/// for this call only: use [`K2Paths`] to keep them between queries.
 pub fn evaluate(store: &Store, query: &str) -> Result<QueryResults<'static>, OxigraphError> {
-    K2Paths::cpu().evaluate(store, query)
+    match crate::engine::gpu::GpuEngine::new_or_notice(0) {
+        Some(gpu) => K2Paths::new(gpu).evaluate(store, query),
+        None => K2Paths::cpu().evaluate(store, query),
+    }
 }
 
 /// How [`K2Paths`] checks, before each query, whether the store changed since it built
