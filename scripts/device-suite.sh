@@ -6,9 +6,10 @@
 #   bash .carry/device/device-suite.sh --device [PARTS]   # there (the device tool's `run`,
 #                                             # carry [".carry/device"]); logs into $OUT
 #
-# PARTS (default: tests spmv codex cnr): any of
+# PARTS (default: tests codex spmv cnr): any of
 #   tests   every carried GPU test binary (--test-threads=1)
-#   spmv    k2rpq bench-spmv on cnr-2000 and on a 200M-edge web-like graph
+#   spmv    k2rpq bench-spmv on cnr-2000
+#   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
 #   cnr     RPQ benchmark on cnr-2000 (100 constants; all pairs on the GPU vs Oxigraph)
 #   wd      gen wikidata-like (WD_TRIPLES, default 20M), load, bench sparql/wikidata-like.rpq
@@ -48,7 +49,7 @@ for line in sys.stdin:
     ;;
 --device)
     shift
-    parts="${*:-tests spmv codex cnr}"
+    parts="${*:-tests codex spmv cnr}"
     out="${OUT:-$carry/out}"; mkdir -p "$out"
     bin="$carry/bin"; k2="$bin/k2rpq"; cnr="$carry/data/cnr-2000.arcs.tsv.gz"
     export K2RPQ_CNR2000="$cnr" K2RPQ_DATA="$carry/data" NCCL_NVLS_ENABLE=0
@@ -71,9 +72,11 @@ for line in sys.stdin:
         done ;;
     spmv)
         step "bench-spmv cnr-2000"
-        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" 2>&1 | tee "$out/spmv-cnr.txt" | tail -45
+        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" 2>&1 | tee "$out/spmv-cnr.txt" | tail -45 ;;
+    spmvweb)
         step "bench-spmv web 200M"
-        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --json "$out/spmv-web200m.json" 2>&1 | tee "$out/spmv-web.txt" | tail -45 ;;
+        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches 1,16 --bit-batches 64 --skip-cpu \
+            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" 2>&1 | tee "$out/spmv-web.txt" | tail -40 ;;
     codex)
         step "main job: CoDEx-M"
         rm -rf "$tmp/codex-m.store"
@@ -84,11 +87,11 @@ for line in sys.stdin:
         step "RPQ cnr-2000"
         zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
         rm -rf "$tmp/cnr.store"; "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
-        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 5 \
+        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 3 --warmup 0 --timeout 20 \
             --json "$out/bench-cnr.json" --svg "$out/bench-cnr.svg" 2>&1 | tee "$out/bench-cnr.txt" | tail -12
         step "all pairs ?x p+ ?y on cnr-2000: k2rpq GPU (count) vs Oxigraph (60 s timeout)"
-        ( time "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count '?x <urn:k2rpq:p>+ ?y' ) 2>&1 | tee "$out/allpairs-gpu.txt" | tail -6
-        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
+        ( time timeout 200 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 180 '?x <urn:k2rpq:p>+ ?y' ) 2>&1 | tee "$out/allpairs-gpu.txt" | tail -6
+        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --timeout 60 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
     wd)
         n="${WD_TRIPLES:-20000000}"
         step "wikidata-like $n triples"
