@@ -453,6 +453,21 @@ fn limit_and_timeout_are_reported() {
     .unwrap();
     assert_eq!((r.count, r.pairs.len()), (9, 0));
     let opts = EvalOptions {
+        count_only: true,
+        limit: Some(4),
+        ..EvalOptions::default()
+    };
+    let r = evaluate(
+        &CpuEngine::new(),
+        &g,
+        &a_plus,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!((r.count, r.truncated), (4, true));
+    let opts = EvalOptions {
         batch_words: 0,
         ..EvalOptions::default()
     };

@@ -520,9 +520,32 @@ impl<E: Engine> Run<'_, E> {
                 }
             }
         }
+        let accepting: Vec<usize> = (0..states)
+            .filter(|&j| a.accepting[j] && seen[j] > 0)
+            .collect();
+        if self.options.count_only && self.plan.target.is_none() {
+            // Counting needs no per-source sets and no download: one accepting state's
+            // visited count is exact, several are OR-ed and counted in the engine.
+            let found = match accepting.as_slice() {
+                [] => 0,
+                [j] => seen[*j],
+                _ => {
+                    let mut union = engine.bits_zeroed(n, words)?;
+                    for &j in &accepting {
+                        engine.bits_or(&mut union, &visited[j])?;
+                    }
+                    let mut none = engine.bits_zeroed(n, words)?;
+                    engine.bits_advance(&mut union, &mut none)?
+                }
+            };
+            let room = limit.saturating_sub(self.result.count);
+            self.result.truncated |= found > room;
+            self.result.count += found.min(room);
+            return Ok(());
+        }
         // Answers: the union of the accepting states' visited sets, per source.
         let mut acc = BitMatrix::zeroed(n, words);
-        for j in (0..states).filter(|&j| a.accepting[j] && seen[j] > 0) {
+        for &j in &accepting {
             let v = engine.bits_download(&visited[j])?;
             for (d, s) in acc.as_words_mut().iter_mut().zip(v.as_words()) {
                 *d |= s;

@@ -78,6 +78,21 @@ impl Fixture {
         let r = evaluate(&CpuEngine::new(), &self.graph, &p, end(s), end(o), opts).unwrap();
         assert!(!r.truncated && !r.timed_out);
         assert_eq!(r.count, r.pairs.len() as u64);
+        // Counting only (unions counted in the engine) gives the same number.
+        let counting = EvalOptions {
+            count_only: true,
+            ..opts.clone()
+        };
+        let c = evaluate(
+            &CpuEngine::new(),
+            &self.graph,
+            &p,
+            end(s),
+            end(o),
+            &counting,
+        )
+        .unwrap();
+        assert_eq!(c.count, r.count, "count-only");
         r.pairs
             .iter()
             .map(|&(a, b)| {
