@@ -9,7 +9,6 @@ use k2rpq::rpq::{evaluate, parse_log_line, EvalOptions, TraversalPolicy};
 
 const WDT: &str = "http://www.wikidata.org/prop/direct/";
 
-#[test]
 fn gpu_and_cpu_give_identical_pairs() {
     let Some(gpu) = GpuEngine::new_or_notice(0) else {
         eprintln!("skipped: no usable GPU");
@@ -58,4 +57,15 @@ fn gpu_and_cpu_give_identical_pairs() {
         }
     }
     assert_eq!(checked, queries.len() * 6);
+}
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+fn main() {
+    harness::run(&[harness::GpuTest {
+        name: "gpu_and_cpu_give_identical_pairs",
+        needs: harness::Needs::Gpu,
+        run: gpu_and_cpu_give_identical_pairs,
+    }])
 }

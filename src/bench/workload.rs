@@ -137,7 +137,7 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
 /// use k2rpq::bench::workload::shape_of;
 /// use k2rpq::rpq::parse_log_line;
 /// let q = parse_log_line("?x <http://e/p>/(<http://e/q>)* <http://e/c>").unwrap();
-/// assert_eq!(shape_of(&q), "v a/a* c");
+/// assert_eq!(shape_of(&q), "v (a/a*) c");
 /// ```
 pub fn shape_of(q: &LogQuery) -> String {
     let end = |e: &LogEndpoint| {
