@@ -14,7 +14,7 @@ use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
 
 /// Arguments of `k2rpq bench-spmv`.
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["tsv", "mtx", "bvgraph", "synthetic"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["tsv", "mtx", "bvgraph", "synthetic", "store"])))]
 pub struct Args {
     /// Edge list, `src<TAB>dst` per line (`.gz` allowed).
     #[arg(long)]
@@ -25,6 +25,12 @@ pub struct Args {
     /// BVGraph basename (`BASENAME.graph` + `.properties`); needs the `webgraph` feature.
     #[arg(long)]
     pub bvgraph: Option<PathBuf>,
+    /// A store made by `k2rpq load`: benchmark one of its predicates (`--predicate`).
+    #[arg(long, requires = "predicate")]
+    pub store: Option<PathBuf>,
+    /// The predicate IRI (without `<>`) of `--store` to benchmark, in the default graph.
+    #[arg(long)]
+    pub predicate: Option<String>,
     /// A synthetic graph: R-MAT (Graph500 parameters) or web-like.
     #[arg(long, value_enum)]
     pub synthetic: Option<Synthetic>,
@@ -99,8 +105,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             edges: args.edges,
             seed: args.seed,
         })
+    } else if let (Some(dir), Some(iri)) = (&args.store, &args.predicate) {
+        let store = k2rpq::store::Store::open(dir)
+            .with_context(|| format!("opening store {}", dir.display()))?;
+        let id = store
+            .dictionary()
+            .id(oxrdf::NamedNodeRef::new(iri)
+                .with_context(|| format!("bad IRI `{iri}`"))?
+                .into())
+            .with_context(|| format!("the store does not know <{iri}>"))?;
+        let tree = store.relation(0, id)?.with_context(|| {
+            format!(
+                "<{iri}> has no edge in the default graph of {}",
+                dir.display()
+            )
+        })?;
+        SpmvInput::Tree {
+            name: format!("<{iri}>"),
+            tree,
+        }
     } else {
-        anyhow::bail!("give one of --tsv, --mtx, --bvgraph, --synthetic");
+        anyhow::bail!("give one of --tsv, --mtx, --bvgraph, --synthetic, --store with --predicate");
     };
     let opts = SpmvOptions {
         repeats: args.repeats,
