@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub synthetic: Vec<Synthetic>,
     /// Edges of each synthetic graph (e.g. 50000000 or 50M, 1G).
-    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    #[arg(long, default_value = "10M", value_parser = super::parse_count)]
     pub edges: u64,
     /// Seed of the generators.
     #[arg(long, default_value_t = 1)]
@@ -34,21 +34,6 @@ pub struct Args {
     /// Write the reports as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-}
-
-/// `123`, `50M`, `1.5G`, `10k`.
-fn parse_count(s: &str) -> Result<u64, String> {
-    let (num, mul) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1e3),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1e6),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1e9),
-        _ => (s, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a count"))?;
-    if v.is_nan() || v < 0.0 {
-        return Err(format!("`{s}` is not a count"));
-    }
-    Ok((v * mul).round() as u64)
 }
 
 /// Runs the command.

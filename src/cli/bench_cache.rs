@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "rmat")]
     pub synthetic: Synthetic,
     /// Edges of the synthetic graph (e.g. 10M).
-    #[arg(long, default_value = "4M", value_parser = parse_count)]
+    #[arg(long, default_value = "4M", value_parser = super::parse_count)]
     pub edges: u64,
     /// Relations the graph is split into (edges assigned by hash).
     #[arg(long, visible_alias = "synthetic-relations", default_value_t = 50)]
@@ -84,20 +84,6 @@ pub struct Args {
     /// Also print each budget's full cache statistics.
     #[arg(long)]
     pub stats: bool,
-}
-
-/// `123`, `50M`, `1.5G`, `10k`.
-fn parse_count(s: &str) -> Result<u64, String> {
-    let (num, mul) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1e3),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1e6),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1e9),
-        _ => (s, 1.0),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v >= 0.0 => Ok((v * mul).round() as u64),
-        _ => Err(format!("`{s}` is not a count")),
-    }
 }
 
 /// Runs the command.

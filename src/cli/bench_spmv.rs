@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub synthetic: Option<Synthetic>,
     /// Edges of the synthetic graph (e.g. 200M, 1G).
-    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    #[arg(long, default_value = "10M", value_parser = super::parse_count)]
     pub edges: u64,
     /// Seed of the generator.
     #[arg(long, default_value_t = 1)]
@@ -60,7 +60,7 @@ pub struct Args {
     pub svg: Option<PathBuf>,
     /// Memory budget in bytes (`12G` allowed): products whose working set exceeds it are
     /// skipped, and a CSR that does not fit is not built (the tree runs alone).
-    #[arg(long, value_parser = parse_count)]
+    #[arg(long, value_parser = super::parse_count)]
     pub budget: Option<u64>,
     /// CPU only: run no GPU contender.
     #[arg(long)]
@@ -69,20 +69,6 @@ pub struct Args {
     /// checked against); for billion-edge graphs.
     #[arg(long, conflicts_with = "cpu")]
     pub skip_cpu: bool,
-}
-
-/// `123`, `50M`, `1.5G`, `10k`.
-fn parse_count(s: &str) -> Result<u64, String> {
-    let (num, mul) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1e3),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1e6),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1e9),
-        _ => (s, 1.0),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok((v * mul).round() as u64),
-        _ => Err(format!("`{s}` is not a count")),
-    }
 }
 
 /// Runs the command.
