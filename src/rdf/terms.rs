@@ -23,6 +23,8 @@ const SIMPLE: u8 = b'"';
 const LANG: u8 = b'@';
 const TYPED: u8 = b'^';
 const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
+const RDF_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
+const RDF_DIR_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#dirLangString";
 
 /// Appends the key of `term` to `out`.
 pub fn encode_into(term: TermRef<'_>, out: &mut Vec<u8>) {
@@ -49,6 +51,44 @@ pub fn encode_into(term: TermRef<'_>, out: &mut Vec<u8>) {
             }
             out.extend_from_slice(l.value().as_bytes());
         }
+    }
+}
+
+/// The hash of a key used by every term table of the loader, computed once per key
+/// (per chunk) and carried along so that no later stage hashes the bytes again.
+pub fn hash_key(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+/// Whether `key`, made by oxttl's lenient parser, is exactly what the strict parser would
+/// have produced: its IRIs (and datatype IRIs) are valid absolute IRIs, its language tag is
+/// well formed, and no literal value holds a line break (the lenient lexer lets a raw
+/// line break through a string, which cannot be told from an escaped `\n` afterwards, so
+/// any line break sends the chunk to the strict parser). `false` means "re-parse strictly",
+/// not necessarily "invalid".
+pub fn is_strict_key(key: &[u8]) -> bool {
+    let Some((&tag, rest)) = key.split_first() else {
+        return false;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return false;
+    };
+    let no_break = |v: &str| memchr::memchr2(b'\n', b'\r', v.as_bytes()).is_none();
+    match tag {
+        IRI => oxiri::Iri::parse(text).is_ok(),
+        BLANK => true,
+        SIMPLE => no_break(text),
+        LANG => text.split_once('\0').is_some_and(|(lang, value)| {
+            oxilangtag::LanguageTag::parse(lang).is_ok() && no_break(value)
+        }),
+        TYPED => text.split_once('\0').is_some_and(|(datatype, value)| {
+            datatype != RDF_LANG_STRING
+                && datatype != RDF_DIR_LANG_STRING
+                && oxiri::Iri::parse(datatype).is_ok()
+                && no_break(value)
+        }),
+        _ => false,
     }
 }
 
@@ -103,5 +143,22 @@ mod tests {
         assert_eq!(decode(b""), None);
         assert_eq!(decode(b"x"), None);
         assert_eq!(decode(b"@en"), None, "a language key needs its NUL");
+    }
+
+    #[test]
+    fn strict_keys_reject_what_the_strict_parser_rejects() {
+        assert!(is_strict_key(b"<http://example.org/a"));
+        assert!(!is_strict_key(b"<relative"), "no scheme");
+        assert!(!is_strict_key(b"<http://ex ample/"), "space in an IRI");
+        assert!(is_strict_key(b"@en-GB\0chat"));
+        assert!(!is_strict_key(b"@toolonglangtag\0chat"));
+        assert!(!is_strict_key(b"\"two\nlines"), "line breaks go to the strict parser");
+        assert!(is_strict_key(b"^http://www.w3.org/2001/XMLSchema#integer\x0042"));
+        assert!(!is_strict_key(b"^not an iri\x0042"));
+        assert!(!is_strict_key(
+            b"^http://www.w3.org/1999/02/22-rdf-syntax-ns#langString\0x"
+        ));
+        assert!(is_strict_key(b"_b0"));
+        assert!(!is_strict_key(b""));
     }
 }
