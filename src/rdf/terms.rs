@@ -152,8 +152,13 @@ mod tests {
         assert!(!is_strict_key(b"<http://ex ample/"), "space in an IRI");
         assert!(is_strict_key(b"@en-GB\0chat"));
         assert!(!is_strict_key(b"@toolonglangtag\0chat"));
-        assert!(!is_strict_key(b"\"two\nlines"), "line breaks go to the strict parser");
-        assert!(is_strict_key(b"^http://www.w3.org/2001/XMLSchema#integer\x0042"));
+        assert!(
+            !is_strict_key(b"\"two\nlines"),
+            "line breaks go to the strict parser"
+        );
+        assert!(is_strict_key(
+            b"^http://www.w3.org/2001/XMLSchema#integer\x0042"
+        ));
         assert!(!is_strict_key(b"^not an iri\x0042"));
         assert!(!is_strict_key(
             b"^http://www.w3.org/1999/02/22-rdf-syntax-ns#langString\0x"

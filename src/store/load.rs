@@ -10,8 +10,8 @@
 //! ids remapped, and each relation's k²-tree built and written.
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
-//! triple); the term table grows with the distinct *new* terms (their key bytes plus about
-//! 32 bytes each), and building a tree holds that relation's cells (8 bytes per edge, plus
+//! triple); the term table grows with the distinct *new* terms (their key bytes, in one
+//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building a tree holds that relation's cells (8 bytes per edge, plus
 //! the old cells of an incremental rebuild).
 //!
 //! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
@@ -31,10 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use hashbrown::HashTable;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
-use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -547,7 +547,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
     let mut new_keys: Vec<(&[u8], u32)> = shards.iter().flat_map(|s| s.new_terms(old_n)).collect();
-    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut perm = vec![0u32; span];
     for (rank, (_, prov)) in new_keys.iter().enumerate() {
         perm[(*prov - old_n) as usize] = old_n + rank as u32;
@@ -584,7 +584,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     // Terms of ids, for predicate IRIs and graph names in the manifest.
     let term_of = |id: u32| -> Option<oxrdf::Term> {
         if id >= old_n {
-            terms::decode(&new_keys[(id - old_n) as usize].0)
+            terms::decode(new_keys[(id - old_n) as usize].0)
         } else {
             old.as_ref().and_then(|s| s.dictionary().term(id))
         }
