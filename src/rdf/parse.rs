@@ -500,9 +500,9 @@ fn read_lines(
     options: &ReadOptions,
     sink: &mut dyn FnMut(Batch) -> Result<(), String>,
 ) -> Result<u64, ParseError> {
-    // Enough chunks in flight to keep every thread busy; memory is about
-    // `2 × 2 × threads × chunk_bytes` of text (one group parsing, one being consumed)
-    // plus their batches.
+    // Enough chunks in flight to keep every thread busy. Memory: up to three groups of
+    // `2 × threads × chunk_bytes` of text (one being cut, one queued, one parsing) and up
+    // to three groups of batches (one being made, one queued, one being consumed).
     let in_flight = 2 * rayon::current_num_threads().max(1);
     let chunk_bytes = options.chunk_bytes.max(1 << 12);
     let lenient = options.lenient;
@@ -568,6 +568,8 @@ fn read_lines(
                     .par_iter()
                     .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
                     .collect();
+                // Free the text before possibly waiting for the consumer.
+                drop(chunks);
                 let stop = failed.is_some() || batches.iter().any(|b| b.is_err());
                 batches.extend(failed.map(Err));
                 if batch_tx.send(batches).is_err() || stop {
