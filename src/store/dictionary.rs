@@ -68,6 +68,27 @@ fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
+/// Length of the common prefix of `a` and `b`, eight bytes at a time: sorted keys share
+/// long namespace prefixes, and a byte loop over them showed in load profiles.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            // Little-endian: the lowest differing bit lies in the first differing byte.
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 /// Writes a segment of `keys` (sorted, distinct) numbered from `first_id`; returns
 /// `(bytes, crc32)` of the file. The file is fsynced.
 pub fn write_segment<'a>(
@@ -102,7 +123,7 @@ pub fn write_segment<'a>(
             put_varint(&mut block, key.len() as u64);
             block.extend_from_slice(key);
         } else {
-            let shared = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
+            let shared = common_prefix(prev, key);
             put_varint(&mut block, shared as u64);
             put_varint(&mut block, (key.len() - shared) as u64);
             block.extend_from_slice(&key[shared..]);
@@ -387,6 +408,24 @@ impl Dictionary {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn common_prefix_matches_a_byte_loop() {
+        let keys: [&[u8]; 6] = [
+            b"",
+            b"<http://www.wikidata.org/entity/Q1",
+            b"<http://www.wikidata.org/entity/Q12",
+            b"<http://www.wikidata.org/entity/Q2",
+            b"<http://www.wikidata.org/prop/P31",
+            b"@en\0chat",
+        ];
+        for a in keys {
+            for b in keys {
+                let slow = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                assert_eq!(super::common_prefix(a, b), slow, "{a:?} {b:?}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -10,8 +10,8 @@
 //! ids remapped, and each relation's k²-tree built and written.
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
-//! triple); the term table grows with the distinct *new* terms (their key bytes plus about
-//! 32 bytes each), and building a tree holds that relation's cells (8 bytes per edge, plus
+//! triple); the term table grows with the distinct *new* terms (their key bytes, in one
+//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building a tree holds that relation's cells (8 bytes per edge, plus
 //! the old cells of an incremental rebuild).
 //!
 //! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use hashbrown::HashTable;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
@@ -307,52 +308,80 @@ fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
 /// Shards of the term table; a batch's keys are numbered by all shards in parallel.
 const SHARDS: usize = 64;
 
-/// The shard of a key. The hash is re-mixed so that the shard does not correlate with the
-/// bits hashbrown uses inside each shard (low bits for the bucket, top bits for tags).
-fn shard_of(key: &[u8]) -> usize {
-    use std::hash::{Hash, Hasher};
-    let mut h = rustc_hash::FxHasher::default();
-    key.hash(&mut h);
-    (h.finish()
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(17)
-        % SHARDS as u64) as usize
+/// The shard of a key from its [`terms::hash_key`]. The hash is re-mixed so that the shard
+/// does not correlate with the bits hashbrown uses inside each shard (low bits for the
+/// bucket, top bits for tags).
+fn shard_of(hash: u64) -> usize {
+    (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) % SHARDS as u64) as usize
 }
 
 /// One shard of the term table.
+///
+/// Keys live back to back in one arena (no allocation per term, no pointer to chase per
+/// probe); the table holds entry numbers and is probed with the hash the parser computed.
 #[derive(Default)]
 struct Shard {
-    /// Keys seen → provisional id (final for old terms; `old_n + k·SHARDS + shard` for the
-    /// shard's `k`-th new term).
-    terms: FxHashMap<Box<[u8]>, u32>,
+    /// Entry numbers, found by key hash.
+    table: HashTable<u32>,
+    /// Concatenated keys; entry `e` is `keys[ends[e-1]..ends[e]]`.
+    keys: Vec<u8>,
+    /// End offset of each entry's key in `keys`.
+    ends: Vec<usize>,
+    /// Hash of each entry's key (to grow the table without hashing again).
+    hashes: Vec<u64>,
+    /// Provisional id of each entry (final for old terms; `old_n + k·SHARDS + shard` for
+    /// the shard's `k`-th new term).
+    ids: Vec<u32>,
     /// New terms numbered by this shard.
     new: u32,
 }
 
 impl Shard {
+    /// Key of entry `e`.
+    fn key(&self, e: usize) -> &[u8] {
+        let start = if e == 0 { 0 } else { self.ends[e - 1] };
+        &self.keys[start..self.ends[e]]
+    }
+
     fn id(
         &mut self,
         key: &[u8],
+        hash: u64,
         shard: usize,
         old: Option<&Store>,
         old_n: u32,
     ) -> Result<u32, String> {
-        if let Some(&id) = self.terms.get(key) {
-            return Ok(id);
+        if let Some(&e) = self.table.find(hash, |&e| self.key(e as usize) == key) {
+            return Ok(self.ids[e as usize]);
         }
         // Old terms seen are cached in the same table: a dictionary lookup (binary search
         // and block decode) costs far more than a hash probe.
-        if let Some(id) = old.and_then(|s| s.dictionary().id_of_key(key)) {
-            self.terms.insert(key.into(), id);
-            return Ok(id);
-        }
-        let id = old_n as u64 + self.new as u64 * SHARDS as u64 + shard as u64;
-        if id >= u32::MAX as u64 {
-            return Err(LoadError::TooManyTerms.to_string());
-        }
-        self.terms.insert(key.into(), id as u32);
-        self.new += 1;
-        Ok(id as u32)
+        let id = match old.and_then(|s| s.dictionary().id_of_key(key)) {
+            Some(id) => id,
+            None => {
+                let id = old_n as u64 + self.new as u64 * SHARDS as u64 + shard as u64;
+                if id >= u32::MAX as u64 {
+                    return Err(LoadError::TooManyTerms.to_string());
+                }
+                self.new += 1;
+                id as u32
+            }
+        };
+        let e = self.ids.len() as u32;
+        self.keys.extend_from_slice(key);
+        self.ends.push(self.keys.len());
+        self.hashes.push(hash);
+        self.ids.push(id);
+        let hashes = &self.hashes;
+        self.table.insert_unique(hash, e, |&f| hashes[f as usize]);
+        Ok(id)
+    }
+
+    /// `(key, provisional id)` of the new terms.
+    fn new_terms(&self, old_n: u32) -> impl Iterator<Item = (&[u8], u32)> {
+        (0..self.ids.len())
+            .filter(move |&e| self.ids[e] >= old_n)
+            .map(|e| (self.key(e), self.ids[e]))
     }
 }
 
@@ -371,7 +400,7 @@ impl Numbering<'_> {
         let n = batch.term_count();
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
         for i in 0..n {
-            buckets[shard_of(batch.key(i))].push(i as u32);
+            buckets[shard_of(batch.hashes[i])].push(i as u32);
         }
         let (old, old_n, keys) = (self.old, self.old_n, &batch);
         let numbered: Vec<Result<Vec<(u32, u32)>, String>> = self
@@ -381,7 +410,10 @@ impl Numbering<'_> {
             .enumerate()
             .map(|(s, (shard, idx))| {
                 idx.iter()
-                    .map(|&i| Ok((i, shard.id(keys.key(i as usize), s, old, old_n)?)))
+                    .map(|&i| {
+                        let (key, hash) = (keys.key(i as usize), keys.hashes[i as usize]);
+                        Ok((i, shard.id(key, hash, s, old, old_n)?))
+                    })
                     .collect()
             })
             .collect();
@@ -514,11 +546,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     } = numbering;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    let mut new_keys: Vec<(Box<[u8]>, u32)> = shards
-        .into_iter()
-        .flat_map(|s| s.terms.into_iter().filter(|&(_, id)| id >= old_n))
-        .collect();
-    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut new_keys: Vec<(&[u8], u32)> = shards.iter().flat_map(|s| s.new_terms(old_n)).collect();
+    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut perm = vec![0u32; span];
     for (rank, (_, prov)) in new_keys.iter().enumerate() {
         perm[(*prov - old_n) as usize] = old_n + rank as u32;
@@ -555,7 +584,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     // Terms of ids, for predicate IRIs and graph names in the manifest.
     let term_of = |id: u32| -> Option<oxrdf::Term> {
         if id >= old_n {
-            terms::decode(&new_keys[(id - old_n) as usize].0)
+            terms::decode(new_keys[(id - old_n) as usize].0)
         } else {
             old.as_ref().and_then(|s| s.dictionary().term(id))
         }
