@@ -11,6 +11,7 @@ use roaring::RoaringBitmap;
 use super::automaton::Dir;
 use super::graph::{union_tree, PathGraph};
 use super::plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
+use super::sparse;
 use super::{Endpoint, EvalOptions, Path, PathResult, RpqError, TraversalPolicy};
 use crate::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 
@@ -160,7 +161,7 @@ pub struct Trace {
 }
 
 impl Trace {
-    fn log(&mut self, s: TraceStep) {
+    pub(super) fn log(&mut self, s: TraceStep) {
         self.total_steps += 1;
         self.products += s.products as u64;
         self.masked += s.masked as u64;
@@ -248,6 +249,24 @@ pub fn evaluate_with<E: Engine>(
     if options.batch_words == 0 {
         return Err(RpqError::Options("batch_words must be at least 1".into()));
     }
+    // A constant start on a host engine: walk sparsely while the reached set stays small
+    // (no batches, no products, no union trees); past the budget, run the batches.
+    if let (StartNodes::Const(c), TraversalPolicy::Auto) = (&plan.start, options.traversal) {
+        let n = graph.node_count();
+        if engine.host_resident() && *c < n {
+            let budget = sparse::budget(n);
+            if let Some(mut result) =
+                sparse::evaluate_sparse(graph, plan, options, *c, started, budget)
+            {
+                result.trace.engine = engine.name().to_string();
+                if plan.direction == EvalDirection::Backward && !options.count_only {
+                    result.pairs.sort_unstable();
+                }
+                result.trace.elapsed = started.elapsed();
+                return Ok(result);
+            }
+        }
+    }
     let (loads0, time0) = relations.load_stats();
     let mut mats = Vec::with_capacity(plan.relations.len());
     for r in &plan.relations {
@@ -307,6 +326,31 @@ pub fn evaluate_with<E: Engine>(
     Ok(result)
 }
 
+/// Records the pairs `(start, end)` of source `src` and nodes `ends` in `result`, in
+/// plan order (`direction` says which end `src` is), up to the limit of `options`.
+pub(super) fn emit(
+    result: &mut PathResult,
+    options: &EvalOptions,
+    direction: EvalDirection,
+    src: u32,
+    ends: &RoaringBitmap,
+) {
+    let limit = options.limit.unwrap_or(u64::MAX);
+    for e in ends.iter() {
+        if result.count >= limit {
+            result.truncated = true;
+            return;
+        }
+        result.count += 1;
+        if !options.count_only {
+            result.pairs.push(match direction {
+                EvalDirection::Forward => (src, e),
+                EvalDirection::Backward => (e, src),
+            });
+        }
+    }
+}
+
 /// State shared by the batches of one evaluation.
 struct Run<'a, E: Engine> {
     engine: &'a E,
@@ -350,22 +394,15 @@ impl<E: Engine> Run<'_, E> {
         }
     }
 
-    /// Records the pair `(start, end)` of source `src` and node `end`, in plan order.
+    /// Records the pairs of source `src` and the nodes `ends`.
     fn emit(&mut self, src: u32, ends: &RoaringBitmap) {
-        let limit = self.options.limit.unwrap_or(u64::MAX);
-        for e in ends.iter() {
-            if self.result.count >= limit {
-                self.result.truncated = true;
-                return;
-            }
-            self.result.count += 1;
-            if !self.options.count_only {
-                self.result.pairs.push(match self.plan.direction {
-                    EvalDirection::Forward => (src, e),
-                    EvalDirection::Backward => (e, src),
-                });
-            }
-        }
+        emit(
+            &mut self.result,
+            self.options,
+            self.plan.direction,
+            src,
+            ends,
+        );
     }
 
     /// Runs one batch of start nodes (`sources.len() <= 64·words`) to its fixed point
