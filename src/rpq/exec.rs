@@ -254,10 +254,7 @@ pub fn evaluate_with<E: Engine>(
     if let (StartNodes::Const(c), TraversalPolicy::Auto) = (&plan.start, options.traversal) {
         let n = graph.node_count();
         if engine.host_resident() && *c < n {
-            let budget = sparse::budget(n);
-            if let Some(mut result) =
-                sparse::evaluate_sparse(graph, plan, options, *c, started, budget)
-            {
+            if let Some(mut result) = sparse::evaluate_sparse(graph, plan, options, *c, started) {
                 result.trace.engine = engine.name().to_string();
                 if plan.direction == EvalDirection::Backward && !options.count_only {
                     result.pairs.sort_unstable();

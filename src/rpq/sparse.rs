@@ -22,14 +22,108 @@ use super::plan::{Plan, RelKey};
 use super::{EvalOptions, PathResult};
 use crate::k2tree::K2Tree;
 
-/// Row/column queries (plus cells returned) a sparse walk may spend before it gives up:
-/// an eighth of the node count, and at least this many.
-const MIN_BUDGET: u64 = 8192;
+/// Tree nodes a sparse walk may visit before it gives up, at least.
+const MIN_BUDGET: u64 = 1 << 16;
 
-/// The work budget of a sparse walk on a graph of `nodes` nodes: about what a couple of
-/// batched steps over `nodes`-row batches cost, so a walk that gives up wastes little.
-pub(super) fn budget(nodes: u32) -> u64 {
-    (nodes as u64 / 8).max(MIN_BUDGET)
+/// The work budget (tree nodes visited) of a sparse walk on a graph of `nodes` nodes
+/// whose relations have `tree_nodes` nodes in all: about two dense products over them
+/// plus a few batched steps over `nodes`-row batches, so a walk that gives up wastes
+/// about what the first steps of the batched run would have cost.
+fn budget(nodes: u32, tree_nodes: u64) -> u64 {
+    (nodes as u64 / 4 + 2 * tree_nodes).max(MIN_BUDGET)
+}
+
+/// A set of node ids as a plain bitset (sparse walks insert many ids at random, and a
+/// zeroed allocation costs only the pages it touches) with its members in insertion
+/// order (reading it back costs its size, not the id space).
+struct NodeSet {
+    words: Vec<u64>,
+    members: Vec<u32>,
+}
+
+impl NodeSet {
+    fn new(nodes: u32) -> Self {
+        NodeSet {
+            words: vec![0; (nodes as usize).div_ceil(64)],
+            members: Vec::new(),
+        }
+    }
+
+    /// Inserts `v`; whether it was absent.
+    fn insert(&mut self, v: u32) -> bool {
+        let (w, b) = ((v / 64) as usize, v % 64);
+        let fresh = self.words[w] & (1 << b) == 0;
+        self.words[w] |= 1 << b;
+        if fresh {
+            self.members.push(v);
+        }
+        fresh
+    }
+
+    fn len(&self) -> u64 {
+        self.members.len() as u64
+    }
+
+    /// ORs the set into `out`.
+    fn add_to(&self, out: &mut RoaringBitmap) {
+        let mut sorted = self.members.clone();
+        sorted.sort_unstable();
+        *out |= RoaringBitmap::from_sorted_iter(sorted).expect("distinct ids, sorted");
+    }
+}
+
+/// Calls `f(output)` for every cell of `tree` whose input coordinate (row when following
+/// `dir` forward, column otherwise) is in `active` (sorted, distinct): the row/column
+/// queries of all active nodes in one descent, which shares the upper levels and enters
+/// only blocks whose input range holds an active node. Adds the tree nodes visited to
+/// `work`; returns `false` as soon as `work` passes `budget`.
+fn expand(
+    tree: &K2Tree,
+    dir: Dir,
+    active: &[u32],
+    work: &mut u64,
+    budget: u64,
+    mut f: impl FnMut(u32),
+) -> bool {
+    if tree.nodes() == 0 || active.is_empty() {
+        return true;
+    }
+    let h = tree.height();
+    // (node, level, row origin, column origin, active range within the block's inputs)
+    let mut stack: Vec<(u64, u32, u64, u64, usize, usize)> = vec![(0, 0, 0, 0, 0, active.len())];
+    while let Some((j, d, r0, c0, lo, hi)) = stack.pop() {
+        *work += 1;
+        if *work > budget {
+            return false;
+        }
+        let s = tree.signature(j);
+        let side = 1u64 << (h - 1 - d); // side of a child block
+        let leaf = d + 1 == h;
+        let first = if leaf { 0 } else { tree.first_child(j) };
+        let mut k = 0;
+        for b in 0..4u64 {
+            if s & (1 << b) == 0 {
+                continue;
+            }
+            let (r, c) = (r0 + (b >> 1) * side, c0 + (b & 1) * side);
+            let (input, output) = match dir {
+                Dir::Forward => (r, c),
+                Dir::Inverse => (c, r),
+            };
+            let part = &active[lo..hi];
+            let a = lo + part.partition_point(|&x| (x as u64) < input);
+            let z = a + active[a..hi].partition_point(|&x| (x as u64) < input + side);
+            if a < z {
+                if leaf {
+                    f(output as u32);
+                } else {
+                    stack.push((first + k, d + 1, r, c, a, z));
+                }
+            }
+            k += 1;
+        }
+    }
+    true
 }
 
 /// Evaluates `plan` from the single start node `start` (`< node_count`) by a sparse
@@ -41,7 +135,6 @@ pub(super) fn evaluate_sparse(
     options: &EvalOptions,
     start: u32,
     started: Instant,
-    budget: u64,
 ) -> Option<PathResult> {
     let a = &plan.automaton;
     let states = a.states();
@@ -61,18 +154,28 @@ pub(super) fn evaluate_sparse(
             }
         })
         .collect();
+    let n = graph.node_count();
+    let mut counted = std::collections::HashSet::new();
+    let tree_nodes: u64 = rels
+        .iter()
+        .flat_map(|(ts, _)| ts)
+        .filter(|t| counted.insert(Arc::as_ptr(t)))
+        .map(|t| t.nodes())
+        .sum();
+    let budget = budget(n, tree_nodes);
     let sources_of = a.sources();
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
     let mut result = PathResult::default();
     result.trace.batches = 1;
 
-    let mut visited = vec![RoaringBitmap::new(); states];
+    let mut visited: Vec<NodeSet> = (0..states).map(|_| NodeSet::new(n)).collect();
     let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); states];
     visited[0].insert(start);
     frontier[0].push(start);
     let mut work = 0u64;
     let mut step = 0u32;
+    let mut input: Vec<u32> = Vec::new();
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             result.timed_out = true;
@@ -96,32 +199,28 @@ pub(super) fn evaluate_sparse(
             if trees.is_empty() {
                 continue;
             }
-            let mut any = false;
+            input.clear();
             for &i in &sources_of[j] {
-                if frontier[i].is_empty() {
-                    continue;
-                }
-                any = true;
-                input_total += frontier[i].len() as u64;
-                for &v in &frontier[i] {
-                    for t in trees {
-                        let out = match dir {
-                            Dir::Forward => t.row(v),
-                            Dir::Inverse => t.column(v),
-                        };
-                        work += 1 + out.len() as u64;
-                        if work > budget {
-                            return None;
-                        }
-                        for w in out {
-                            if visited[j].insert(w) {
-                                next[j].push(w);
-                            }
-                        }
+                input.extend_from_slice(&frontier[i]);
+            }
+            if input.is_empty() {
+                continue;
+            }
+            input.sort_unstable();
+            input.dedup();
+            input_total += input.len() as u64;
+            products += 1;
+            let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
+            for t in trees {
+                let fits = expand(t, *dir, &input, &mut work, budget, |w| {
+                    if seen_j.insert(w) {
+                        next_j.push(w);
                     }
+                });
+                if !fits {
+                    return None;
                 }
             }
-            products += any as u32;
         }
         let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
         frontier = next;
@@ -145,7 +244,7 @@ pub(super) fn evaluate_sparse(
     }
     let mut ends = RoaringBitmap::new();
     for j in (0..states).filter(|&j| a.accepting[j]) {
-        ends |= &visited[j];
+        visited[j].add_to(&mut ends);
     }
     if let Some(t) = plan.target {
         ends = if ends.contains(t) {
