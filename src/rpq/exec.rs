@@ -130,6 +130,9 @@ pub struct TraceStep {
     pub products: u32,
     /// Of which masked traversals.
     pub masked: u32,
+    /// Of which sparse expansions (top-down row/column descents of a few frontier nodes
+    /// on the host, no product).
+    pub sparse: u32,
     /// New (state, node, source) bits found.
     pub new_bits: u64,
     /// Wall time of the step.
@@ -154,6 +157,8 @@ pub struct Trace {
     pub products: u64,
     /// Of which masked traversals.
     pub masked: u64,
+    /// Of which sparse expansions.
+    pub sparse: u64,
     /// The first steps, in order (at most a few thousand).
     pub steps: Vec<TraceStep>,
     /// Whole evaluation time.
@@ -165,6 +170,7 @@ impl Trace {
         self.total_steps += 1;
         self.products += s.products as u64;
         self.masked += s.masked as u64;
+        self.sparse += s.sparse as u64;
         if self.steps.len() < MAX_LOGGED_STEPS {
             self.steps.push(s);
         }
@@ -175,7 +181,7 @@ impl fmt::Display for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "engine {}: {} relations loaded in {:.3} ms; {} batches, {} steps, {} products ({} masked, {} dense); total {:.3} ms",
+            "engine {}: {} relations loaded in {:.3} ms; {} batches, {} steps, {} products ({} masked, {} sparse, {} dense); total {:.3} ms",
             self.engine,
             self.loads,
             self.load_time.as_secs_f64() * 1e3,
@@ -183,19 +189,24 @@ impl fmt::Display for Trace {
             self.total_steps,
             self.products,
             self.masked,
-            self.products - self.masked,
+            self.sparse,
+            self.products - self.masked - self.sparse,
             self.elapsed.as_secs_f64() * 1e3
         )?;
-        writeln!(f, "batch\tstep\tfrontier\tproducts\tmasked\tnew\tms")?;
+        writeln!(
+            f,
+            "batch\tstep\tfrontier\tproducts\tmasked\tsparse\tnew\tms"
+        )?;
         for s in &self.steps {
             writeln!(
                 f,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
                 s.batch,
                 s.step,
                 s.frontier,
                 s.products,
                 s.masked,
+                s.sparse,
                 s.new_bits,
                 s.elapsed.as_secs_f64() * 1e3
             )?;
@@ -535,6 +546,7 @@ impl<E: Engine> Run<'_, E> {
                 frontier: input_total,
                 products,
                 masked,
+                sparse: 0,
                 new_bits,
                 elapsed: t0.elapsed(),
             });

@@ -230,6 +230,7 @@ pub(super) fn evaluate_sparse(
             frontier: input_total,
             products,
             masked: 0,
+            sparse: products,
             new_bits,
             elapsed: t0.elapsed(),
         });
