@@ -260,19 +260,22 @@ pub fn evaluate_with<E: Engine>(
     if options.batch_words == 0 {
         return Err(RpqError::Options("batch_words must be at least 1".into()));
     }
-    // A constant start on a host engine: walk sparsely while the reached set stays small
-    // (no batches, no products, no union trees); past the budget, run the batches.
-    if let (StartNodes::Const(c), TraversalPolicy::Auto) = (&plan.start, options.traversal) {
-        let n = graph.node_count();
-        if engine.host_resident() && *c < n {
-            if let Some(mut result) = sparse::evaluate_sparse(graph, plan, options, *c, started) {
-                result.trace.engine = engine.name().to_string();
-                if plan.direction == EvalDirection::Backward && !options.count_only {
-                    result.pairs.sort_unstable();
-                }
-                result.trace.elapsed = started.elapsed();
-                return Ok(result);
+    // On a host engine, walk sparsely from each start node while the reached sets stay
+    // small (no batches, no products, no union trees); past the budget, run the batches.
+    if options.traversal == TraversalPolicy::Auto && engine.host_resident() {
+        let (mut starts, count): (Box<dyn Iterator<Item = u32>>, u64) = match &plan.start {
+            StartNodes::Const(c) => (Box::new(std::iter::once(*c)), 1),
+            StartNodes::Candidates(cands) => (Box::new(cands.iter()), cands.len()),
+        };
+        if let Some(mut result) =
+            sparse::evaluate_sparse(graph, plan, options, &mut starts, count, started)
+        {
+            result.trace.engine = engine.name().to_string();
+            if plan.direction == EvalDirection::Backward && !options.count_only {
+                result.pairs.sort_unstable();
             }
+            result.trace.elapsed = started.elapsed();
+            return Ok(result);
         }
     }
     let (loads0, time0) = relations.load_stats();

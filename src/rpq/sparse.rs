@@ -1,5 +1,5 @@
-//! The sparse executor: a breadth-first walk of the product of graph and automaton from
-//! one constant start node, expanding each frontier node by row/column queries of the
+//! The sparse executor: breadth-first walks of the product of graph and automaton from
+//! one start node at a time, expanding each frontier node by row/column queries of the
 //! predicates' k²-trees.
 //!
 //! A query that touches a handful of nodes pays, in the batched executor, for whole
@@ -25,12 +25,15 @@ use crate::k2tree::K2Tree;
 /// Tree nodes a sparse walk may visit before it gives up, at least.
 const MIN_BUDGET: u64 = 1 << 16;
 
-/// The work budget (tree nodes visited) of a sparse walk on a graph of `nodes` nodes
-/// whose relations have `tree_nodes` nodes in all: about two dense products over them
-/// plus a few batched steps over `nodes`-row batches, so a walk that gives up wastes
-/// about what the first steps of the batched run would have cost.
-fn budget(nodes: u32, tree_nodes: u64) -> u64 {
-    (nodes as u64 / 4 + 2 * tree_nodes).max(MIN_BUDGET)
+/// The work budget (tree nodes visited) of sparse walks from `starts` start nodes through
+/// an automaton of `states` states, on a graph of `nodes` nodes whose relations have
+/// `tree_nodes` nodes in all: about two dense products over the relations, plus per
+/// start node a share of one batched step (`states` batches of `nodes` rows, 64 start
+/// nodes per word; a word operation counted as a tenth of a node visit, rounded up). A
+/// walk that gives up has then wasted about what the first batched steps cost.
+fn budget(nodes: u32, tree_nodes: u64, starts: u64, states: usize) -> u64 {
+    let base = (nodes as u64 / 4 + 2 * tree_nodes).max(MIN_BUDGET);
+    base.saturating_add(starts.saturating_mul(states as u64 * (nodes as u64 / 256).max(1)))
 }
 
 /// A set of node ids as a plain bitset (sparse walks insert many ids at random, and a
@@ -58,6 +61,14 @@ impl NodeSet {
             self.members.push(v);
         }
         fresh
+    }
+
+    /// Empties the set.
+    fn clear(&mut self) {
+        for &v in &self.members {
+            self.words[(v / 64) as usize] = 0;
+        }
+        self.members.clear();
     }
 
     fn len(&self) -> u64 {
@@ -126,14 +137,17 @@ fn expand(
     true
 }
 
-/// Evaluates `plan` from the single start node `start` (`< node_count`) by a sparse
-/// walk. Returns `None`, having done at most `budget` units of work, when the walk would
-/// take more: the caller then runs the batched executor from scratch.
+/// Evaluates `plan` from each node of `starts` (`start_count` of them) in turn (ascending; each a walk of its
+/// own, its pairs recorded before the next starts) by sparse walks. Returns `None`,
+/// having done at most the budget's work over all of them, when the walks would take
+/// more or a start lies outside the id space: the caller then runs the batched executor
+/// from scratch.
 pub(super) fn evaluate_sparse(
     graph: &dyn PathGraph,
     plan: &Plan,
     options: &EvalOptions,
-    start: u32,
+    starts: &mut dyn Iterator<Item = u32>,
+    start_count: u64,
     started: Instant,
 ) -> Option<PathResult> {
     let a = &plan.automaton;
@@ -162,104 +176,116 @@ pub(super) fn evaluate_sparse(
         .filter(|t| counted.insert(Arc::as_ptr(t)))
         .map(|t| t.nodes())
         .sum();
-    let budget = budget(n, tree_nodes);
+    let budget = budget(n, tree_nodes, start_count, states);
     let sources_of = a.sources();
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
     let mut result = PathResult::default();
-    result.trace.batches = 1;
-
+    // Reused by every start node: clearing a set costs its members, not the id space.
     let mut visited: Vec<NodeSet> = (0..states).map(|_| NodeSet::new(n)).collect();
-    let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); states];
-    visited[0].insert(start);
-    frontier[0].push(start);
     let mut work = 0u64;
-    let mut step = 0u32;
     let mut input: Vec<u32> = Vec::new();
-    loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            result.timed_out = true;
+    for (batch, start) in starts.enumerate() {
+        if result.truncated || result.timed_out {
             break;
         }
-        let lower = (0..states)
-            .filter(|&j| a.accepting[j])
-            .map(|j| visited[j].len())
-            .max()
-            .unwrap_or(0);
-        if lower > limit {
-            result.truncated = true;
-            break;
+        if start >= n {
+            // Outside the id space: no edges, the caller's batches handle it.
+            return None;
         }
-        let t0 = Instant::now();
-        step += 1;
-        let mut next: Vec<Vec<u32>> = vec![Vec::new(); states];
-        let (mut products, mut input_total) = (0u32, 0u64);
-        for j in 1..states {
-            let (trees, dir) = &rels[j];
-            if trees.is_empty() {
-                continue;
+        result.trace.batches += 1;
+        visited.iter_mut().for_each(NodeSet::clear);
+        let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); states];
+        visited[0].insert(start);
+        frontier[0].push(start);
+        let mut step = 0u32;
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                result.timed_out = true;
+                break;
             }
-            input.clear();
-            for &i in &sources_of[j] {
-                input.extend_from_slice(&frontier[i]);
+            // Every node of an accepting visited set is an answer: stop once one set alone
+            // passes the limit.
+            let lower = (0..states)
+                .filter(|&j| a.accepting[j])
+                .map(|j| visited[j].len())
+                .max()
+                .unwrap_or(0);
+            if result.count.saturating_add(lower) > limit {
+                result.truncated = true;
+                break;
             }
-            if input.is_empty() {
-                continue;
-            }
-            input.sort_unstable();
-            input.dedup();
-            input_total += input.len() as u64;
-            products += 1;
-            let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
-            for t in trees {
-                let fits = expand(t, *dir, &input, &mut work, budget, |w| {
-                    if seen_j.insert(w) {
-                        next_j.push(w);
+            let t0 = Instant::now();
+            step += 1;
+            let mut next: Vec<Vec<u32>> = vec![Vec::new(); states];
+            let (mut products, mut input_total) = (0u32, 0u64);
+            for j in 1..states {
+                let (trees, dir) = &rels[j];
+                if trees.is_empty() {
+                    continue;
+                }
+                input.clear();
+                for &i in &sources_of[j] {
+                    input.extend_from_slice(&frontier[i]);
+                }
+                if input.is_empty() {
+                    continue;
+                }
+                input.sort_unstable();
+                input.dedup();
+                input_total += input.len() as u64;
+                products += 1;
+                let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
+                for t in trees {
+                    let fits = expand(t, *dir, &input, &mut work, budget, |w| {
+                        if seen_j.insert(w) {
+                            next_j.push(w);
+                        }
+                    });
+                    if !fits {
+                        return None;
                     }
-                });
-                if !fits {
-                    return None;
+                }
+            }
+            let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
+            frontier = next;
+            result.trace.log(TraceStep {
+                batch: batch as u64,
+                step,
+                frontier: input_total,
+                products,
+                masked: 0,
+                sparse: products,
+                new_bits,
+                elapsed: t0.elapsed(),
+            });
+            if new_bits == 0 {
+                break;
+            }
+            if let Some(t) = plan.target {
+                if (0..states).any(|j| a.accepting[j] && frontier[j].contains(&t)) {
+                    break;
                 }
             }
         }
-        let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
-        frontier = next;
-        result.trace.log(TraceStep {
-            batch: 0,
-            step,
-            frontier: input_total,
-            products,
-            masked: 0,
-            sparse: products,
-            new_bits,
-            elapsed: t0.elapsed(),
-        });
-        if new_bits == 0 {
-            break;
+        let mut ends = RoaringBitmap::new();
+        for j in (0..states).filter(|&j| a.accepting[j]) {
+            visited[j].add_to(&mut ends);
         }
         if let Some(t) = plan.target {
-            if (0..states).any(|j| a.accepting[j] && frontier[j].contains(&t)) {
-                break;
-            }
+            ends = if ends.contains(t) {
+                RoaringBitmap::from_iter([t])
+            } else {
+                RoaringBitmap::new()
+            };
         }
-    }
-    let mut ends = RoaringBitmap::new();
-    for j in (0..states).filter(|&j| a.accepting[j]) {
-        visited[j].add_to(&mut ends);
-    }
-    if let Some(t) = plan.target {
-        ends = if ends.contains(t) {
-            RoaringBitmap::from_iter([t])
+        if options.count_only {
+            let room = limit.saturating_sub(result.count);
+            result.truncated |= ends.len() > room;
+            result.count += ends.len().min(room);
         } else {
-            RoaringBitmap::new()
-        };
-    }
-    if options.count_only {
-        let found = ends.len();
-        result.truncated |= found > limit;
-        result.count = found.min(limit);
-    } else {
-        emit(&mut result, options, plan.direction, start, &ends);
+            emit(&mut result, options, plan.direction, start, &ends);
+        }
     }
     Some(result)
 }
