@@ -263,13 +263,16 @@ pub fn evaluate_with<E: Engine>(
     // On a host engine, walk sparsely from each start node while the reached sets stay
     // small (no batches, no products, no union trees); past the budget, run the batches.
     if options.traversal == TraversalPolicy::Auto && engine.host_resident() {
-        let (mut starts, count): (Box<dyn Iterator<Item = u32>>, u64) = match &plan.start {
-            StartNodes::Const(c) => (Box::new(std::iter::once(*c)), 1),
-            StartNodes::Candidates(cands) => (Box::new(cands.iter()), cands.len()),
+        let walked = match &plan.start {
+            StartNodes::Const(c) => {
+                sparse::evaluate_sparse(graph, plan, options, &mut std::iter::once(*c), 1, started)
+            }
+            StartNodes::Candidates(cands) => {
+                let starts: Vec<u32> = cands.iter().collect();
+                sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
+            }
         };
-        if let Some(mut result) =
-            sparse::evaluate_sparse(graph, plan, options, &mut starts, count, started)
-        {
+        if let Some(mut result) = walked {
             result.trace.engine = engine.name().to_string();
             if plan.direction == EvalDirection::Backward && !options.count_only {
                 result.pairs.sort_unstable();

@@ -10,6 +10,7 @@
 //! same answers) and gives up past a work budget, so the caller can fall back to products
 //! when the reached set grows large.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,7 +84,7 @@ impl NodeSet {
     }
 }
 
-/// Calls `f(output)` for every cell of `tree` whose input coordinate (row when following
+/// Calls `f(input, output)` for every cell of `tree` whose input coordinate (row when following
 /// `dir` forward, column otherwise) is in `active` (sorted, distinct): the row/column
 /// queries of all active nodes in one descent, which shares the upper levels and enters
 /// only blocks whose input range holds an active node. Adds the tree nodes visited to
@@ -94,7 +95,7 @@ fn expand(
     active: &[u32],
     work: &mut u64,
     budget: u64,
-    mut f: impl FnMut(u32),
+    mut f: impl FnMut(u32, u32),
 ) -> bool {
     if tree.nodes() == 0 || active.is_empty() {
         return true;
@@ -126,7 +127,7 @@ fn expand(
             let z = a + active[a..hi].partition_point(|&x| (x as u64) < input + side);
             if a < z {
                 if leaf {
-                    f(output as u32);
+                    f(input as u32, output as u32);
                 } else {
                     stack.push((first + k, d + 1, r, c, a, z));
                 }
@@ -152,31 +153,9 @@ pub(super) fn evaluate_sparse(
 ) -> Option<PathResult> {
     let a = &plan.automaton;
     let states = a.states();
-    // Per state, the trees read by transitions into it and the direction to follow them
-    // (the predicates of a union one by one: no union tree is built).
-    let rels: Vec<(Vec<Arc<K2Tree>>, Dir)> = plan
-        .relations
-        .iter()
-        .map(|r| match r {
-            None => (Vec::new(), Dir::Forward),
-            Some((key, dir)) => {
-                let trees = match key {
-                    RelKey::Pred(p) => graph.relation(*p).into_iter().collect(),
-                    RelKey::Union(ps) => ps.iter().filter_map(|&p| graph.relation(p)).collect(),
-                };
-                (trees, *dir)
-            }
-        })
-        .collect();
+    let rels = relations_of(graph, plan);
     let n = graph.node_count();
-    let mut counted = std::collections::HashSet::new();
-    let tree_nodes: u64 = rels
-        .iter()
-        .flat_map(|(ts, _)| ts)
-        .filter(|t| counted.insert(Arc::as_ptr(t)))
-        .map(|t| t.nodes())
-        .sum();
-    let budget = budget(n, tree_nodes, start_count, states);
+    let budget = budget(n, tree_nodes(&rels), start_count, states);
     let sources_of = a.sources();
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
@@ -237,7 +216,7 @@ pub(super) fn evaluate_sparse(
                 products += 1;
                 let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
                 for t in trees {
-                    let fits = expand(t, *dir, &input, &mut work, budget, |w| {
+                    let fits = expand(t, *dir, &input, &mut work, budget, |_, w| {
                         if seen_j.insert(w) {
                             next_j.push(w);
                         }
@@ -288,4 +267,174 @@ pub(super) fn evaluate_sparse(
         }
     }
     Some(result)
+}
+
+/// Evaluates `plan` from all of `starts` (ascending, each `< node_count`) at once: one
+/// walk over (state, node, start) triples whose every step expands the frontier nodes of
+/// all starts by one shared descent per tree, so a few hundred starts with small answers
+/// cost about one walk rather than one each. Returns `None` past the budget, as
+/// [`evaluate_sparse`] does.
+pub(super) fn evaluate_sparse_joint(
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    starts: &[u32],
+    started: Instant,
+) -> Option<PathResult> {
+    let a = &plan.automaton;
+    let states = a.states();
+    let n = graph.node_count();
+    if starts.iter().any(|&v| v >= n) {
+        return None;
+    }
+    let rels = relations_of(graph, plan);
+    let budget = budget(n, tree_nodes(&rels), starts.len() as u64, states);
+    let sources_of = a.sources();
+    let deadline = options.timeout.map(|t| started + t);
+    let limit = options.limit.unwrap_or(u64::MAX);
+    let mut result = PathResult::default();
+    result.trace.batches = 1;
+    let key = |start: u32, node: u32| (start as u64) << 32 | node as u64;
+    // Per state, the (start index, node) pairs reached, and the frontier as (node, start
+    // index) pairs.
+    let mut visited: Vec<HashSet<u64>> = vec![HashSet::new(); states];
+    let mut frontier: Vec<Vec<(u32, u32)>> = vec![Vec::new(); states];
+    for (k, &v) in starts.iter().enumerate() {
+        visited[0].insert(key(k as u32, v));
+        frontier[0].push((v, k as u32));
+    }
+    let mut work = starts.len() as u64;
+    let mut step = 0u32;
+    let mut entries: Vec<(u32, u32)> = Vec::new();
+    let mut active: Vec<u32> = Vec::new();
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            result.timed_out = true;
+            break;
+        }
+        let lower = (0..states)
+            .filter(|&j| a.accepting[j])
+            .map(|j| visited[j].len() as u64)
+            .max()
+            .unwrap_or(0);
+        if lower > limit {
+            result.truncated = true;
+            break;
+        }
+        let t0 = Instant::now();
+        step += 1;
+        let mut next: Vec<Vec<(u32, u32)>> = vec![Vec::new(); states];
+        let (mut products, mut input_total) = (0u32, 0u64);
+        for j in 1..states {
+            let (trees, dir) = &rels[j];
+            if trees.is_empty() {
+                continue;
+            }
+            entries.clear();
+            for &i in &sources_of[j] {
+                entries.extend_from_slice(&frontier[i]);
+            }
+            if entries.is_empty() {
+                continue;
+            }
+            entries.sort_unstable();
+            entries.dedup();
+            active.clear();
+            active.extend(entries.iter().map(|&(v, _)| v));
+            active.dedup();
+            input_total += entries.len() as u64;
+            products += 1;
+            let (seen_j, next_j, ents) = (&mut visited[j], &mut next[j], &entries);
+            let mut fanout = 0u64;
+            for t in trees {
+                let fits = expand(t, *dir, &active, &mut work, budget, |i, w| {
+                    let lo = ents.partition_point(|&(v, _)| v < i);
+                    for &(_, k) in ents[lo..].iter().take_while(|&&(v, _)| v == i) {
+                        fanout += 1;
+                        if seen_j.insert(key(k, w)) {
+                            next_j.push((w, k));
+                        }
+                    }
+                });
+                work += std::mem::take(&mut fanout);
+                if !fits || work > budget {
+                    return None;
+                }
+            }
+        }
+        let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
+        frontier = next;
+        result.trace.log(TraceStep {
+            batch: 0,
+            step,
+            frontier: input_total,
+            products,
+            masked: 0,
+            sparse: products,
+            new_bits,
+            elapsed: t0.elapsed(),
+        });
+        if new_bits == 0 {
+            break;
+        }
+    }
+    // Answers: the accepting states' pairs, grouped by start, ends ascending.
+    let mut pairs: Vec<u64> = (0..states)
+        .filter(|&j| a.accepting[j])
+        .flat_map(|j| visited[j].iter().copied())
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut rest = &pairs[..];
+    while let Some(&first) = rest.first() {
+        let k = (first >> 32) as u32;
+        let len = rest.partition_point(|&p| (p >> 32) as u32 == k);
+        let ends: RoaringBitmap = rest[..len].iter().map(|&p| p as u32).collect();
+        rest = &rest[len..];
+        if options.count_only {
+            let room = limit.saturating_sub(result.count);
+            result.truncated |= ends.len() > room;
+            result.count += ends.len().min(room);
+        } else {
+            emit(
+                &mut result,
+                options,
+                plan.direction,
+                starts[k as usize],
+                &ends,
+            );
+        }
+        if result.truncated {
+            break;
+        }
+    }
+    Some(result)
+}
+
+/// Per state, the trees read by transitions into it and the direction to follow them
+/// (the predicates of a union one by one: no union tree is built).
+fn relations_of(graph: &dyn PathGraph, plan: &Plan) -> Vec<(Vec<Arc<K2Tree>>, Dir)> {
+    plan.relations
+        .iter()
+        .map(|r| match r {
+            None => (Vec::new(), Dir::Forward),
+            Some((key, dir)) => {
+                let trees = match key {
+                    RelKey::Pred(p) => graph.relation(*p).into_iter().collect(),
+                    RelKey::Union(ps) => ps.iter().filter_map(|&p| graph.relation(p)).collect(),
+                };
+                (trees, *dir)
+            }
+        })
+        .collect()
+}
+
+/// Nodes of the distinct trees of `rels`.
+fn tree_nodes(rels: &[(Vec<Arc<K2Tree>>, Dir)]) -> u64 {
+    let mut counted = HashSet::new();
+    rels.iter()
+        .flat_map(|(ts, _)| ts)
+        .filter(|t| counted.insert(Arc::as_ptr(t)))
+        .map(|t| t.nodes())
+        .sum()
 }
