@@ -514,7 +514,7 @@ fn plan_picks_direction_and_displays() {
     assert!(trace.contains("engine cpu"), "{trace}");
 }
 
-// ---------- sparse walk of constant starts ----------
+// ---------- sparse walks ----------
 
 /// Evaluates with one traversal policy.
 fn eval_with(
@@ -532,7 +532,7 @@ fn eval_with(
 }
 
 #[test]
-fn constant_starts_walk_sparsely_and_agree_with_products() {
+fn small_walks_run_sparsely_and_agree_with_products() {
     use k2rpq::rpq::TraversalPolicy::{Auto, Dense};
     // Two predicates over 40 nodes: a ring of p10 and chords of p11.
     let mut triples: Vec<(u32, PredId, u32)> = (0..40).map(|i| (i, 10, (i + 1) % 40)).collect();
@@ -555,6 +555,7 @@ fn constant_starts_walk_sparsely_and_agree_with_products() {
             (Endpoint::Const(3), Endpoint::Var),
             (Endpoint::Var, Endpoint::Const(5)),
             (Endpoint::Const(3), Endpoint::Const(21)),
+            (Endpoint::Var, Endpoint::Var),
         ] {
             let sparse = eval_with(&g, path, s, o, Auto);
             let dense = eval_with(&g, path, s, o, Dense);

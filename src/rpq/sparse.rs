@@ -404,7 +404,8 @@ pub(super) fn evaluate_sparse_joint(
                 &ends,
             );
         }
-        if result.truncated {
+        if result.count >= limit {
+            result.truncated |= !rest.is_empty();
             break;
         }
     }
