@@ -267,10 +267,11 @@ pub fn evaluate_with<E: Engine>(
             StartNodes::Const(c) => {
                 sparse::evaluate_sparse(graph, plan, options, &mut std::iter::once(*c), 1, started)
             }
-            StartNodes::Candidates(cands) => {
+            StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
                 let starts: Vec<u32> = cands.iter().collect();
                 sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
             }
+            StartNodes::Candidates(_) => None,
         };
         if let Some(mut result) = walked {
             result.trace.engine = engine.name().to_string();

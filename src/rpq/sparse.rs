@@ -88,13 +88,15 @@ impl NodeSet {
 /// `dir` forward, column otherwise) is in `active` (sorted, distinct): the row/column
 /// queries of all active nodes in one descent, which shares the upper levels and enters
 /// only blocks whose input range holds an active node. Adds the tree nodes visited to
-/// `work`; returns `false` as soon as `work` passes `budget`.
+/// `work`; returns `false` as soon as `work` passes `budget` or the time passes
+/// `deadline`.
 fn expand(
     tree: &K2Tree,
     dir: Dir,
     active: &[u32],
     work: &mut u64,
     budget: u64,
+    deadline: Option<Instant>,
     mut f: impl FnMut(u32, u32),
 ) -> bool {
     if tree.nodes() == 0 || active.is_empty() {
@@ -106,6 +108,11 @@ fn expand(
     while let Some((j, d, r0, c0, lo, hi)) = stack.pop() {
         *work += 1;
         if *work > budget {
+            return false;
+        }
+        // A long descent must not overrun the timeout: give up on it (the caller's
+        // batches then report the timeout).
+        if *work % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
             return false;
         }
         let s = tree.signature(j);
@@ -216,7 +223,7 @@ pub(super) fn evaluate_sparse(
                 products += 1;
                 let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
                 for t in trees {
-                    let fits = expand(t, *dir, &input, &mut work, budget, |_, w| {
+                    let fits = expand(t, *dir, &input, &mut work, budget, deadline, |_, w| {
                         if seen_j.insert(w) {
                             next_j.push(w);
                         }
@@ -268,6 +275,11 @@ pub(super) fn evaluate_sparse(
     }
     Some(result)
 }
+
+/// Start nodes up to which a var→var query first tries the joint walk: beyond a few
+/// batches' worth the batched executor's parallel products are the better bet, and the
+/// walk's budget (which grows with the starts) would waste too much before falling back.
+pub(super) const MAX_JOINT_STARTS: u64 = 4096;
 
 /// Evaluates `plan` from all of `starts` (ascending, each `< node_count`) at once: one
 /// walk over (state, node, start) triples whose every step expands the frontier nodes of
@@ -347,7 +359,7 @@ pub(super) fn evaluate_sparse_joint(
             let (seen_j, next_j, ents) = (&mut visited[j], &mut next[j], &entries);
             let mut fanout = 0u64;
             for t in trees {
-                let fits = expand(t, *dir, &active, &mut work, budget, |i, w| {
+                let fits = expand(t, *dir, &active, &mut work, budget, deadline, |i, w| {
                     let lo = ents.partition_point(|&(v, _)| v < i);
                     for &(_, k) in ents[lo..].iter().take_while(|&&(v, _)| v == i) {
                         fanout += 1;
