@@ -112,7 +112,7 @@ fn expand(
         }
         // A long descent must not overrun the timeout: give up on it (the caller's
         // batches then report the timeout).
-        if *work % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if work.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
             return false;
         }
         let s = tree.signature(j);
