@@ -513,3 +513,75 @@ fn plan_picks_direction_and_displays() {
     let trace = r.trace.to_string();
     assert!(trace.contains("engine cpu"), "{trace}");
 }
+
+// ---------- sparse walks ----------
+
+/// Evaluates with one traversal policy.
+fn eval_with(
+    g: &MemoryGraph,
+    path: &Path,
+    s: Endpoint,
+    o: Endpoint,
+    traversal: k2rpq::rpq::TraversalPolicy,
+) -> k2rpq::rpq::PathResult {
+    let options = EvalOptions {
+        traversal,
+        ..EvalOptions::default()
+    };
+    evaluate(&CpuEngine::new(), g, path, s, o, &options).unwrap()
+}
+
+#[test]
+fn small_walks_run_sparsely_and_agree_with_products() {
+    use k2rpq::rpq::TraversalPolicy::{Auto, Dense};
+    // Two predicates over 40 nodes: a ring of p10 and chords of p11.
+    let mut triples: Vec<(u32, PredId, u32)> = (0..40).map(|i| (i, 10, (i + 1) % 40)).collect();
+    triples.extend((0..40).step_by(3).map(|i| (i, 11, (i * 7) % 40)));
+    let g = MemoryGraph::from_triples(triples);
+    let paths = [
+        Path::OneOrMore(Path::link(10)),
+        Path::ZeroOrMore(Box::new(Path::Alternative(
+            Path::link(11),
+            Box::new(Path::Inverse(Path::link(10))),
+        ))),
+        Path::Sequence(
+            Path::link(11),
+            Box::new(Path::NegatedSet(vec![(10, false)])),
+        ),
+        Path::NegatedSet(vec![(12, false), (10, true)]),
+    ];
+    for path in &paths {
+        for (s, o) in [
+            (Endpoint::Const(3), Endpoint::Var),
+            (Endpoint::Var, Endpoint::Const(5)),
+            (Endpoint::Const(3), Endpoint::Const(21)),
+            (Endpoint::Var, Endpoint::Var),
+        ] {
+            let sparse = eval_with(&g, path, s, o, Auto);
+            let dense = eval_with(&g, path, s, o, Dense);
+            assert_eq!(sparse.pairs, dense.pairs, "{path:?} {s:?} {o:?}");
+            assert_eq!(sparse.trace.loads, 0, "{path:?}: no relation loaded");
+            assert_eq!(sparse.trace.sparse, sparse.trace.products, "{path:?}");
+        }
+    }
+}
+
+#[test]
+fn a_sparse_walk_past_its_budget_falls_back_to_products() {
+    // A chain of 10 000 nodes: `0 p+ ?y` reaches all of them one step at a time, and each
+    // step's descent revisits the tree's upper levels, which passes the walk's budget.
+    let n = 10_000u32;
+    let g = MemoryGraph::from_triples((0..n - 1).map(|i| (i, 10, i + 1)).collect());
+    let path = Path::OneOrMore(Path::link(10));
+    let r = eval_with(
+        &g,
+        &path,
+        Endpoint::Const(0),
+        Endpoint::Var,
+        k2rpq::rpq::TraversalPolicy::Auto,
+    );
+    assert_eq!(r.trace.loads, 1, "the relation is loaded for products");
+    assert_eq!(r.trace.sparse, 0);
+    let expected: Vec<(u32, u32)> = (1..n).map(|e| (0, e)).collect();
+    assert_eq!(r.pairs, expected);
+}

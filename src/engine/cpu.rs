@@ -231,6 +231,10 @@ impl Engine for CpuEngine {
         "cpu"
     }
 
+    fn host_resident(&self) -> bool {
+        true
+    }
+
     fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<CpuMatrix> {
         // The directory is needed by every traversal; the frontier by dense products.
         tree.directory();

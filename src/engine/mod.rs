@@ -123,6 +123,13 @@ pub trait Engine: Send + Sync {
 
     /// A short name for reports (`cpu`, `gpu`).
     fn name(&self) -> &'static str;
+    /// Whether the engine works in host memory, so that a caller may answer a step whose
+    /// frontier holds a few nodes by row/column queries of the host trees instead of a
+    /// product over whole batches (no transfer is saved or paid either way). `false`
+    /// unless an engine says otherwise: a device engine keeps its batches on the device.
+    fn host_resident(&self) -> bool {
+        false
+    }
 
     /// Loads `tree` with the given configuration.
     fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<Self::Matrix>;

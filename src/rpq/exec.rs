@@ -11,6 +11,7 @@ use roaring::RoaringBitmap;
 use super::automaton::Dir;
 use super::graph::{union_tree, PathGraph};
 use super::plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
+use super::sparse;
 use super::{Endpoint, EvalOptions, Path, PathResult, RpqError, TraversalPolicy};
 use crate::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 
@@ -129,6 +130,9 @@ pub struct TraceStep {
     pub products: u32,
     /// Of which masked traversals.
     pub masked: u32,
+    /// Of which sparse expansions (top-down row/column descents of a few frontier nodes
+    /// on the host, no product).
+    pub sparse: u32,
     /// New (state, node, source) bits found.
     pub new_bits: u64,
     /// Wall time of the step.
@@ -153,6 +157,8 @@ pub struct Trace {
     pub products: u64,
     /// Of which masked traversals.
     pub masked: u64,
+    /// Of which sparse expansions.
+    pub sparse: u64,
     /// The first steps, in order (at most a few thousand).
     pub steps: Vec<TraceStep>,
     /// Whole evaluation time.
@@ -160,10 +166,11 @@ pub struct Trace {
 }
 
 impl Trace {
-    fn log(&mut self, s: TraceStep) {
+    pub(super) fn log(&mut self, s: TraceStep) {
         self.total_steps += 1;
         self.products += s.products as u64;
         self.masked += s.masked as u64;
+        self.sparse += s.sparse as u64;
         if self.steps.len() < MAX_LOGGED_STEPS {
             self.steps.push(s);
         }
@@ -174,7 +181,7 @@ impl fmt::Display for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "engine {}: {} relations loaded in {:.3} ms; {} batches, {} steps, {} products ({} masked, {} dense); total {:.3} ms",
+            "engine {}: {} relations loaded in {:.3} ms; {} batches, {} steps, {} products ({} masked, {} sparse, {} dense); total {:.3} ms",
             self.engine,
             self.loads,
             self.load_time.as_secs_f64() * 1e3,
@@ -182,19 +189,24 @@ impl fmt::Display for Trace {
             self.total_steps,
             self.products,
             self.masked,
-            self.products - self.masked,
+            self.sparse,
+            self.products - self.masked - self.sparse,
             self.elapsed.as_secs_f64() * 1e3
         )?;
-        writeln!(f, "batch\tstep\tfrontier\tproducts\tmasked\tnew\tms")?;
+        writeln!(
+            f,
+            "batch\tstep\tfrontier\tproducts\tmasked\tsparse\tnew\tms"
+        )?;
         for s in &self.steps {
             writeln!(
                 f,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
                 s.batch,
                 s.step,
                 s.frontier,
                 s.products,
                 s.masked,
+                s.sparse,
                 s.new_bits,
                 s.elapsed.as_secs_f64() * 1e3
             )?;
@@ -247,6 +259,28 @@ pub fn evaluate_with<E: Engine>(
     let started = Instant::now();
     if options.batch_words == 0 {
         return Err(RpqError::Options("batch_words must be at least 1".into()));
+    }
+    // On a host engine, walk sparsely from each start node while the reached sets stay
+    // small (no batches, no products, no union trees); past the budget, run the batches.
+    if options.traversal == TraversalPolicy::Auto && engine.host_resident() {
+        let walked = match &plan.start {
+            StartNodes::Const(c) => {
+                sparse::evaluate_sparse(graph, plan, options, &mut std::iter::once(*c), 1, started)
+            }
+            StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
+                let starts: Vec<u32> = cands.iter().collect();
+                sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
+            }
+            StartNodes::Candidates(_) => None,
+        };
+        if let Some(mut result) = walked {
+            result.trace.engine = engine.name().to_string();
+            if plan.direction == EvalDirection::Backward && !options.count_only {
+                result.pairs.sort_unstable();
+            }
+            result.trace.elapsed = started.elapsed();
+            return Ok(result);
+        }
     }
     let (loads0, time0) = relations.load_stats();
     let mut mats = Vec::with_capacity(plan.relations.len());
@@ -307,6 +341,31 @@ pub fn evaluate_with<E: Engine>(
     Ok(result)
 }
 
+/// Records the pairs `(start, end)` of source `src` and nodes `ends` in `result`, in
+/// plan order (`direction` says which end `src` is), up to the limit of `options`.
+pub(super) fn emit(
+    result: &mut PathResult,
+    options: &EvalOptions,
+    direction: EvalDirection,
+    src: u32,
+    ends: &RoaringBitmap,
+) {
+    let limit = options.limit.unwrap_or(u64::MAX);
+    for e in ends.iter() {
+        if result.count >= limit {
+            result.truncated = true;
+            return;
+        }
+        result.count += 1;
+        if !options.count_only {
+            result.pairs.push(match direction {
+                EvalDirection::Forward => (src, e),
+                EvalDirection::Backward => (e, src),
+            });
+        }
+    }
+}
+
 /// State shared by the batches of one evaluation.
 struct Run<'a, E: Engine> {
     engine: &'a E,
@@ -350,22 +409,15 @@ impl<E: Engine> Run<'_, E> {
         }
     }
 
-    /// Records the pair `(start, end)` of source `src` and node `end`, in plan order.
+    /// Records the pairs of source `src` and the nodes `ends`.
     fn emit(&mut self, src: u32, ends: &RoaringBitmap) {
-        let limit = self.options.limit.unwrap_or(u64::MAX);
-        for e in ends.iter() {
-            if self.result.count >= limit {
-                self.result.truncated = true;
-                return;
-            }
-            self.result.count += 1;
-            if !self.options.count_only {
-                self.result.pairs.push(match self.plan.direction {
-                    EvalDirection::Forward => (src, e),
-                    EvalDirection::Backward => (e, src),
-                });
-            }
-        }
+        emit(
+            &mut self.result,
+            self.options,
+            self.plan.direction,
+            src,
+            ends,
+        );
     }
 
     /// Runs one batch of start nodes (`sources.len() <= 64·words`) to its fixed point
@@ -501,6 +553,7 @@ impl<E: Engine> Run<'_, E> {
                 frontier: input_total,
                 products,
                 masked,
+                sparse: 0,
                 new_bits,
                 elapsed: t0.elapsed(),
             });

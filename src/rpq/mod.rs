@@ -35,6 +35,7 @@ mod graph;
 mod log;
 mod path;
 mod plan;
+mod sparse;
 pub mod terms;
 
 use std::time::Duration;
