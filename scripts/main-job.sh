@@ -9,7 +9,8 @@ k2=target/release/k2rpq
 store=target/codex-m.store
 rm -rf "$store"
 "$k2" load fixtures/codex/codex-m.nt.gz --store "$store"
-"$k2" info "$store" | head -n 12
+"$k2" info "$store" > target/codex-m.info.txt
+head -n 4 target/codex-m.info.txt
 "$k2" bench --store "$store" --queries sparql/codex-m.rpq --stats \
     --json target/bench-codex-m.json --csv target/bench-codex-m.csv --svg target/bench-codex-m.svg "$@"
 echo "Per-query results: target/bench-codex-m.{json,csv,svg}"

@@ -40,6 +40,13 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Exit quietly when stdout is closed early (`k2rpq info DIR | head`), like other Unix
+    // tools, instead of panicking on a broken pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(a) => cli::bench::run(a),
