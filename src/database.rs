@@ -360,9 +360,9 @@ impl Database {
             (Some(c), EngineChoice::Gpu) => Some(c),
             (Some(c), _) => (self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES).then_some(c),
         };
+        let plan = rpq::plan(&g, path, subject, object, options);
         let (result, engine) = match on_gpu {
             Some(cache) => {
-                let plan = rpq::plan(&g, path, subject, object, options);
                 let mut rels = CachedRelations {
                     cache,
                     graph: &g,
@@ -377,7 +377,6 @@ impl Database {
                 )
             }
             None => {
-                let plan = rpq::plan(&g, path, subject, object, options);
                 let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
                 (
                     rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),

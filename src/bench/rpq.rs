@@ -14,7 +14,7 @@ use super::oxigraph_runner::run_query;
 use super::stats::{geomean, Summary};
 use super::svg::{LogLogPlot, Series};
 use super::workload::{QueryKind, WorkloadQuery};
-use crate::database::{Database, DatabaseError, EngineChoice};
+use crate::database::{Database, DatabaseError};
 use crate::rpq::{EvalOptions, LogEndpoint, LogQuery};
 
 /// An engine of the benchmark.
@@ -22,7 +22,7 @@ use crate::rpq::{EvalOptions, LogEndpoint, LogQuery};
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, clap::ValueEnum,
 )]
 pub enum BenchEngine {
-    /// k2rpq with [`EngineChoice::Auto`] on a machine with a GPU (small queries on the CPU).
+    /// k2rpq with [`EngineChoice::Auto`](crate::database::EngineChoice::Auto) on a machine with a GPU (small queries on the CPU).
     Gpu,
     /// k2rpq on the CPU engine.
     Cpu,
@@ -308,7 +308,6 @@ fn run_k2rpq(
             Some("SPARQL workloads run on Oxigraph only".into()),
         ),
     };
-    let _ = engine;
     finish_run(engine, ran_on, answer, status, cold_ms, times, error, None)
 }
 
@@ -670,13 +669,5 @@ fn truncate(s: &str, n: usize) -> String {
         s.to_string()
     } else {
         s.chars().take(n - 1).chain(std::iter::once('…')).collect()
-    }
-}
-
-/// Ensures `choice` is meaningful for the benchmark's k2rpq engines.
-pub fn engine_choice_for(e: BenchEngine) -> EngineChoice {
-    match e {
-        BenchEngine::Gpu => EngineChoice::Auto,
-        _ => EngineChoice::Cpu,
     }
 }
