@@ -162,32 +162,18 @@ fn device_memory_stays_within_the_budget() {
     let budget = total / 4;
     let working = PAD / 2;
 
-    stream.synchronize().unwrap();
-    let (free_before, _) = ctx.mem_get_info().unwrap();
+    let mut watch = harness::DeviceMemoryWatch::new(ctx.clone(), stream.clone(), budget, SLACK);
     let cache: DeviceCache<UploadEngine, usize> =
         DeviceCache::new(engine.clone(), CacheOptions::with_budget(budget));
-    let mut max_in_use = 0u64;
-    // Device bytes in use since `free_before`, checked against the budget.
-    let mut check = |what: &str, cache_used: u64| {
-        stream.synchronize().unwrap();
-        let (free_now, _) = ctx.mem_get_info().unwrap();
-        let in_use = (free_before as u64).saturating_sub(free_now as u64);
-        max_in_use = max_in_use.max(in_use);
-        assert!(
-            in_use <= budget + SLACK,
-            "after {what}: the device shows {in_use} bytes in use, budget {budget} (+{SLACK} slack); the cache counts {cache_used}"
-        );
-        assert!(cache_used <= budget);
-    };
     for i in 0..200 {
         let k = rng.random_range(0..trees.len());
         let reservation = cache.reserve(working).unwrap();
         let scratch = stream.alloc_zeros::<u8>(working as usize).unwrap();
-        check("reserving working memory", cache.used_bytes());
+        watch.check("reserving working memory", cache.used_bytes());
         let pinned = cache
             .get(k, || trees[k].clone(), MatrixConfig::CachedFrontier)
             .unwrap();
-        check(
+        watch.check(
             &format!("operation {i} on relation {k}"),
             cache.used_bytes(),
         );
@@ -195,13 +181,14 @@ fn device_memory_stays_within_the_budget() {
         drop(scratch);
         drop(reservation);
     }
-    check("the workload", cache.used_bytes());
+    watch.check("the workload", cache.used_bytes());
     let s = cache.stats();
     drop(cache);
-    check("dropping the cache", 0);
+    watch.check("dropping the cache", 0);
     println!("{s}");
     println!(
-        "device: at most {max_in_use} bytes in use for a budget of {budget} (data {total} bytes)"
+        "device: at most {} bytes in use for a budget of {budget} (data {total} bytes)",
+        watch.max_in_use
     );
     assert!(s.evictions > 0);
     assert!(s.peak_bytes <= budget);

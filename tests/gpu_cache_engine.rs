@@ -54,22 +54,9 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
     let budget = data / 4 + work;
     let ctx = gpu.context().context().clone();
     let stream = gpu.context().stream().clone();
-    stream.synchronize().unwrap();
-    let (free_before, _) = ctx.mem_get_info().unwrap();
+    let mut watch = harness::DeviceMemoryWatch::new(ctx.clone(), stream.clone(), budget, SLACK);
     let cache: DeviceCache<GpuEngine, usize> =
         DeviceCache::new(gpu.clone(), CacheOptions::with_budget(budget));
-    let mut max_in_use = 0u64;
-    let mut check = |what: &str, cache_used: u64| {
-        stream.synchronize().unwrap();
-        let (free_now, _) = ctx.mem_get_info().unwrap();
-        let in_use = (free_before as u64).saturating_sub(free_now as u64);
-        max_in_use = max_in_use.max(in_use);
-        assert!(
-            in_use <= budget + SLACK,
-            "after {what}: the device shows {in_use} bytes in use, budget {budget} (+{SLACK} slack); the cache counts {cache_used}"
-        );
-        assert!(cache_used <= budget);
-    };
     for i in 0..100 {
         let k = rng.random_range(0..trees.len());
         let dir = if rng.random::<bool>() {
@@ -85,7 +72,7 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
         let a = cache
             .get(k, || trees[k].clone(), MatrixConfig::CachedFrontier)
             .unwrap();
-        check(&format!("loading relation {k}"), cache.used_bytes());
+        watch.check(&format!("loading relation {k}"), cache.used_bytes());
         let need = gpu.product_bytes(&a, dir, 1, 8, Some((1, traversal)));
         let working = cache.reserve(need.scratch + need.vectors).unwrap();
         let mut x = BitMatrix::zeroed(n as usize, 1);
@@ -95,7 +82,7 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
         let xd = gpu.bits_upload(&x).unwrap();
         let mut yd = gpu.bits_zeroed(n as usize, 1).unwrap();
         gpu.bool_product(&a, dir, &xd, &mut yd, traversal).unwrap();
-        check(&format!("product {i} on relation {k}"), cache.used_bytes());
+        watch.check(&format!("product {i} on relation {k}"), cache.used_bytes());
         let got = gpu.bits_download(&yd).unwrap();
         let host = cpu.load(&trees[k], MatrixConfig::TreeOnly).unwrap();
         let mut want = BitMatrix::zeroed(n as usize, 1);
@@ -106,10 +93,11 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
     }
     let s = cache.stats();
     drop(cache);
-    check("dropping the cache", 0);
+    watch.check("dropping the cache", 0);
     println!("{s}");
     println!(
-        "device: at most {max_in_use} bytes in use for a budget of {budget} (data {data} bytes)"
+        "device: at most {} bytes in use for a budget of {budget} (data {data} bytes)",
+        watch.max_in_use
     );
     assert!(s.evictions > 0);
     assert!(s.peak_bytes <= budget);

@@ -57,3 +57,54 @@ pub fn run(tests: &[GpuTest]) -> ! {
         .collect();
     libtest_mimic::run(&args, trials).exit()
 }
+
+/// Watches the device's own free-memory reading and asserts that what a test allocated
+/// since [`DeviceMemoryWatch::new`] stays within a budget (plus slack for the driver's
+/// allocation granularity).
+#[allow(dead_code)]
+pub struct DeviceMemoryWatch {
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    free_before: u64,
+    budget: u64,
+    slack: u64,
+    /// The most bytes seen in use so far.
+    pub max_in_use: u64,
+}
+
+#[allow(dead_code)]
+impl DeviceMemoryWatch {
+    /// Starts watching after synchronising `stream`.
+    pub fn new(
+        ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+        budget: u64,
+        slack: u64,
+    ) -> Self {
+        stream.synchronize().unwrap();
+        let (free_before, _) = ctx.mem_get_info().unwrap();
+        DeviceMemoryWatch {
+            ctx,
+            stream,
+            free_before: free_before as u64,
+            budget,
+            slack,
+            max_in_use: 0,
+        }
+    }
+
+    /// Asserts the device shows at most `budget + slack` bytes in use since the start, and
+    /// that the cache's own count (`cache_used`) is within the budget.
+    pub fn check(&mut self, what: &str, cache_used: u64) {
+        self.stream.synchronize().unwrap();
+        let (free_now, _) = self.ctx.mem_get_info().unwrap();
+        let in_use = self.free_before.saturating_sub(free_now as u64);
+        self.max_in_use = self.max_in_use.max(in_use);
+        let (budget, slack) = (self.budget, self.slack);
+        assert!(
+            in_use <= budget + slack,
+            "after {what}: the device shows {in_use} bytes in use, budget {budget} (+{slack} slack); the cache counts {cache_used}"
+        );
+        assert!(cache_used <= budget);
+    }
+}
