@@ -15,6 +15,7 @@
 //! ```
 
 use std::path::Path as FsPath;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,13 +24,14 @@ use roaring::RoaringBitmap;
 
 use crate::cache::{budget_or_default, CacheError, CacheOptions, CacheStats, DeviceCache};
 use crate::engine::cpu::CpuEngine;
-use crate::engine::gpu::GpuEngine;
+use crate::engine::gpu::{open_or_notice, DevicesError, GpuEngine, GpuSelection};
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::terms::TermLookup;
 use crate::rpq::{
     self, union_tree, Endpoint, EvalOptions, Loaded, LogEndpoint, LogQuery, MatrixHandle, Path,
-    PathGraph, PathResult, PerQueryRelations, PredId, RelKey, RelationSource, RpqError,
+    PathGraph, PathResult, PerQueryRelations, Plan, PredId, RelKey, RelationSource, RpqError,
+    Share,
 };
 use crate::store::{GraphId, Store, StoreError};
 
@@ -57,8 +59,13 @@ pub struct DatabaseOptions {
     /// Engine selection.
     pub engine: EngineChoice,
     /// Device memory for resident relations plus query working memory (`8GiB`, `60%` of
-    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`].
+    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`]. Applies to each
+    /// GPU on its own (each has its own cache under this budget).
     pub gpu_budget: Option<String>,
+    /// The GPUs (`--gpus`); `None`: GPU 0 only, as a single-GPU build. With
+    /// [`EngineChoice::Auto`], `None` and `all` fall back to the CPU with a notice when no
+    /// GPU is usable, and an explicit list naming an absent device is an error.
+    pub gpus: Option<GpuSelection>,
 }
 
 /// Errors of the database layer.
@@ -76,6 +83,9 @@ pub enum DatabaseError {
     /// A bad `--gpu-budget`.
     #[error("GPU budget: {0}")]
     Budget(String),
+    /// A `--gpus` list naming a device that is absent or unusable.
+    #[error(transparent)]
+    Gpus(#[from] DevicesError),
 }
 
 /// Whether a GPU is usable here; the reason when not.
@@ -227,12 +237,44 @@ pub struct PathAnswer {
     pub engine: &'static str,
 }
 
+/// One GPU of a [`Database`]: its engine and relation cache (under its own budget), and
+/// the queries running on it now (for placement).
+struct Device {
+    cache: DeviceCache<GpuEngine, ResidentKey>,
+    busy: AtomicUsize,
+}
+
+/// Counts a query as running on a device while it lives.
+struct Busy<'a>(&'a AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn claim(d: &'a Device) -> Self {
+        d.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(&d.busy)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// An opened store and its engines.
+///
+/// With several GPUs ([`DatabaseOptions::gpus`]) each has its own [`DeviceCache`]. A plan
+/// with one batch (a constant end, or few start candidates) runs on one GPU: the least
+/// busy one, and among those the one already holding most of the plan's edges, so that
+/// relations used together stay together and a relation is loaded on a second GPU only
+/// when queries on it run there at the same time (hot relations end up replicated, cold
+/// ones are evicted by each device's LRU). A var→var plan with several batches is split
+/// across all the GPUs ([`rpq::evaluate_split`]): each loads the plan's relations (they
+/// must fit each device's budget) and takes batches from a shared counter.
 pub struct Database {
     store: Arc<Store>,
     choice: EngineChoice,
     cpu: CpuEngine,
-    gpu: Option<DeviceCache<GpuEngine, ResidentKey>>,
+    gpus: Vec<Device>,
 }
 
 impl Database {
@@ -240,35 +282,37 @@ impl Database {
     /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
         let store = Arc::new(Store::open(dir)?);
-        let gpu = match options.engine {
-            EngineChoice::Cpu => None,
-            EngineChoice::Gpu => {
-                Some(GpuEngine::new(0).map_err(|e| DatabaseError::NoGpu(e.to_string()))?)
-            }
-            EngineChoice::Auto => GpuEngine::new_or_notice(0),
+        let engines = match options.engine {
+            EngineChoice::Cpu => Vec::new(),
+            EngineChoice::Gpu => options
+                .gpus
+                .clone()
+                .unwrap_or_default()
+                .open()
+                .map_err(|e| DatabaseError::NoGpu(e.to_string()))?,
+            EngineChoice::Auto => open_or_notice(options.gpus.as_ref())?.unwrap_or_default(),
         };
-        let gpu = match gpu {
-            None => None,
-            Some(engine) => {
-                let free = engine
-                    .context()
-                    .context()
-                    .mem_get_info()
-                    .map(|(free, _)| free as u64)
-                    .unwrap_or(engine.device().total_memory);
-                let budget = budget_or_default(options.gpu_budget.as_deref(), free)
-                    .map_err(|e| DatabaseError::Budget(e.to_string()))?;
-                Some(DeviceCache::new(
-                    Arc::new(engine),
-                    CacheOptions::with_budget(budget),
-                ))
-            }
-        };
+        let mut gpus = Vec::with_capacity(engines.len());
+        for engine in engines {
+            // Each device's budget is taken from its own free memory.
+            let free = engine
+                .context()
+                .context()
+                .mem_get_info()
+                .map(|(free, _)| free as u64)
+                .unwrap_or(engine.device().total_memory);
+            let budget = budget_or_default(options.gpu_budget.as_deref(), free)
+                .map_err(|e| DatabaseError::Budget(e.to_string()))?;
+            gpus.push(Device {
+                cache: DeviceCache::new(Arc::new(engine), CacheOptions::with_budget(budget)),
+                busy: AtomicUsize::new(0),
+            });
+        }
         Ok(Database {
             store,
             choice: options.engine,
             cpu: CpuEngine::new(),
-            gpu,
+            gpus,
         })
     }
 
@@ -279,13 +323,83 @@ impl Database {
 
     /// Whether queries may run on the GPU.
     pub fn has_gpu(&self) -> bool {
-        self.gpu.is_some()
+        !self.gpus.is_empty()
+    }
+
+    /// The ordinals of the GPUs in use (empty on the CPU).
+    pub fn gpu_ordinals(&self) -> Vec<usize> {
+        self.gpus
+            .iter()
+            .map(|d| d.cache.engine().device().ordinal)
+            .collect()
     }
 
     /// Device cache statistics (hits, misses, evictions, bytes uploaded, peak), when a
-    /// GPU is in use.
+    /// GPU is in use: summed over the GPUs (peak: the sum of the per-device peaks).
     pub fn gpu_stats(&self) -> Option<CacheStats> {
-        self.gpu.as_ref().map(|c| c.stats())
+        let mut all = self.gpu_device_stats().into_iter().map(|(_, s)| s);
+        let first = all.next()?;
+        Some(all.fold(first, |mut a, s| {
+            a.hits += s.hits;
+            a.misses += s.misses;
+            a.evictions += s.evictions;
+            a.bytes_uploaded += s.bytes_uploaded;
+            a.upload_time += s.upload_time;
+            a.peak_bytes += s.peak_bytes;
+            a.resident_bytes += s.resident_bytes;
+            a.reserved_bytes += s.reserved_bytes;
+            a.budget += s.budget;
+            a.entries += s.entries;
+            a.pinned_entries += s.pinned_entries;
+            a.tree_only_loads += s.tree_only_loads;
+            a.upgrades += s.upgrades;
+            a.waits += s.waits;
+            a
+        }))
+    }
+
+    /// Device cache statistics per GPU, by ordinal.
+    pub fn gpu_device_stats(&self) -> Vec<(usize, CacheStats)> {
+        self.gpus
+            .iter()
+            .map(|d| (d.cache.engine().device().ordinal, d.cache.stats()))
+            .collect()
+    }
+
+    /// The GPU a one-batch plan runs on: the least busy, then the one holding most of
+    /// the plan's edges already, then the first.
+    fn pick(&self, graph: GraphId, plan: &Plan) -> &Device {
+        let preds = self.store.predicates(graph);
+        let edges = |p: PredId| {
+            preds
+                .iter()
+                .find(|i| i.id == p)
+                .map(|i| i.edges)
+                .unwrap_or(0)
+        };
+        let resident = |d: &Device| -> u64 {
+            plan.relations
+                .iter()
+                .flatten()
+                .filter(|(k, _)| d.cache.contains(&(graph, k.clone())))
+                .map(|(k, _)| match k {
+                    RelKey::Pred(p) => edges(*p),
+                    RelKey::Union(ps) => ps.iter().map(|&p| edges(p)).sum(),
+                })
+                .sum()
+        };
+        self.gpus
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, d)| {
+                (
+                    d.busy.load(Ordering::SeqCst),
+                    std::cmp::Reverse(resident(d)),
+                    *i,
+                )
+            })
+            .map(|(_, d)| d)
+            .expect("called with at least one GPU")
     }
 
     /// The term id of an IRI, if the store knows it.
@@ -355,34 +469,60 @@ impl Database {
         options: &EvalOptions,
     ) -> Result<PathAnswer, DatabaseError> {
         let g = StoreGraph::new(self.store.clone(), graph);
-        let on_gpu = match (&self.gpu, self.choice) {
-            (None, _) => None,
-            (Some(c), EngineChoice::Gpu) => Some(c),
-            (Some(c), _) => (self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES).then_some(c),
+        let on_gpu = match self.choice {
+            _ if self.gpus.is_empty() => false,
+            EngineChoice::Gpu => true,
+            _ => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
         };
         let plan = rpq::plan(&g, path, subject, object, options);
-        let (result, engine) = match on_gpu {
-            Some(cache) => {
-                let mut rels = CachedRelations {
-                    cache,
-                    graph: &g,
-                    graph_id: graph,
-                    config: options.config,
-                    loads: 0,
-                    load_time: Duration::ZERO,
-                };
-                (
-                    rpq::evaluate_with(cache.engine().as_ref(), &g, &plan, options, &mut rels),
-                    "gpu",
-                )
+        fn cached<'a>(
+            d: &'a Device,
+            g: &'a StoreGraph,
+            graph_id: GraphId,
+            config: MatrixConfig,
+        ) -> CachedRelations<'a, GpuEngine> {
+            CachedRelations {
+                cache: &d.cache,
+                graph: g,
+                graph_id,
+                config,
+                loads: 0,
+                load_time: Duration::ZERO,
             }
-            None => {
-                let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
-                (
-                    rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
-                    "cpu",
-                )
-            }
+        }
+        let (result, engine) = if !on_gpu {
+            let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
+            (
+                rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
+                "cpu",
+            )
+        } else if self.gpus.len() > 1
+            && !rpq::runs_on_one(self.gpus[0].cache.engine().as_ref(), &plan, options)
+        {
+            let _busy: Vec<Busy<'_>> = self.gpus.iter().map(Busy::claim).collect();
+            let mut rels: Vec<CachedRelations<'_, GpuEngine>> = self
+                .gpus
+                .iter()
+                .map(|d| cached(d, &g, graph, options.config))
+                .collect();
+            let mut shares: Vec<Share<'_, GpuEngine>> = self
+                .gpus
+                .iter()
+                .zip(rels.iter_mut())
+                .map(|(d, r)| Share {
+                    engine: d.cache.engine().as_ref(),
+                    relations: r,
+                })
+                .collect();
+            (rpq::evaluate_split(&g, &plan, options, &mut shares), "gpu")
+        } else {
+            let d = self.pick(graph, &plan);
+            let _busy = Busy::claim(d);
+            let mut rels = cached(d, &g, graph, options.config);
+            (
+                rpq::evaluate_with(d.cache.engine().as_ref(), &g, &plan, options, &mut rels),
+                "gpu",
+            )
         };
         if let Some(e) = g.take_error() {
             return Err(e.into());

@@ -8,6 +8,7 @@ use anyhow::Context;
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
 use k2rpq::bench::workload::read_workload;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::engine::gpu::GpuSelection;
 
 /// Arguments of `k2rpq bench`.
 #[derive(clap::Args)]
@@ -46,6 +47,9 @@ pub struct Args {
     /// `60%` of free device memory). Default: 75% of free device memory.
     #[arg(long)]
     pub gpu_budget: Option<String>,
+    /// GPUs: `all` or a list like `0,1` (default: GPU 0). The budget applies per GPU.
+    #[arg(long)]
+    pub gpus: Option<GpuSelection>,
     /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
     #[arg(long)]
     pub stats: bool,
@@ -80,6 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &DatabaseOptions {
                 engine,
                 gpu_budget: args.gpu_budget.clone(),
+                gpus: args.gpus.clone(),
             },
         )
     };

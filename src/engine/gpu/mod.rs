@@ -21,6 +21,7 @@
 
 mod context;
 mod device_tree;
+pub mod devices;
 mod launch;
 mod product_graph;
 pub mod tile_plan;
@@ -33,6 +34,7 @@ use cudarc::driver::{
 
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
 pub use device_tree::DeviceTree;
+pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
 pub use product_graph::ProductGraph;
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan};
 
