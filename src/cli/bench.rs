@@ -6,7 +6,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
-use k2rpq::bench::workload::read_workload;
+use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
+use k2rpq::bench::workload::{read_workload, WorkloadQuery};
+use k2rpq::rpq::EvalOptions;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::gpu::GpuSelection;
 
@@ -50,6 +52,17 @@ pub struct Args {
     /// GPUs: `all` or a list like `0,1` (default: GPU 0). The budget applies per GPU.
     #[arg(long)]
     pub gpus: Option<GpuSelection>,
+    /// Measure scaling instead: the workload (path queries) at 1, 2, .., N of the `--gpus`
+    /// GPUs, one worker thread per GPU pulling queries from one queue, var→var queries
+    /// split across the GPUs; prints GPUs, seconds, queries/s and speedup (JSON: --json).
+    #[arg(long)]
+    pub scaling: bool,
+    /// With --scaling: count the rows only (no pairs are materialised).
+    #[arg(long)]
+    pub count: bool,
+    /// With --scaling: words per node of a frontier batch (64·W start nodes per batch).
+    #[arg(long, default_value_t = 8)]
+    pub batch_words: usize,
     /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
     #[arg(long)]
     pub stats: bool,
@@ -61,6 +74,9 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let workload = read_workload(&args.queries)?;
+    if args.scaling {
+        return run_scaling_cmd(&args, &workload);
+    }
     let engines = match args.engines {
         Some(e) => e,
         None => {
@@ -132,6 +148,70 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if !report.disagreements.is_empty() {
         anyhow::bail!("engines disagree on {} queries", report.disagreements.len());
+    }
+    Ok(())
+}
+
+/// `k2rpq bench --scaling`.
+fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()> {
+    if !(args.timeout.is_finite() && args.timeout >= 0.0) {
+        anyhow::bail!("--timeout {}: not a number of seconds", args.timeout);
+    }
+    if args.batch_words == 0 {
+        anyhow::bail!("--batch-words must be at least 1");
+    }
+    let ordinals = args
+        .gpus
+        .clone()
+        .unwrap_or_default()
+        .ordinals()
+        .context("bench --scaling")?;
+    let options = ScalingOptions {
+        repeats: args.repeats,
+        eval: EvalOptions {
+            limit: Some(args.limit),
+            timeout: Some(Duration::from_secs_f64(args.timeout)),
+            batch_words: args.batch_words,
+            count_only: args.count,
+            ..EvalOptions::default()
+        },
+    };
+    eprintln!(
+        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} timed passes, limit {}, timeout {} s, W {}{}",
+        workload.len(),
+        args.queries.display(),
+        ordinals,
+        options.repeats,
+        args.limit,
+        args.timeout,
+        args.batch_words,
+        if args.count { ", counting" } else { "" }
+    );
+    // Every query on the GPUs (no small-query CPU shortcut): this measures the GPUs.
+    let open = |ords: &[usize]| {
+        Database::open(
+            &args.store,
+            &DatabaseOptions {
+                engine: EngineChoice::Gpu,
+                gpu_budget: args.gpu_budget.clone(),
+                gpus: Some(GpuSelection::List(ords.to_vec())),
+            },
+        )
+    };
+    let report = run_scaling(&open, &ordinals, workload, &options, !args.quiet)?;
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", report.table());
+    if !report.disagreements.is_empty() {
+        for d in &report.disagreements {
+            eprintln!("disagreement: {d}");
+        }
+        anyhow::bail!(
+            "GPU counts disagree on {} queries",
+            report.disagreements.len()
+        );
     }
     Ok(())
 }
