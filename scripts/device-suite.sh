@@ -15,6 +15,8 @@
 #   wd      gen wikidata-like (WD_TRIPLES, default 20M), load, bench sparql/wikidata-like.rpq
 #   build   bench-build on cnr-2000 and a 1G-edge web-like graph
 #   cache   bench-cache --engine gpu at 100/50/10% budgets
+#   multi   several GPUs: the gpu_multi test binary, bench --scaling on cnr-2000 (all pairs,
+#           batched var→var, 100 constants) and bench-spmv --gpus all on a 200M-edge web graph
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -105,10 +107,29 @@ for line in sys.stdin:
     cache)
         step "bench-cache gpu"
         "$k2" bench-cache --engine gpu --synthetic-relations 50 --edges 64M --ops 4000 2>&1 | tee "$out/bench-cache.txt" | tail -10 ;;
+    multi)
+        step "multi-GPU tests"
+        if "$bin/gpu_multi" --test-threads=1 >"$out/test-gpu_multi.log" 2>&1; then
+            echo "ok: $(grep -E '^test result' "$out/test-gpu_multi.log" | tail -1)" | tee -a "$out/summary.txt"
+        else
+            echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-gpu_multi.log"; status=1
+        fi
+        if [ ! -d "$tmp/cnr.store" ]; then
+            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
+        fi
+        for w in cnr-2000-all-pairs cnr-2000-var-var cnr-2000; do
+            step "bench --scaling $w (--gpus all)"
+            "$k2" bench --store "$tmp/cnr.store" --queries "sparql/$w.rpq" --gpus all --scaling --count \
+                --repeats 1 --timeout 60 --quiet --json "$out/scaling-$w.json" 2>&1 | tee "$out/scaling-$w.txt" | tail -8 || status=1
+        done
+        step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
+        "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
+            --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
     *) echo "unknown part $part" ;;
     esac; done
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi]" >&2; exit 2 ;;
 esac
