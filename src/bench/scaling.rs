@@ -218,7 +218,9 @@ pub fn run_scaling(
             Some(r) => {
                 for (i, (a, b)) in r.iter().zip(&outcomes).enumerate() {
                     let (Some(a), Some(b)) = (a, b) else { continue };
-                    if !a.timed_out && !b.timed_out && (a.count, a.truncated) != (b.count, b.truncated)
+                    if !a.timed_out
+                        && !b.timed_out
+                        && (a.count, a.truncated) != (b.count, b.truncated)
                     {
                         disagreements.push(format!(
                             "{} on {k} GPUs: {} rows{} (1 GPU: {}{})",

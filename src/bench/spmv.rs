@@ -12,6 +12,7 @@ pub mod contenders;
 pub mod gpu;
 pub mod graph;
 pub mod report;
+pub mod stripes;
 pub mod svg;
 
 use std::sync::Arc;

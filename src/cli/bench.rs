@@ -8,9 +8,9 @@ use anyhow::Context;
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
 use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
 use k2rpq::bench::workload::{read_workload, WorkloadQuery};
-use k2rpq::rpq::EvalOptions;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::gpu::GpuSelection;
+use k2rpq::rpq::EvalOptions;
 
 /// Arguments of `k2rpq bench`.
 #[derive(clap::Args)]
