@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
+use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
 use k2rpq::bench::workload::{read_workload, QueryKind};
 use k2rpq::database::{Database, DatabaseError, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
@@ -153,7 +154,10 @@ fn database_on_gpus_equals_cpu() {
             }
         });
         for (k, s) in db.gpu_device_stats() {
-            eprintln!("--gpus {gpus}: GPU {k}: {} loads, {} hits", s.misses, s.hits);
+            eprintln!(
+                "--gpus {gpus}: GPU {k}: {} loads, {} hits",
+                s.misses, s.hits
+            );
         }
     }
 }
@@ -184,6 +188,44 @@ fn scaling_driver_on_gpus() {
     assert_eq!(r.rows.len(), ordinals.len());
     assert!(r.disagreements.is_empty(), "{:?}", r.disagreements);
     assert!(!r.var_var.is_empty());
+}
+
+fn row_stripes_on_gpus() {
+    // A web-like matrix of 2M cells: stripes on 1..N GPUs, each merged product checked
+    // against the CPU engine inside `run_stripes` (an error there fails the test).
+    let edges: Vec<(u32, u32)> = (0..2_000_000u64)
+        .map(|i| {
+            let s = (i.wrapping_mul(0x9E37_79B9) % (1 << 18)) as u32;
+            let o = if i % 3 == 0 {
+                (i.wrapping_mul(0x85EB_CA6B) % (1 << 18)) as u32
+            } else {
+                (s + (i % 17) as u32) % (1 << 18)
+            };
+            (s, o)
+        })
+        .collect();
+    let tree = std::sync::Arc::new(k2rpq::k2tree::K2Tree::from_edges(1 << 18, 1 << 18, edges));
+    let ordinals = GpuSelection::All.ordinals().unwrap();
+    let opts = StripeOptions {
+        sources: 128,
+        repeats: 3,
+        warmup: 1,
+        gpu_budget: None,
+    };
+    let r = run_stripes(&tree, &ordinals, &opts).unwrap();
+    print!("{}", r.table());
+    assert_eq!(r.rows.len(), ordinals.len());
+    assert!(r
+        .rows
+        .iter()
+        .all(|row| row.fits && row.right_ms.is_some() && row.left_ms.is_some()));
+    // A budget below the whole tree: one GPU does not fit (and is not timed).
+    let small = StripeOptions {
+        gpu_budget: Some(r.rows[0].max_device_bytes - 1),
+        ..opts
+    };
+    let r = run_stripes(&tree, &ordinals[..1], &small).unwrap();
+    assert!(!r.rows[0].fits && r.rows[0].right_ms.is_none());
 }
 
 /// Runs everywhere: `bench --scaling`'s driver with CPU databases standing in for the
@@ -275,6 +317,11 @@ fn main() {
             name: "scaling_driver_on_gpus",
             needs: Needs::Gpu,
             run: scaling_driver_on_gpus,
+        },
+        GpuTest {
+            name: "row_stripes_on_gpus",
+            needs: Needs::Gpu,
+            run: row_stripes_on_gpus,
         },
         GpuTest {
             name: "scaling_driver_on_cpu",

@@ -70,7 +70,7 @@ pub struct Args {
     pub cpu: bool,
     /// GPUs (`all` or a list like `0,1`): time only one bit-packed Boolean product (the
     /// first `--bit-batches` width) with the matrix split in row stripes across 1, 2, ..,
-    /// N of these GPUs, checked against the 1-GPU (or CPU) result; no other contender.
+    /// N of these GPUs, checked against the CPU engine's result; no other contender.
     #[arg(long)]
     pub gpus: Option<GpuSelection>,
     /// With --gpus: device bytes each GPU may use (`40G`); a GPU count whose largest
