@@ -3,10 +3,10 @@
 
 use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::resolve_log_query;
-use k2rpq::rpq::{execute, parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
+use k2rpq::rpq::{parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
 
 use super::graph_source::{open_source, SourceArgs};
-use super::rpq::{EngineTask, EvalArgs};
+use super::rpq::{evaluate_on, relations_of, EngineTask, EvalArgs};
 
 /// Arguments of `k2rpq explain`.
 #[derive(clap::Args, Debug)]
@@ -59,7 +59,8 @@ struct Run<'a> {
 
 impl EngineTask for Run<'_> {
     type Output = PathResult;
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<PathResult> {
-        Ok(execute(engine, self.graph, self.plan, self.options)?)
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<PathResult> {
+        let mut rels = relations_of(engines, self.graph, self.options);
+        evaluate_on(engines, &mut rels, self.graph, self.plan, self.options)
     }
 }

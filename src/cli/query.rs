@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::gpu::{open_or_notice, GpuEngine, GpuSelection};
 use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
 
@@ -34,6 +34,10 @@ pub struct Args {
     /// Engine of the path products.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
+    /// GPUs (`all` or a list like `0,1`; default GPU 0). The SPARQL layer evaluates each
+    /// path on one engine: the first selected GPU (a notice says so when several are given).
+    #[arg(long)]
+    pub gpus: Option<GpuSelection>,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
@@ -45,6 +49,19 @@ fn answer_with<E: Engine>(
     text: &str,
 ) -> anyhow::Result<QueryAnswer> {
     Ok(query(engine, dataset, text)?)
+}
+
+/// The GPU a SPARQL query runs on: the first of `gpus` (never empty: `open` fails
+/// instead), with a notice when more were selected.
+fn first_gpu(gpus: &[GpuEngine]) -> &GpuEngine {
+    if gpus.len() > 1 {
+        eprintln!(
+            "k2rpq query: SPARQL paths run on one GPU; using GPU {} of the {} selected",
+            gpus[0].device().ordinal,
+            gpus.len()
+        );
+    }
+    &gpus[0]
 }
 
 /// Runs `k2rpq query`.
@@ -71,11 +88,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let answer = match args.engine {
         EngineChoice::Cpu => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
         EngineChoice::Gpu => {
-            let gpu = GpuEngine::new(0).context("--engine gpu")?;
-            run(&|d| answer_with(&gpu, d, &text))?
+            let gpus = args
+                .gpus
+                .clone()
+                .unwrap_or_default()
+                .open()
+                .context("--engine gpu")?;
+            run(&|d| answer_with(first_gpu(&gpus), d, &text))?
         }
-        EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
-            Some(gpu) => run(&|d| answer_with(&gpu, d, &text))?,
+        EngineChoice::Auto => match open_or_notice(args.gpus.as_ref())? {
+            Some(gpus) => run(&|d| answer_with(first_gpu(&gpus), d, &text))?,
             None => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
         },
     };

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::gpu::{open_or_notice, GpuSelection};
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
-    evaluate_with, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
-    TraversalPolicy,
+    evaluate_split, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
+    Plan, Share, TraversalPolicy,
 };
 
 use super::graph_source::{open_source, SourceArgs};
@@ -60,6 +60,10 @@ pub struct EvalArgs {
     /// Load only the tree and directory (no cached frontier).
     #[arg(long)]
     pub tree_only: bool,
+    /// GPUs: `all` or a list like `0,1` (default: GPU 0). With several, the batches of a
+    /// var→var query are split across them (each loads the query's relations).
+    #[arg(long)]
+    pub gpus: Option<GpuSelection>,
 }
 
 impl EvalArgs {
@@ -93,26 +97,65 @@ impl EvalArgs {
         })
     }
 
-    /// Runs `task` on the chosen engine (`auto`: the GPU when usable, else the CPU with
-    /// a one-line notice).
+    /// Runs `task` on the chosen engines: the CPU engine, or one GPU engine per `--gpus`
+    /// device (`auto`: the GPUs when usable, else the CPU with a one-line notice; an
+    /// explicit `--gpus` list naming an absent device is an error).
     pub fn dispatch<T: EngineTask>(&self, task: T) -> anyhow::Result<T::Output> {
         match self.engine {
-            EngineChoice::Cpu => task.run(&CpuEngine::new()),
-            EngineChoice::Gpu => task.run(&GpuEngine::new(0).context("--engine gpu")?),
-            EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
+            EngineChoice::Cpu => task.run(&[CpuEngine::new()]),
+            EngineChoice::Gpu => task.run(
+                &self
+                    .gpus
+                    .clone()
+                    .unwrap_or_default()
+                    .open()
+                    .context("--engine gpu")?,
+            ),
+            EngineChoice::Auto => match open_or_notice(self.gpus.as_ref())? {
                 Some(g) => task.run(&g),
-                None => task.run(&CpuEngine::new()),
+                None => task.run(&[CpuEngine::new()]),
             },
         }
     }
 }
 
-/// Work that runs on whichever engine the user picked.
+/// Work that runs on whichever engines the user picked.
 pub trait EngineTask {
     /// What the work returns.
     type Output;
-    /// Runs the work on `engine`.
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<Self::Output>;
+    /// Runs the work on `engines` (at least one; several GPUs share var→var batches).
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<Self::Output>;
+}
+
+/// One [`PerQueryRelations`] per engine, kept across the queries of a run.
+pub fn relations_of<'a, E: Engine>(
+    engines: &'a [E],
+    graph: &'a dyn PathGraph,
+    options: &EvalOptions,
+) -> Vec<PerQueryRelations<'a, E>> {
+    engines
+        .iter()
+        .map(|e| PerQueryRelations::new(e, graph, options.config))
+        .collect()
+}
+
+/// Runs `plan` on `engines` (split across them when it has several batches).
+pub fn evaluate_on<E: Engine>(
+    engines: &[E],
+    relations: &mut [PerQueryRelations<'_, E>],
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+) -> anyhow::Result<PathResult> {
+    let mut shares: Vec<Share<'_, E>> = engines
+        .iter()
+        .zip(relations.iter_mut())
+        .map(|(engine, r)| Share {
+            engine,
+            relations: r,
+        })
+        .collect();
+    Ok(evaluate_split(graph, plan, options, &mut shares)?)
 }
 
 /// Arguments of `k2rpq rpq`.
@@ -183,7 +226,7 @@ struct RunQueries<'a> {
 impl EngineTask for RunQueries<'_> {
     type Output = ();
 
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<()> {
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<()> {
         let RunQueries {
             args,
             options,
@@ -195,7 +238,7 @@ impl EngineTask for RunQueries<'_> {
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());
         // Relations stay loaded across the queries of one run.
-        let mut relations = PerQueryRelations::new(engine, graph, options.config);
+        let mut relations = relations_of(engines, graph, &options);
         for (line_no, text) in &queries {
             let q = parse_log_line(text).with_context(|| match &args.file {
                 Some(f) => format!("{} line {line_no}", f.display()),
@@ -203,7 +246,7 @@ impl EngineTask for RunQueries<'_> {
             })?;
             let label = q.id.clone().unwrap_or_else(|| line_no.clone());
             let r = run_one(
-                engine,
+                engines,
                 graph,
                 terms,
                 &q,
@@ -230,7 +273,7 @@ impl EngineTask for RunQueries<'_> {
                 if r.truncated { " (limit reached)" } else { "" },
                 if r.timed_out { " (timed out)" } else { "" },
                 r.trace.elapsed.as_secs_f64() * 1e3,
-                engine.name(),
+                r.trace.engine,
                 r.trace.total_steps,
                 r.trace.products
             );
@@ -242,17 +285,17 @@ impl EngineTask for RunQueries<'_> {
 
 /// Plans and evaluates one parsed query, calling `emit` with each pair's terms.
 pub fn run_one<E: Engine>(
-    engine: &E,
+    engines: &[E],
     graph: &dyn PathGraph,
     terms: &dyn TermLookup,
     q: &k2rpq::rpq::LogQuery,
     options: &EvalOptions,
-    relations: &mut PerQueryRelations<'_, E>,
+    relations: &mut [PerQueryRelations<'_, E>],
     mut emit: impl FnMut(&str, &str) -> std::io::Result<()>,
 ) -> anyhow::Result<PathResult> {
     let rq = resolve_log_query(q, terms);
     let p = plan(graph, &rq.path, rq.subject, rq.object, options);
-    let r = evaluate_with(engine, graph, &p, options, relations)?;
+    let r = evaluate_on(engines, relations, graph, &p, options)?;
     for &(a, b) in &r.pairs {
         emit(&rq.term(terms, a), &rq.term(terms, b))?;
     }
