@@ -57,7 +57,8 @@ pub struct Args {
     /// split across the GPUs; prints GPUs, seconds, queries/s and speedup (JSON: --json).
     #[arg(long)]
     pub scaling: bool,
-    /// With --scaling: count the rows only (no pairs are materialised).
+    /// With --scaling: count the rows only (no pairs are materialised, so `--limit` does
+    /// not apply: all pairs of a large graph are counted).
     #[arg(long)]
     pub count: bool,
     /// With --scaling: words per node of a frontier batch (64·W start nodes per batch).
@@ -169,7 +170,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
     let options = ScalingOptions {
         repeats: args.repeats,
         eval: EvalOptions {
-            limit: Some(args.limit),
+            limit: (!args.count).then_some(args.limit),
             timeout: Some(Duration::from_secs_f64(args.timeout)),
             batch_words: args.batch_words,
             count_only: args.count,
@@ -177,12 +178,12 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         },
     };
     eprintln!(
-        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} timed passes, limit {}, timeout {} s, W {}{}",
+        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} timed passes, limit {:?}, timeout {} s, W {}{}",
         workload.len(),
         args.queries.display(),
         ordinals,
         options.repeats,
-        args.limit,
+        options.eval.limit,
         args.timeout,
         args.batch_words,
         if args.count { ", counting" } else { "" }

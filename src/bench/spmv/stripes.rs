@@ -221,7 +221,7 @@ pub fn run_stripes(
     if ordinals.is_empty() {
         return Err(SpmvError::Options("--gpus selects no GPU".into()));
     }
-    if opts.sources == 0 || opts.sources % 64 != 0 {
+    if opts.sources == 0 || !opts.sources.is_multiple_of(64) {
         return Err(SpmvError::Options(format!(
             "{} sources: a multiple of 64 is needed",
             opts.sources
