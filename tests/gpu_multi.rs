@@ -4,7 +4,7 @@
 //! `bench --scaling`'s driver. GPU tests are skipped (reported ignored) without a GPU; the
 //! `--gpus` error cases and the scaling driver on the CPU run everywhere.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
 use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
@@ -21,26 +21,30 @@ use k2rpq::store::{load, Input, LoadOptions};
 
 const WDT: &str = "http://www.wikidata.org/prop/direct/";
 
-fn codex() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/codex/codex-m.nt.gz"
-    ))
+/// A file of the repository: under the build's checkout, or (on a device machine, where
+/// the binary runs from a copy of the repository elsewhere) under the current folder.
+fn repo_file(rel: &str) -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from(rel)
+    }
+}
+
+fn codex() -> PathBuf {
+    repo_file("fixtures/codex/codex-m.nt.gz")
 }
 
 fn workload() -> Vec<k2rpq::bench::workload::WorkloadQuery> {
-    read_workload(Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/sparql/codex-m.rpq"
-    )))
-    .unwrap()
+    read_workload(&repo_file("sparql/codex-m.rpq")).unwrap()
 }
 
 /// CoDEx-M loaded into a store in a temporary folder.
 fn codex_store() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     load(
-        &[Input::Path(codex().to_path_buf())],
+        &[Input::Path(codex())],
         &dir.path().join("store"),
         &LoadOptions::default(),
     )
@@ -62,7 +66,7 @@ fn open(dir: &tempfile::TempDir, engine: EngineChoice, gpus: Option<GpuSelection
 
 fn split_on_gpus_equals_cpu() {
     let n = device_count().unwrap();
-    let (graph, dict) = load_rdf(codex()).unwrap();
+    let (graph, dict) = load_rdf(&codex()).unwrap();
     let gpus: Vec<GpuEngine> = (0..n).map(|k| GpuEngine::new(k).unwrap()).collect();
     let cpu = CpuEngine::new();
     let queries = [

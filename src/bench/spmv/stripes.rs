@@ -40,7 +40,9 @@ pub struct StripeOptions {
 pub struct StripeRow {
     /// GPUs.
     pub gpus: usize,
-    /// Device bytes of the largest stripe's tree plus its product's working set.
+    /// Device bytes of the largest stripe's tree plus its input and output bit batches,
+    /// doubled as an allowance for the product's scratch (an estimate made before
+    /// anything is loaded, so that a budget can rule a GPU count out).
     pub max_device_bytes: u64,
     /// Whether every stripe fits the per-GPU budget (the row is timed only then).
     pub fits: bool,
@@ -255,7 +257,8 @@ pub fn run_stripes(
             .zip(&engines)
             .map(|(s, e)| {
                 let load = e.load_bytes(s, MatrixConfig::default());
-                // The product's working set besides the matrix: x, y and scratch.
+                // Besides the matrix: x and y, doubled for the tile scratch (known
+                // exactly only once the matrix is loaded).
                 let (i, o) = (s.rows(), s.cols());
                 load + (i + o) * words as u64 * 8 * 2
             })
