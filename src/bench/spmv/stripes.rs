@@ -2,12 +2,13 @@
 //! in row stripes across 1, 2, .., N GPUs.
 //!
 //! The rows are cut into `k` stripes of about equal cells; GPU `i` holds the k²-tree of
-//! stripe `i` only (same `rows × cols` shape, other rows empty), so each GPU stores about
-//! `1/k` of the tree and a matrix larger than one GPU's budget fits on several. Right
-//! product `y = A x`: every GPU gets all of `x` and writes its stripe's rows of `y`. Left
-//! product `yᵀ = xᵀ A`: every GPU reads only its stripe's rows of `x` (its tree has no
-//! other rows) and produces a partial `y`. Either way the host merges by OR-ing the
-//! partial outputs, and the merge is checked against the CPU engine's product.
+//! stripe `i` only (its rows renumbered from 0: a `rows_i × cols` matrix), so each GPU
+//! stores about `1/k` of the tree and a matrix larger than one GPU's budget fits on
+//! several. Right product `y = A x`: every GPU gets all of `x` and computes its stripe's
+//! rows of `y`, which the host places at the stripe's offset. Left product `yᵀ = xᵀ A`:
+//! every GPU gets only its stripe's rows of `x` and computes a partial `y` over all
+//! columns, which the host ORs together. The merge is checked against the CPU engine's
+//! product of the whole matrix.
 //!
 //! A repeat starts every GPU's product at once (a barrier) and ends when the last GPU's
 //! stream is idle; the median over repeats is reported, with the speedup over one GPU.
@@ -96,33 +97,76 @@ impl StripeReport {
     }
 }
 
-/// Cuts `tree` into `k` row stripes of about equal cells (same shape each).
-pub fn row_stripes(tree: &K2Tree, k: usize) -> Vec<Arc<K2Tree>> {
-    let cells = tree.cells();
+/// One row stripe: rows `first_row..first_row + tree.rows()` of the matrix.
+pub struct Stripe {
+    /// The stripe's first row in the whole matrix.
+    pub first_row: u64,
+    /// The stripe's cells, rows renumbered from 0 (`rows_i × cols`).
+    pub tree: Arc<K2Tree>,
+}
+
+/// Cuts `tree` into `k` non-empty row stripes of about equal cells, in row order. `k`
+/// must not exceed the rows.
+pub fn row_stripes(tree: &K2Tree, k: usize) -> Vec<Stripe> {
     let rows = tree.rows() as usize;
-    let mut per_row = vec![0u64; rows + 1];
+    assert!(k >= 1 && k <= rows, "{k} stripes of {rows} rows");
+    let cells = tree.cells();
+    // before[r]: cells in rows < r.
+    let mut before = vec![0u64; rows + 1];
     for &(r, _) in &cells {
-        per_row[r as usize] += 1;
+        before[r as usize + 1] += 1;
     }
-    // Stripe of row r: the first stripe whose share of cells is not yet full.
+    for r in 0..rows {
+        before[r + 1] += before[r];
+    }
     let total = cells.len() as u64;
-    let mut stripe_of = vec![0u32; rows + 1];
-    let (mut seen, mut s) = (0u64, 0usize);
-    for r in 0..=rows {
-        while s + 1 < k && seen >= total * (s as u64 + 1) / k as u64 {
-            s += 1;
+    let mut bounds = vec![0usize; k + 1];
+    bounds[k] = rows;
+    let mut r = 0;
+    for i in 1..k {
+        let target = total * i as u64 / k as u64;
+        while r < rows && before[r] < target {
+            r += 1;
         }
-        stripe_of[r] = s as u32;
-        seen += per_row[r];
+        // At least one row per stripe, and room left for the stripes after this one.
+        bounds[i] = r.max(bounds[i - 1] + 1).min(rows - (k - i));
     }
     let mut parts: Vec<Vec<(u32, u32)>> = vec![Vec::new(); k];
-    for (r, c) in cells {
-        parts[stripe_of[r as usize] as usize].push((r, c));
+    for (row, c) in cells {
+        let i = bounds.partition_point(|&b| b <= row as usize) - 1;
+        parts[i].push((row - bounds[i] as u32, c));
     }
     parts
         .into_iter()
-        .map(|p| Arc::new(K2Tree::from_edges(tree.rows(), tree.cols(), p)))
+        .enumerate()
+        .map(|(i, p)| Stripe {
+            first_row: bounds[i] as u64,
+            tree: Arc::new(K2Tree::from_edges(
+                (bounds[i + 1] - bounds[i]) as u64,
+                tree.cols(),
+                p,
+            )),
+        })
         .collect()
+}
+
+/// ORs a stripe's output `y` into the whole product's `merged`: a right product's rows
+/// go to the stripe's offset, a left product's partial `y` covers every column.
+fn merge_into(merged: &mut BitMatrix, y: &BitMatrix, dir: Direction, first_row: u64) {
+    let offset = match dir {
+        Direction::Right => first_row as usize * y.shape().1,
+        Direction::Left => 0,
+    };
+    let dst = &mut merged.as_words_mut()[offset..offset + y.as_words().len()];
+    for (d, s) in dst.iter_mut().zip(y.as_words()) {
+        *d |= s;
+    }
+}
+
+/// Rows `first..first + len` of `x`.
+fn rows_of(x: &BitMatrix, first: usize, len: usize) -> BitMatrix {
+    let w = x.shape().1;
+    BitMatrix::from_words(len, w, x.as_words()[first * w..(first + len) * w].to_vec())
 }
 
 fn sync(e: &GpuEngine) -> Result<(), SpmvError> {
@@ -136,11 +180,12 @@ fn sync(e: &GpuEngine) -> Result<(), SpmvError> {
 /// median milliseconds and the merged output.
 fn time_stripes(
     engines: &[GpuEngine],
-    stripes: &[Arc<K2Tree>],
+    stripes: &[Stripe],
     dir: Direction,
     x: &BitMatrix,
     opts: &StripeOptions,
 ) -> Result<(f64, BitMatrix), SpmvError> {
+    let words = x.shape().1;
     let k = stripes.len();
     let barrier = Barrier::new(k);
     let repeats = opts.repeats.max(1);
@@ -148,16 +193,25 @@ fn time_stripes(
         let handles: Vec<_> = engines[..k]
             .iter()
             .zip(stripes)
-            .map(|(e, tree)| {
+            .map(|(e, stripe)| {
                 let barrier = &barrier;
+                let tree = &stripe.tree;
                 s.spawn(move || -> Result<(Vec<f64>, BitMatrix), SpmvError> {
                     // Every thread reaches every barrier, even after an error, so that
                     // no other thread waits forever.
                     let setup = (|| -> Result<_, SpmvError> {
                         let m = e.load(tree, MatrixConfig::default())?;
-                        let xb = e.bits_upload(x)?;
+                        // Left: only the stripe's rows of x; right: all of x.
+                        let xb = match dir {
+                            Direction::Left => e.bits_upload(&rows_of(
+                                x,
+                                stripe.first_row as usize,
+                                tree.rows() as usize,
+                            ))?,
+                            Direction::Right => e.bits_upload(x)?,
+                        };
                         let (_, o) = dir.lengths(tree.rows(), tree.cols());
-                        let y = e.bits_zeroed(o as usize, x.shape().1)?;
+                        let y = e.bits_zeroed(o as usize, words)?;
                         Ok((m, xb, y))
                     })();
                     let mut state = setup;
@@ -192,26 +246,22 @@ fn time_stripes(
             .collect()
     });
     let mut per_repeat = vec![0f64; repeats];
-    let mut merged: Option<BitMatrix> = None;
-    for r in results {
+    // Right: rows of y by stripe offset; left: partial y over all columns, OR-ed.
+    let out_rows = match dir {
+        Direction::Right => stripes.iter().map(|s| s.first_row + s.tree.rows()).max(),
+        Direction::Left => stripes.first().map(|s| s.tree.cols()),
+    }
+    .unwrap_or(0) as usize;
+    let mut merged = BitMatrix::zeroed(out_rows, words);
+    for (r, stripe) in results.into_iter().zip(stripes) {
         let (times, y) = r?;
         for (m, t) in per_repeat.iter_mut().zip(times) {
             *m = m.max(t);
         }
-        match &mut merged {
-            None => merged = Some(y),
-            Some(acc) => {
-                for (d, s) in acc.as_words_mut().iter_mut().zip(y.as_words()) {
-                    *d |= s;
-                }
-            }
-        }
+        merge_into(&mut merged, &y, dir, stripe.first_row);
     }
     per_repeat.sort_by(f64::total_cmp);
-    Ok((
-        per_repeat[per_repeat.len() / 2],
-        merged.expect("at least one stripe"),
-    ))
+    Ok((per_repeat[per_repeat.len() / 2], merged))
 }
 
 /// Runs the row-stripe benchmark of `tree` on the GPUs `ordinals` (1 up to all).
@@ -247,8 +297,17 @@ pub fn run_stripes(
     let mut reference: Vec<Option<BitMatrix>> = vec![None, None];
     let mut rows: Vec<StripeRow> = Vec::new();
     for k in 1..=ordinals.len() {
+        if k as u64 > tree.rows() {
+            return Err(SpmvError::Options(format!(
+                "{k} row stripes of a {}-row matrix",
+                tree.rows()
+            )));
+        }
         let stripes = if k == 1 {
-            vec![tree.clone()]
+            vec![Stripe {
+                first_row: 0,
+                tree: tree.clone(),
+            }]
         } else {
             row_stripes(tree, k)
         };
@@ -256,11 +315,11 @@ pub fn run_stripes(
             .iter()
             .zip(&engines)
             .map(|(s, e)| {
-                let load = e.load_bytes(s, MatrixConfig::default());
-                // Besides the matrix: x and y, doubled for the tile scratch (known
-                // exactly only once the matrix is loaded).
-                let (i, o) = (s.rows(), s.cols());
-                load + (i + o) * words as u64 * 8 * 2
+                let load = e.load_bytes(&s.tree, MatrixConfig::default());
+                // Besides the matrix: the stripe's rows of one batch and all columns
+                // of the other, doubled for the tile scratch (known exactly only once
+                // the matrix is loaded).
+                load + (s.tree.rows() + s.tree.cols()) * words as u64 * 8 * 2
             })
             .max()
             .unwrap_or(0);
@@ -327,30 +386,79 @@ mod tests {
     #[test]
     fn stripes_partition_the_cells_by_row() {
         let edges: Vec<(u32, u32)> = (0..500u32).map(|i| (i * 7 % 300, i * 13 % 300)).collect();
-        let tree = K2Tree::from_edges(300, 300, edges);
-        for k in 1..=4 {
-            let s = row_stripes(&tree, k);
-            assert_eq!(s.len(), k);
-            let mut all: Vec<(u32, u32)> = s.iter().flat_map(|t| t.cells()).collect();
-            all.sort_unstable();
-            let mut want = tree.cells();
-            want.sort_unstable();
-            assert_eq!(all, want, "k = {k}");
-            // Stripes are row ranges, in order, and none is much larger than its share.
-            let ranges: Vec<(u32, u32)> = s
-                .iter()
-                .filter(|t| t.nnz() > 0)
-                .map(|t| {
-                    let c = t.cells();
-                    (
-                        c.iter().map(|x| x.0).min().unwrap(),
-                        c.iter().map(|x| x.0).max().unwrap(),
-                    )
-                })
-                .collect();
-            assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0), "{ranges:?}");
-            let max = s.iter().map(|t| t.nnz()).max().unwrap();
-            assert!(max <= tree.nnz() / k as u64 + 10, "k = {k}: {max}");
+        let skewed: Vec<(u32, u32)> = (0..400u32).map(|i| (299, i % 300)).collect();
+        for edges in [edges, skewed] {
+            let tree = K2Tree::from_edges(300, 300, edges);
+            for k in 1..=4 {
+                let s = row_stripes(&tree, k);
+                assert_eq!(s.len(), k);
+                let mut all: Vec<(u32, u32)> = s
+                    .iter()
+                    .flat_map(|st| {
+                        st.tree
+                            .cells()
+                            .into_iter()
+                            .map(move |(r, c)| (r + st.first_row as u32, c))
+                    })
+                    .collect();
+                all.sort_unstable();
+                let mut want = tree.cells();
+                want.sort_unstable();
+                assert_eq!(all, want, "k = {k}");
+                // Contiguous, non-empty row ranges covering every row, in order.
+                assert_eq!(s[0].first_row, 0);
+                for w in s.windows(2) {
+                    assert_eq!(w[0].first_row + w[0].tree.rows(), w[1].first_row);
+                }
+                assert!(s
+                    .iter()
+                    .all(|st| st.tree.rows() >= 1 && st.tree.cols() == 300));
+                let last = s.last().unwrap();
+                assert_eq!(last.first_row + last.tree.rows(), 300);
+            }
+        }
+        // Balanced when rows allow it: 10 distinct cells in every row.
+        let even: Vec<(u32, u32)> = (0..3000u32).map(|i| (i % 300, i / 300)).collect();
+        let tree = K2Tree::from_edges(300, 300, even);
+        let s = row_stripes(&tree, 3);
+        assert!(
+            s.iter().all(|st| st.tree.nnz() == tree.nnz() / 3),
+            "{:?}",
+            s.iter().map(|st| st.tree.nnz()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn merges_match_the_whole_product_on_the_cpu() {
+        // The merge rules (right: place rows at the offset; left: OR partial outputs of
+        // the stripe's x rows), checked with the CPU engine standing in for the GPUs.
+        let edges: Vec<(u32, u32)> = (0..3000u32).map(|i| (i * 31 % 500, i * 17 % 400)).collect();
+        let tree = K2Tree::from_edges(500, 400, edges);
+        let cpu = CpuEngine::new();
+        let product = |t: &Arc<K2Tree>, dir: Direction, x: &BitMatrix| {
+            let m = cpu.load(t, MatrixConfig::default()).unwrap();
+            let xb = cpu.bits_upload(x).unwrap();
+            let (_, o) = dir.lengths(t.rows(), t.cols());
+            let mut y = cpu.bits_zeroed(o as usize, x.shape().1).unwrap();
+            cpu.bool_product(&m, dir, &xb, &mut y, Traversal::Dense)
+                .unwrap();
+            cpu.bits_download(&y).unwrap()
+        };
+        let whole = Arc::new(tree.clone());
+        for dir in [Direction::Right, Direction::Left] {
+            let (i, o) = dir.lengths(500, 400);
+            let x = input_bits(i as usize, 2, 7);
+            let want = product(&whole, dir, &x);
+            let stripes = row_stripes(&tree, 3);
+            let mut got = BitMatrix::zeroed(o as usize, 2);
+            for st in &stripes {
+                let xs = match dir {
+                    Direction::Right => x.clone(),
+                    Direction::Left => rows_of(&x, st.first_row as usize, st.tree.rows() as usize),
+                };
+                merge_into(&mut got, &product(&st.tree, dir, &xs), dir, st.first_row);
+            }
+            assert_eq!(got.as_words(), want.as_words(), "{dir:?}");
         }
     }
 
