@@ -170,6 +170,7 @@ fn scaling_driver_on_gpus() {
     let dir = codex_store();
     let ordinals = GpuSelection::All.ordinals().unwrap();
     let options = ScalingOptions {
+        warmup: 1,
         repeats: 1,
         eval: EvalOptions {
             batch_words: 2,
@@ -237,6 +238,7 @@ fn row_stripes_on_gpus() {
 fn scaling_driver_on_cpu() {
     let dir = codex_store();
     let options = ScalingOptions {
+        warmup: 0,
         repeats: 2,
         eval: EvalOptions::default(),
     };

@@ -1,8 +1,8 @@
 //! `k2rpq bench --scaling`: a path-query workload on 1, 2, .., N GPUs.
 //!
 //! For each GPU count `k` the store is opened on the first `k` selected GPUs and the
-//! workload runs twice: once untimed (loads the relations on the GPUs that get them), then
-//! `repeats` times, timed as a whole, with `k` worker threads pulling queries from one
+//! workload runs `warmup` times untimed (loads the relations on the GPUs that get them),
+//! then `repeats` times, timed as a whole, with `k` worker threads pulling queries from one
 //! shared queue (throughput: queries/s). One-batch queries go to one GPU each (the
 //! database's placement); var→var queries are split across all `k` GPUs. The var→var
 //! queries are also timed one at a time (the split alone). Every query's count must be the
@@ -21,6 +21,10 @@ use crate::rpq::{EvalOptions, LogEndpoint, LogQuery};
 /// Options of a scaling run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ScalingOptions {
+    /// Untimed passes over the workload per GPU count before the timed ones (they load
+    /// the relations on the GPUs; 0 for workloads of a few long queries, where loading
+    /// is noise).
+    pub warmup: usize,
     /// Timed passes over the workload per GPU count.
     pub repeats: usize,
     /// Per query: limit, timeout, batch width, counting only.
@@ -201,7 +205,9 @@ pub fn run_scaling(
         if progress {
             eprintln!("scaling: {k} GPU(s) {:?}: warm-up pass", &ordinals[..k]);
         }
-        throughput(&db, &queries, &options.eval, k, 1)?;
+        if options.warmup > 0 {
+            throughput(&db, &queries, &options.eval, k, options.warmup)?;
+        }
         let (seconds, outcomes) =
             throughput(&db, &queries, &options.eval, k, options.repeats.max(1))?;
         let split_seconds = if var_var.is_empty() {

@@ -168,6 +168,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         .ordinals()
         .context("bench --scaling")?;
     let options = ScalingOptions {
+        warmup: args.warmup,
         repeats: args.repeats,
         eval: EvalOptions {
             limit: (!args.count).then_some(args.limit),
@@ -178,10 +179,11 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         },
     };
     eprintln!(
-        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} timed passes, limit {:?}, timeout {} s, W {}{}",
+        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} untimed + {} timed passes, limit {:?}, timeout {} s, W {}{}",
         workload.len(),
         args.queries.display(),
         ordinals,
+        options.warmup,
         options.repeats,
         options.eval.limit,
         args.timeout,
