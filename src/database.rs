@@ -33,6 +33,7 @@ use crate::rpq::{
     PathGraph, PathResult, PerQueryRelations, Plan, PredId, RelKey, RelationSource, RpqError,
     Share,
 };
+use crate::sparql::{self, QueryAnswer, RelationProvider, SparqlError};
 use crate::store::{GraphId, Store, StoreError};
 
 /// Which engine evaluates queries.
@@ -272,6 +273,8 @@ impl Drop for Busy<'_> {
 /// must fit each device's budget) and takes batches from a shared counter.
 pub struct Database {
     store: Arc<Store>,
+    /// The store as the SPARQL layer's dataset (graph node sets are cached in it).
+    dataset: StoreDataset,
     choice: EngineChoice,
     cpu: CpuEngine,
     gpus: Vec<Device>,
@@ -309,6 +312,7 @@ impl Database {
             });
         }
         Ok(Database {
+            dataset: StoreDataset::new(store.clone()),
             store,
             choice: options.engine,
             cpu: CpuEngine::new(),
@@ -530,6 +534,112 @@ impl Database {
         Ok(PathAnswer {
             result: result?,
             engine,
+        })
+    }
+}
+
+impl Database {
+    /// Parses and answers a SPARQL query over the whole store (the subset of
+    /// [`crate::sparql::query`]): on the GPU, with relations from the device cache, when
+    /// the relations the query reads hold at least [`AUTO_GPU_MIN_EDGES`] edges (or
+    /// always, with [`EngineChoice::Gpu`]); else on the CPU engine. Returns the answer and
+    /// the engine's name.
+    ///
+    /// ```no_run
+    /// use k2rpq::database::{Database, DatabaseOptions};
+    /// let db = Database::open("codex.store".as_ref(), &DatabaseOptions::default()).unwrap();
+    /// let (answer, engine) = db
+    ///     .query("SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }")
+    ///     .unwrap();
+    /// println!("{engine}: {answer:?}");
+    /// ```
+    pub fn query(&self, text: &str) -> Result<(QueryAnswer, &'static str), SparqlError> {
+        let q = spargebra::SparqlParser::new().parse_query(text)?;
+        // A SPARQL query evaluates its paths on one engine: the least busy GPU.
+        let least_busy = || {
+            self.gpus
+                .iter()
+                .min_by_key(|d| d.busy.load(Ordering::SeqCst))
+        };
+        let on_gpu = match self.choice {
+            _ if self.gpus.is_empty() => None,
+            EngineChoice::Gpu => least_busy(),
+            _ => least_busy().filter(|_| self.query_edges(&q) >= AUTO_GPU_MIN_EDGES),
+        };
+        let answer = match on_gpu {
+            Some(d) => {
+                let _busy = Busy::claim(d);
+                let cache = &d.cache;
+                let provider = CachedProvider {
+                    cache,
+                    store: &self.store,
+                    config: MatrixConfig::default(),
+                };
+                let r = sparql::evaluate_query_with(
+                    cache.engine().as_ref(),
+                    &self.dataset,
+                    &q,
+                    &provider,
+                );
+                (r, "gpu")
+            }
+            None => (sparql::evaluate_query(&self.cpu, &self.dataset, &q), "cpu"),
+        };
+        if let Some(e) = self.dataset.take_error() {
+            return Err(SparqlError::Store(e));
+        }
+        Ok((answer.0?, answer.1))
+    }
+
+    /// Edges of the relations a query may read, over every graph.
+    fn query_edges(&self, q: &spargebra::Query) -> u64 {
+        let pattern = match q {
+            spargebra::Query::Select { pattern, .. }
+            | spargebra::Query::Ask { pattern, .. }
+            | spargebra::Query::Construct { pattern, .. }
+            | spargebra::Query::Describe { pattern, .. } => pattern,
+        };
+        let used = crate::sparql::rewrite::predicates_read(pattern);
+        (0..self.store.graphs().len())
+            .flat_map(|g| self.store.predicates(g))
+            .filter(|p| {
+                used.as_ref()
+                    .is_none_or(|u| u.binary_search(&p.iri).is_ok())
+            })
+            .map(|p| p.edges)
+            .sum()
+    }
+}
+
+/// Hands the SPARQL layer relation sources backed by the device cache.
+struct CachedProvider<'c> {
+    cache: &'c DeviceCache<GpuEngine, ResidentKey>,
+    store: &'c Store,
+    config: MatrixConfig,
+}
+
+impl<'a> RelationProvider<'a, GpuEngine> for CachedProvider<'a> {
+    fn source(
+        &self,
+        name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<GpuEngine> + 'a> {
+        let graph_id = match name {
+            None => 0,
+            Some(n) => self
+                .store
+                .graphs()
+                .iter()
+                .position(|g| g.id == Some(n))
+                .unwrap_or(usize::MAX),
+        };
+        Box::new(CachedRelations {
+            cache: self.cache,
+            graph,
+            graph_id,
+            config: self.config,
+            loads: 0,
+            load_time: Duration::ZERO,
         })
     }
 }

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::oxigraph::K2Paths;
 use k2rpq::sparql::{query, MemoryDataset, QueryAnswer};
+use k2rpq::store::{load, Input, LoadOptions};
 use oxigraph::io::RdfFormat;
 use oxigraph::sparql::QueryResults;
 
@@ -89,6 +91,46 @@ fn embedded_gpu_matches_cpu() {
     }
 }
 
+/// A store opened as a [`Database`] on the GPU (paths served from the device cache, under
+/// a budget small enough to evict) against the same store on the CPU engine; the cache's
+/// statistics show the relations were uploaded and then reused.
+fn database_gpu_matches_cpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    load(
+        &[Input::Path(CODEX_M.into())],
+        &store,
+        &LoadOptions::default(),
+    )
+    .expect("load");
+    let open = |engine, budget: Option<&str>| {
+        Database::open(
+            &store,
+            &DatabaseOptions {
+                engine,
+                gpu_budget: budget.map(str::to_owned),
+                gpus: None,
+            },
+        )
+        .expect("open")
+    };
+    let cpu = open(EngineChoice::Cpu, None);
+    let gpu = open(EngineChoice::Gpu, Some("64MiB"));
+    for round in 0..2 {
+        for q in QUERIES {
+            let (a, on_a) = cpu.query(q).expect("cpu");
+            let (b, on_b) = gpu.query(q).expect("gpu");
+            assert_eq!((on_a, on_b), ("cpu", "gpu"));
+            let a = multiset(a);
+            assert!(!a.is_empty(), "{q}: empty answer tests nothing");
+            assert_eq!(a, multiset(b), "round {round}: {q}");
+        }
+    }
+    let stats = gpu.gpu_stats().expect("GPU stats");
+    assert!(stats.misses > 0 && stats.hits > 0, "{stats}");
+    assert!(stats.peak_bytes <= 64 << 20, "{stats}");
+}
+
 #[path = "harness/mod.rs"]
 mod harness;
 
@@ -103,6 +145,11 @@ fn main() {
             name: "embedded_gpu_matches_cpu",
             needs: harness::Needs::Gpu,
             run: embedded_gpu_matches_cpu,
+        },
+        harness::GpuTest {
+            name: "database_gpu_matches_cpu",
+            needs: harness::Needs::Gpu,
+            run: database_gpu_matches_cpu,
         },
     ])
 }

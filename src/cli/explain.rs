@@ -36,11 +36,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.plan_only {
         return Ok(());
     }
-    let r = args.eval.dispatch(Run {
-        graph: graph.as_ref(),
-        plan: &p,
-        options: &options,
-    })?;
+    args.eval.check_store_only(args.source.store.is_some())?;
+    let (r, db) = match &args.source.store {
+        // A store runs through a Database: the engine the `auto` choice picks for this
+        // query, relations from the device cache.
+        Some(dir) => {
+            let db = args.eval.open_database(dir)?;
+            (db.run_log_query(&q, &options)?.result, Some(db))
+        }
+        None => (
+            args.eval.dispatch(Run {
+                graph: graph.as_ref(),
+                plan: &p,
+                options: &options,
+            })?,
+            None,
+        ),
+    };
     println!(
         "result: {} pairs{}{}",
         r.count,
@@ -48,6 +60,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if r.timed_out { " (timed out)" } else { "" }
     );
     print!("{}", r.trace);
+    if let Some(db) = &db {
+        super::rpq::print_cache_stats(db, args.eval.stats);
+    }
     Ok(())
 }
 

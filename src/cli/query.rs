@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
+use k2rpq::database::{Database, DatabaseOptions};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::{open_or_notice, GpuEngine, GpuSelection};
 use k2rpq::engine::Engine;
@@ -34,10 +35,18 @@ pub struct Args {
     /// Engine of the path products.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
-    /// GPUs (`all` or a list like `0,1`; default GPU 0). The SPARQL layer evaluates each
-    /// path on one engine: the first selected GPU (a notice says so when several are given).
+    /// GPUs (`all` or a list like `0,1`; default GPU 0). The SPARQL layer evaluates a
+    /// query's paths on one engine: with `--store` the least busy selected GPU, with
+    /// `--nt` the first one (a notice says so when several are given).
     #[arg(long)]
     pub gpus: Option<GpuSelection>,
+    /// GPU memory for resident relations plus query working memory (`8GiB`, `512MB`,
+    /// `60%` of free device memory; default 75% of free device memory). With `--store`.
+    #[arg(long)]
+    pub gpu_budget: Option<String>,
+    /// Print the device cache statistics at the end (with `--store`).
+    #[arg(long)]
+    pub stats: bool,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
@@ -74,32 +83,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give a query or --file"),
     };
     let started = Instant::now();
-    let dataset: Box<dyn PathDataset> = match (&args.nt, &args.store) {
-        (Some(p), _) => Box::new(MemoryDataset::load_file(p)?),
-        (None, Some(dir)) => Box::new(k2rpq::database::StoreDataset::new(std::sync::Arc::new(
-            k2rpq::store::Store::open(dir)
-                .with_context(|| format!("opening store {}", dir.display()))?,
-        ))),
-        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
-    };
-    let loaded = started.elapsed();
-    let run =
-        |engine: &dyn Fn(&dyn PathDataset) -> anyhow::Result<QueryAnswer>| engine(dataset.as_ref());
-    let answer = match args.engine {
-        EngineChoice::Cpu => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
-        EngineChoice::Gpu => {
-            let gpus = args
-                .gpus
-                .clone()
-                .unwrap_or_default()
-                .open()
-                .context("--engine gpu")?;
-            run(&|d| answer_with(first_gpu(&gpus), d, &text))?
+    let (answer, engine, loaded, db) = match (&args.nt, &args.store) {
+        (Some(p), _) => {
+            if args.gpu_budget.is_some() || args.stats {
+                anyhow::bail!(
+                    "--gpu-budget and --stats need --store (the device cache serves a store's relations)"
+                );
+            }
+            let dataset = MemoryDataset::load_file(p)?;
+            let loaded = started.elapsed();
+            let (answer, engine) = match args.engine {
+                EngineChoice::Cpu => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
+                EngineChoice::Gpu => {
+                    let gpus = args
+                        .gpus
+                        .clone()
+                        .unwrap_or_default()
+                        .open()
+                        .context("--engine gpu")?;
+                    (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
+                }
+                EngineChoice::Auto => match open_or_notice(args.gpus.as_ref())? {
+                    Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
+                    None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
+                },
+            };
+            (answer, engine, loaded, None)
         }
-        EngineChoice::Auto => match open_or_notice(args.gpus.as_ref())? {
-            Some(gpus) => run(&|d| answer_with(first_gpu(&gpus), d, &text))?,
-            None => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
-        },
+        (None, Some(dir)) => {
+            // Through a Database: the device cache keeps relations resident under the
+            // budget, and queries over small relations take the CPU engine.
+            let db = Database::open(
+                dir,
+                &DatabaseOptions {
+                    engine: args.engine,
+                    gpu_budget: args.gpu_budget.clone(),
+                    gpus: args.gpus.clone(),
+                },
+            )
+            .with_context(|| format!("opening store {}", dir.display()))?;
+            let loaded = started.elapsed();
+            let (answer, engine) = db.query(&text)?;
+            (answer, engine, loaded, Some(db))
+        }
+        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
     };
     let answered = started.elapsed() - loaded;
     let stdout = std::io::stdout();
@@ -115,10 +142,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             QueryAnswer::Boolean(_) => 1,
         };
         eprintln!(
-            "loaded in {:.1} ms, answered in {:.1} ms, {rows} rows",
+            "loaded in {:.1} ms, answered in {:.1} ms on {engine}, {rows} rows",
             loaded.as_secs_f64() * 1e3,
             answered.as_secs_f64() * 1e3
         );
+    }
+    if let Some(db) = &db {
+        super::rpq::print_cache_stats(db, args.stats);
     }
     Ok(())
 }

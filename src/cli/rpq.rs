@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use k2rpq::database::{Database, DatabaseOptions};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::{open_or_notice, GpuSelection};
 use k2rpq::engine::{Engine, MatrixConfig};
@@ -17,16 +18,7 @@ use k2rpq::rpq::{
 
 use super::graph_source::{open_source, SourceArgs};
 
-/// Which engine runs the products.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EngineChoice {
-    /// The multi-threaded CPU engine.
-    Cpu,
-    /// The GPU engine.
-    Gpu,
-    /// The GPU when usable, else the CPU.
-    Auto,
-}
+pub use k2rpq::database::EngineChoice;
 
 /// How products visit the trees.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +56,15 @@ pub struct EvalArgs {
     /// var→var query are split across them (each loads the query's relations).
     #[arg(long)]
     pub gpus: Option<GpuSelection>,
+    /// GPU memory for resident relations plus query working memory (`8GiB`, `512MB`,
+    /// `60%` of free device memory; default 75% of free device memory). With `--store`,
+    /// relations stay resident across the queries of a run.
+    #[arg(long)]
+    pub gpu_budget: Option<String>,
+    /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
+    /// time, peak bytes) at the end (with `--store`).
+    #[arg(long)]
+    pub stats: bool,
 }
 
 impl EvalArgs {
@@ -95,6 +96,29 @@ impl EvalArgs {
             },
             count_only,
         })
+    }
+
+    /// Opens a store with the engine and GPU budget these arguments ask for.
+    pub fn open_database(&self, dir: &std::path::Path) -> anyhow::Result<Database> {
+        Database::open(
+            dir,
+            &DatabaseOptions {
+                engine: self.engine,
+                gpu_budget: self.gpu_budget.clone(),
+                gpus: self.gpus.clone(),
+            },
+        )
+        .with_context(|| format!("opening store {}", dir.display()))
+    }
+
+    /// Errors out when a store-only option is given for another source.
+    pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
+        if !has_store && (self.gpu_budget.is_some() || self.stats) {
+            anyhow::bail!(
+                "--gpu-budget and --stats need --store (the device cache serves a store's relations)"
+            );
+        }
+        Ok(())
     }
 
     /// Runs `task` on the chosen engines: the CPU engine, or one GPU engine per `--gpus`
@@ -181,6 +205,11 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let options = args.eval.options(args.count)?;
+    args.eval.check_store_only(args.source.store.is_some())?;
+    let queries = read_queries(&args)?;
+    if let Some(dir) = &args.source.store {
+        return run_on_store(&args, dir, &options, &queries);
+    }
     let t0 = Instant::now();
     let (graph, terms) = open_source(&args.source)?;
     eprintln!(
@@ -189,7 +218,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         graph.predicates().len(),
         t0.elapsed().as_secs_f64()
     );
-    let queries: Vec<(String, String)> = match (&args.query, &args.file) {
+    let task = RunQueries {
+        args: &args,
+        options,
+        graph: graph.as_ref(),
+        terms: terms.as_ref(),
+        queries,
+    };
+    args.eval.dispatch(task)
+}
+
+/// The queries of the command line or of `--file`, as (line number, text).
+fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(match (&args.query, &args.file) {
         (Some(q), _) => vec![("1".into(), q.clone())],
         (None, Some(f)) => {
             let file =
@@ -204,15 +245,95 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out
         }
         (None, None) => anyhow::bail!("give a query or --file"),
-    };
-    let task = RunQueries {
-        args: &args,
-        options,
-        graph: graph.as_ref(),
-        terms: terms.as_ref(),
-        queries,
-    };
-    args.eval.dispatch(task)
+    })
+}
+
+/// Parses one query line, naming where it came from on error.
+fn parse_query(args: &Args, line_no: &str, text: &str) -> anyhow::Result<k2rpq::rpq::LogQuery> {
+    parse_log_line(text).with_context(|| match &args.file {
+        Some(f) => format!("{} line {line_no}", f.display()),
+        None => "the query".to_string(),
+    })
+}
+
+/// Prints one query's count line (with `--count`) and its report on stderr.
+fn report(
+    out: &mut impl Write,
+    args: &Args,
+    label: &str,
+    many: bool,
+    r: &PathResult,
+    engine: &str,
+) -> anyhow::Result<()> {
+    if args.count {
+        if many {
+            writeln!(out, "{label}\t{}", r.count)?;
+        } else {
+            writeln!(out, "{}", r.count)?;
+        }
+    }
+    eprintln!(
+        "query {label}: {} pairs{}{} in {:.3} ms on {engine} ({} steps, {} products)",
+        r.count,
+        if r.truncated { " (limit reached)" } else { "" },
+        if r.timed_out { " (timed out)" } else { "" },
+        r.trace.elapsed.as_secs_f64() * 1e3,
+        r.trace.total_steps,
+        r.trace.products
+    );
+    Ok(())
+}
+
+/// `rpq --store`: every query through a [`Database`], so that relations stay resident
+/// in the device cache under `--gpu-budget` and small queries take the CPU path.
+fn run_on_store(
+    args: &Args,
+    dir: &std::path::Path,
+    options: &EvalOptions,
+    queries: &[(String, String)],
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let db = args.eval.open_database(dir)?;
+    eprintln!(
+        "opened {} ({} node ids) in {:.2} s",
+        dir.display(),
+        db.store().node_count(),
+        t0.elapsed().as_secs_f64()
+    );
+    let many = queries.len() > 1;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for (line_no, text) in queries {
+        let q = parse_query(args, line_no, text)?;
+        let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+        let answer = db.run_log_query(&q, options)?;
+        let r = &answer.result;
+        let name = |id: u32| {
+            db.term(id)
+                .map_or_else(|| format!("_:n{id}"), |t| t.to_string())
+        };
+        for &(a, b) in &r.pairs {
+            if many {
+                writeln!(out, "{label}\t{}\t{}", name(a), name(b))?;
+            } else {
+                writeln!(out, "{}\t{}", name(a), name(b))?;
+            }
+        }
+        report(&mut out, args, &label, many, r, answer.engine)?;
+    }
+    out.flush()?;
+    print_cache_stats(&db, args.eval.stats);
+    Ok(())
+}
+
+/// Prints the device cache statistics on stderr when asked for.
+pub fn print_cache_stats(db: &Database, asked: bool) {
+    if asked {
+        match db.gpu_stats() {
+            Some(s) => eprintln!("device cache:\n{s}"),
+            None => eprintln!("device cache: not in use (no GPU engine)"),
+        }
+    }
 }
 
 struct RunQueries<'a> {
@@ -240,10 +361,7 @@ impl EngineTask for RunQueries<'_> {
         // Relations stay loaded across the queries of one run.
         let mut relations = relations_of(engines, graph, &options);
         for (line_no, text) in &queries {
-            let q = parse_log_line(text).with_context(|| match &args.file {
-                Some(f) => format!("{} line {line_no}", f.display()),
-                None => "the query".to_string(),
-            })?;
+            let q = parse_query(args, line_no, text)?;
             let label = q.id.clone().unwrap_or_else(|| line_no.clone());
             let r = run_one(
                 engines,
@@ -260,23 +378,7 @@ impl EngineTask for RunQueries<'_> {
                     }
                 },
             )?;
-            if args.count {
-                if many {
-                    writeln!(out, "{label}\t{}", r.count)?;
-                } else {
-                    writeln!(out, "{}", r.count)?;
-                }
-            }
-            eprintln!(
-                "query {label}: {} pairs{}{} in {:.3} ms on {} ({} steps, {} products)",
-                r.count,
-                if r.truncated { " (limit reached)" } else { "" },
-                if r.timed_out { " (timed out)" } else { "" },
-                r.trace.elapsed.as_secs_f64() * 1e3,
-                r.trace.engine,
-                r.trace.total_steps,
-                r.trace.products
-            );
+            report(&mut out, args, &label, many, &r, &r.trace.engine)?;
         }
         out.flush()?;
         Ok(())

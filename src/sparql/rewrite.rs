@@ -532,6 +532,63 @@ fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
     }
 }
 
+/// The predicate IRIs whose relations matching `pattern` reads, or `None` when it may read
+/// any relation (a variable predicate or a negated property set). Engines use it to
+/// estimate the work of a query before choosing where to run it.
+pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
+    fn path(e: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
+        match e {
+            PropertyPathExpression::NamedNode(n) => {
+                out.push(n.as_str().to_owned());
+                true
+            }
+            PropertyPathExpression::Reverse(a)
+            | PropertyPathExpression::ZeroOrMore(a)
+            | PropertyPathExpression::OneOrMore(a)
+            | PropertyPathExpression::ZeroOrOne(a) => path(a, out),
+            PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
+                path(a, out) && path(b, out)
+            }
+            PropertyPathExpression::NegatedPropertySet(_) => false,
+        }
+    }
+    fn walk(p: &GraphPattern, out: &mut Vec<String>) -> bool {
+        match p {
+            GraphPattern::Bgp { patterns } => patterns.iter().all(|t| match &t.predicate {
+                NamedNodePattern::NamedNode(n) => {
+                    out.push(n.as_str().to_owned());
+                    true
+                }
+                NamedNodePattern::Variable(_) => false,
+            }),
+            GraphPattern::Path { path: e, .. } => path(e, out),
+            GraphPattern::Join { left, right }
+            | GraphPattern::LeftJoin { left, right, .. }
+            | GraphPattern::Lateral { left, right }
+            | GraphPattern::Union { left, right }
+            | GraphPattern::Minus { left, right } => walk(left, out) && walk(right, out),
+            GraphPattern::Filter { inner, .. }
+            | GraphPattern::Graph { inner, .. }
+            | GraphPattern::Extend { inner, .. }
+            | GraphPattern::OrderBy { inner, .. }
+            | GraphPattern::Project { inner, .. }
+            | GraphPattern::Distinct { inner }
+            | GraphPattern::Reduced { inner }
+            | GraphPattern::Slice { inner, .. }
+            | GraphPattern::Group { inner, .. }
+            | GraphPattern::Service { inner, .. } => walk(inner, out),
+            GraphPattern::Values { .. } => true,
+        }
+    }
+    let mut out = Vec::new();
+    if !walk(pattern, &mut out) {
+        return None;
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

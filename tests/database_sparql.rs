@@ -1,0 +1,74 @@
+//! SPARQL through [`Database::query`] (a store on disk, the engine chosen per query)
+//! answers exactly what the SPARQL layer answers over the same triples in memory.
+
+use std::collections::BTreeMap;
+
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::sparql::{query, MemoryDataset, QueryAnswer, SparqlError};
+use k2rpq::store::{load, Input, LoadOptions};
+
+const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
+
+fn multiset(answer: QueryAnswer) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    match answer {
+        QueryAnswer::Solutions { rows, .. } => {
+            for r in rows {
+                let key: Vec<String> = r
+                    .iter()
+                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                    .collect();
+                *m.entry(key.join("\t")).or_default() += 1;
+            }
+        }
+        QueryAnswer::Boolean(b) => {
+            m.insert(b.to_string(), 1);
+        }
+    }
+    m
+}
+
+#[test]
+fn database_query_matches_the_sparql_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    load(
+        &[Input::Path(CODEX_M.into())],
+        &store,
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let db = Database::open(
+        &store,
+        &DatabaseOptions {
+            engine: EngineChoice::Cpu,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let memory = MemoryDataset::load_file(CODEX_M.as_ref()).unwrap();
+    for q in [
+        "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }",
+        "SELECT ?x ?y WHERE { ?x <http://www.wikidata.org/prop/direct/P737>+ ?y }",
+        "SELECT ?x WHERE { ?x ^<http://www.wikidata.org/prop/direct/P17>/<http://www.wikidata.org/prop/direct/P17> <http://www.wikidata.org/entity/Q183> }",
+        "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> !(<http://www.wikidata.org/prop/direct/P530>|^<http://www.wikidata.org/prop/direct/P463>) ?y }",
+        "ASK { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>* <http://www.wikidata.org/entity/Q183> }",
+    ] {
+        let (answer, engine) = db.query(q).unwrap();
+        assert_eq!(engine, "cpu");
+        let expected = multiset(query(&CpuEngine::new(), &memory, q).unwrap());
+        assert!(!expected.is_empty(), "{q}: empty answer tests nothing");
+        assert_eq!(multiset(answer), expected, "{q}");
+    }
+    // A predicate the store does not have: an empty answer, not an error.
+    let (answer, _) = db
+        .query("SELECT ?x ?y WHERE { ?x <http://example.org/nothing>+ ?y }")
+        .unwrap();
+    assert!(multiset(answer).is_empty());
+    // Invalid SPARQL: the parser's message.
+    match db.query("SELECT ?x WHERE { ?x <p> }") {
+        Err(SparqlError::Syntax(e)) => assert!(!e.to_string().is_empty()),
+        other => panic!("expected a syntax error, got {other:?}"),
+    }
+}
