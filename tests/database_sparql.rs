@@ -1,33 +1,16 @@
 //! SPARQL through [`Database::query`] (a store on disk, the engine chosen per query)
 //! answers exactly what the SPARQL layer answers over the same triples in memory.
 
-use std::collections::BTreeMap;
-
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::sparql::{query, MemoryDataset, QueryAnswer, SparqlError};
+use k2rpq::sparql::{query, MemoryDataset, SparqlError};
 use k2rpq::store::{load, Input, LoadOptions};
 
-const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
+#[path = "answers/mod.rs"]
+mod answers;
+use answers::multiset;
 
-fn multiset(answer: QueryAnswer) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    match answer {
-        QueryAnswer::Solutions { rows, .. } => {
-            for r in rows {
-                let key: Vec<String> = r
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                *m.entry(key.join("\t")).or_default() += 1;
-            }
-        }
-        QueryAnswer::Boolean(b) => {
-            m.insert(b.to_string(), 1);
-        }
-    }
-    m
-}
+const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
 #[test]
 fn database_query_matches_the_sparql_layer() {

@@ -2,16 +2,18 @@
 //! embedding) give the same multisets of solutions as on the CPU engine, on CoDEx-M.
 //! Reported as ignored where no GPU is usable.
 
-use std::collections::BTreeMap;
-
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::oxigraph::K2Paths;
-use k2rpq::sparql::{query, MemoryDataset, QueryAnswer};
+use k2rpq::sparql::{query, MemoryDataset};
 use k2rpq::store::{load, Input, LoadOptions};
 use oxigraph::io::RdfFormat;
 use oxigraph::sparql::QueryResults;
+
+#[path = "answers/mod.rs"]
+mod answers;
+use answers::{multiset, Multiset};
 
 const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
@@ -24,27 +26,6 @@ const QUERIES: &[&str] = &[
     "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> !(<http://www.wikidata.org/prop/direct/P530>|^<http://www.wikidata.org/prop/direct/P463>) ?y }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://www.wikidata.org/prop/direct/P131>*/<http://www.wikidata.org/prop/direct/P17> ?c }",
 ];
-
-type Multiset = BTreeMap<String, usize>;
-
-fn multiset(answer: QueryAnswer) -> Multiset {
-    let mut m = Multiset::new();
-    match answer {
-        QueryAnswer::Solutions { rows, .. } => {
-            for r in rows {
-                let key: Vec<String> = r
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                *m.entry(key.join("\t")).or_default() += 1;
-            }
-        }
-        QueryAnswer::Boolean(b) => {
-            m.insert(b.to_string(), 1);
-        }
-    }
-    m
-}
 
 fn oxigraph_multiset(results: QueryResults<'_>) -> Multiset {
     let mut m = Multiset::new();

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::DeviceArgs;
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
 use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
 use k2rpq::bench::workload::{read_workload, WorkloadQuery};
@@ -45,13 +46,9 @@ pub struct Args {
     /// Write the per-query plot (ours vs Oxigraph, log–log) here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// Device memory for resident relations plus query working memory (`8GiB`, `512MB`,
-    /// `60%` of free device memory). Default: 75% of free device memory.
-    #[arg(long)]
-    pub gpu_budget: Option<String>,
-    /// GPUs: `all` or a list like `0,1` (default: GPU 0). The budget applies per GPU.
-    #[arg(long)]
-    pub gpus: Option<GpuSelection>,
+    /// GPUs, GPU budget (per GPU), cache statistics.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Measure scaling instead: the workload (path queries) at 1, 2, .., N of the `--gpus`
     /// GPUs, one worker thread per GPU pulling queries from one queue, var→var queries
     /// split across the GPUs; prints GPUs, seconds, queries/s and speedup (JSON: --json).
@@ -64,9 +61,6 @@ pub struct Args {
     /// With --scaling: words per node of a frontier batch (64·W start nodes per batch).
     #[arg(long, default_value_t = 8)]
     pub batch_words: usize,
-    /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
-    #[arg(long)]
-    pub stats: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -95,16 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         eprintln!("note: no usable GPU ({why}); running k2rpq on the CPU engine");
     }
-    let open = |engine| {
-        Database::open(
-            &args.store,
-            &DatabaseOptions {
-                engine,
-                gpu_budget: args.gpu_budget.clone(),
-                gpus: args.gpus.clone(),
-            },
-        )
-    };
+    let open = |engine| Database::open(&args.store, &args.device.database_options(engine));
     let cpu_db = open(EngineChoice::Cpu)
         .with_context(|| format!("opening store {}", args.store.display()))?;
     let gpu_db = if engines.contains(&BenchEngine::Gpu) {
@@ -142,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(p, report.svg()).with_context(|| format!("writing {}", p.display()))?;
     }
     print!("{}", report.table());
-    if args.stats {
+    if args.device.stats {
         if let Some(stats) = gpu_db.as_ref().and_then(|d| d.gpu_stats()) {
             println!("\nDevice cache:\n{stats}");
         }
@@ -162,6 +147,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         anyhow::bail!("--batch-words must be at least 1");
     }
     let ordinals = args
+        .device
         .gpus
         .clone()
         .unwrap_or_default()
@@ -196,7 +182,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
             &args.store,
             &DatabaseOptions {
                 engine: EngineChoice::Gpu,
-                gpu_budget: args.gpu_budget.clone(),
+                gpu_budget: args.device.gpu_budget.clone(),
                 gpus: Some(GpuSelection::List(ords.to_vec())),
             },
         )

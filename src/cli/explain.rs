@@ -36,7 +36,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.plan_only {
         return Ok(());
     }
-    args.eval.check_store_only(args.source.store.is_some())?;
+    args.eval
+        .device
+        .check_store_only(args.source.store.is_some())?;
     let (r, db) = match &args.source.store {
         // A store runs through a Database: the engine the `auto` choice picks for this
         // query, relations from the device cache.
@@ -61,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     print!("{}", r.trace);
     if let Some(db) = &db {
-        super::rpq::print_cache_stats(db, args.eval.stats);
+        args.eval.device.print_stats(db);
     }
     Ok(())
 }

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use k2rpq::database::{Database, DatabaseOptions};
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{open_or_notice, GpuEngine, GpuSelection};
+use k2rpq::engine::gpu::{open_or_notice, GpuEngine};
 use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
 
 use super::rpq::EngineChoice;
+use super::DeviceArgs;
 
 /// Arguments of `k2rpq query`.
 #[derive(clap::Args, Debug)]
@@ -35,18 +35,10 @@ pub struct Args {
     /// Engine of the path products.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
-    /// GPUs (`all` or a list like `0,1`; default GPU 0). The SPARQL layer evaluates a
-    /// query's paths on one engine: with `--store` the least busy selected GPU, with
-    /// `--nt` the first one (a notice says so when several are given).
-    #[arg(long)]
-    pub gpus: Option<GpuSelection>,
-    /// GPU memory for resident relations plus query working memory (`8GiB`, `512MB`,
-    /// `60%` of free device memory; default 75% of free device memory). With `--store`.
-    #[arg(long)]
-    pub gpu_budget: Option<String>,
-    /// Print the device cache statistics at the end (with `--store`).
-    #[arg(long)]
-    pub stats: bool,
+    /// GPUs, GPU budget, cache statistics. The SPARQL layer evaluates a query's paths on
+    /// one engine: over a `--store` the least busy selected GPU, over `--nt` the first.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
@@ -85,17 +77,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let (answer, engine, loaded, db) = match (&args.nt, &args.store) {
         (Some(p), _) => {
-            if args.gpu_budget.is_some() || args.stats {
-                anyhow::bail!(
-                    "--gpu-budget and --stats need --store (the device cache serves a store's relations)"
-                );
-            }
+            args.device.check_store_only(false)?;
             let dataset = MemoryDataset::load_file(p)?;
             let loaded = started.elapsed();
             let (answer, engine) = match args.engine {
                 EngineChoice::Cpu => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
                 EngineChoice::Gpu => {
                     let gpus = args
+                        .device
                         .gpus
                         .clone()
                         .unwrap_or_default()
@@ -103,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .context("--engine gpu")?;
                     (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
                 }
-                EngineChoice::Auto => match open_or_notice(args.gpus.as_ref())? {
+                EngineChoice::Auto => match open_or_notice(args.device.gpus.as_ref())? {
                     Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
                     None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
                 },
@@ -113,15 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, Some(dir)) => {
             // Through a Database: the device cache keeps relations resident under the
             // budget, and queries over small relations take the CPU engine.
-            let db = Database::open(
-                dir,
-                &DatabaseOptions {
-                    engine: args.engine,
-                    gpu_budget: args.gpu_budget.clone(),
-                    gpus: args.gpus.clone(),
-                },
-            )
-            .with_context(|| format!("opening store {}", dir.display()))?;
+            let db = args.device.open_database(dir, args.engine)?;
             let loaded = started.elapsed();
             let (answer, engine) = db.query(&text)?;
             (answer, engine, loaded, Some(db))
@@ -148,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(db) = &db {
-        super::rpq::print_cache_stats(db, args.stats);
+        args.device.print_stats(db);
     }
     Ok(())
 }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use k2rpq::database::{Database, DatabaseOptions};
+use k2rpq::database::Database;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{open_or_notice, GpuSelection};
+use k2rpq::engine::gpu::open_or_notice;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
@@ -17,6 +17,7 @@ use k2rpq::rpq::{
 };
 
 use super::graph_source::{open_source, SourceArgs};
+use super::DeviceArgs;
 
 pub use k2rpq::database::EngineChoice;
 
@@ -52,19 +53,9 @@ pub struct EvalArgs {
     /// Load only the tree and directory (no cached frontier).
     #[arg(long)]
     pub tree_only: bool,
-    /// GPUs: `all` or a list like `0,1` (default: GPU 0). With several, the batches of a
-    /// var→var query are split across them (each loads the query's relations).
-    #[arg(long)]
-    pub gpus: Option<GpuSelection>,
-    /// GPU memory for resident relations plus query working memory (`8GiB`, `512MB`,
-    /// `60%` of free device memory; default 75% of free device memory). With `--store`,
-    /// relations stay resident across the queries of a run.
-    #[arg(long)]
-    pub gpu_budget: Option<String>,
-    /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
-    /// time, peak bytes) at the end (with `--store`).
-    #[arg(long)]
-    pub stats: bool,
+    /// GPUs, GPU budget, cache statistics.
+    #[command(flatten)]
+    pub device: DeviceArgs,
 }
 
 impl EvalArgs {
@@ -98,27 +89,9 @@ impl EvalArgs {
         })
     }
 
-    /// Opens a store with the engine and GPU budget these arguments ask for.
+    /// Opens a store with the engine and device options these arguments ask for.
     pub fn open_database(&self, dir: &std::path::Path) -> anyhow::Result<Database> {
-        Database::open(
-            dir,
-            &DatabaseOptions {
-                engine: self.engine,
-                gpu_budget: self.gpu_budget.clone(),
-                gpus: self.gpus.clone(),
-            },
-        )
-        .with_context(|| format!("opening store {}", dir.display()))
-    }
-
-    /// Errors out when a store-only option is given for another source.
-    pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
-        if !has_store && (self.gpu_budget.is_some() || self.stats) {
-            anyhow::bail!(
-                "--gpu-budget and --stats need --store (the device cache serves a store's relations)"
-            );
-        }
-        Ok(())
+        self.device.open_database(dir, self.engine)
     }
 
     /// Runs `task` on the chosen engines: the CPU engine, or one GPU engine per `--gpus`
@@ -129,13 +102,14 @@ impl EvalArgs {
             EngineChoice::Cpu => task.run(&[CpuEngine::new()]),
             EngineChoice::Gpu => task.run(
                 &self
+                    .device
                     .gpus
                     .clone()
                     .unwrap_or_default()
                     .open()
                     .context("--engine gpu")?,
             ),
-            EngineChoice::Auto => match open_or_notice(self.gpus.as_ref())? {
+            EngineChoice::Auto => match open_or_notice(self.device.gpus.as_ref())? {
                 Some(g) => task.run(&g),
                 None => task.run(&[CpuEngine::new()]),
             },
@@ -205,7 +179,9 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let options = args.eval.options(args.count)?;
-    args.eval.check_store_only(args.source.store.is_some())?;
+    args.eval
+        .device
+        .check_store_only(args.source.store.is_some())?;
     let queries = read_queries(&args)?;
     if let Some(dir) = &args.source.store {
         return run_on_store(&args, dir, &options, &queries);
@@ -322,18 +298,8 @@ fn run_on_store(
         report(&mut out, args, &label, many, r, answer.engine)?;
     }
     out.flush()?;
-    print_cache_stats(&db, args.eval.stats);
+    args.eval.device.print_stats(&db);
     Ok(())
-}
-
-/// Prints the device cache statistics on stderr when asked for.
-pub fn print_cache_stats(db: &Database, asked: bool) {
-    if asked {
-        match db.gpu_stats() {
-            Some(s) => eprintln!("device cache:\n{s}"),
-            None => eprintln!("device cache: not in use (no GPU engine)"),
-        }
-    }
 }
 
 struct RunQueries<'a> {
