@@ -11,6 +11,7 @@ use k2rpq::bench::build::{Source, Synthetic};
 use k2rpq::bench::input::InputFormat;
 use k2rpq::bench::spmv::graph::{load, SpmvInput};
 use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
+use k2rpq::engine::gpu::LeafKernel;
 
 /// Arguments of `k2rpq bench-spmv`.
 #[derive(clap::Args)]
@@ -69,6 +70,17 @@ pub struct Args {
     /// checked against); for billion-edge graphs.
     #[arg(long, conflicts_with = "cpu")]
     pub skip_cpu: bool,
+    /// GPU leaf-kernel variants to run, each as contenders of their own (`cells` is the
+    /// default kernel; `rows`, `wrank`, `wagg`: issue 10).
+    #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg", value_parser = parse_leaf_kernel)]
+    pub leaf_kernels: Vec<LeafKernel>,
+}
+
+fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
+    LeafKernel::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = LeafKernel::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown leaf kernel `{s}` (one of {})", names.join(", "))
+    })
 }
 
 /// Runs the command.
@@ -122,6 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cpu_only: args.cpu,
         skip_cpu: args.skip_cpu,
         progress: true,
+        leaf_kernels: args.leaf_kernels.clone(),
     };
     let t = Instant::now();
     let pb = ProgressBar::new_spinner();

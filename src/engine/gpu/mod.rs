@@ -33,8 +33,8 @@ use cudarc::driver::{
 
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
 pub use device_tree::DeviceTree;
-pub use product_graph::ProductGraph;
 pub use launch::{LeafKernel, LeafOp};
+pub use product_graph::ProductGraph;
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan};
 
 use context::cuda_err;
