@@ -59,12 +59,12 @@ for line in sys.stdin:
     { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/device.txt"
     status=0
     step() { echo "=== $1" | tee -a "$out/summary.txt"; }
-    # The issue-10 target rows of a bench-spmv table (columns: contender 1-19, variant
-    # 21-34, direction 36, B 38-41): B = 1 and 64 (the bit-packed batch and cuSPARSE SpMM
+    # The issue-10 target rows of a bench-spmv table (columns: contender 1-22, variant
+    # 24-37, direction 39, B 41-44): B = 1 and 64 (the bit-packed batch and cuSPARSE SpMM
     # at 64), plus the header, skips and rejections.
     spmv_rows() {
         awk '/bits\/cell|^contender|^skipped|REJECTED|^error/ { print; next }
-             { b = substr($0, 38, 4) + 0; d = substr($0, 36, 1) }
+             { b = substr($0, 41, 4) + 0; d = substr($0, 39, 1) }
              (d == "R" || d == "L") && (b == 1 || b == 64) && !/^(cpu|bcsr)/' "$1"
     }
     for part in $parts; do case "$part" in

@@ -160,6 +160,7 @@ fn bench_spmv_measures_every_gpu_contender() {
         "gpu k2 dir wagg",
         "gpu k2+F dir wagg",
         "gpu k2+F scan wagg",
+        "gpu k2+F dir wagg M24",
     ] {
         for dir in [Direction::Right, Direction::Left] {
             for batch in [1, 4] {

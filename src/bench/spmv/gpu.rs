@@ -18,6 +18,9 @@ use crate::engine::{
 };
 use crate::k2tree::K2Tree;
 
+/// Tile size of the one large-tile contender (`M24`).
+const BIG_TILE: u64 = 1 << 24;
+
 /// One configuration × offset source of the GPU engine, with the tree loaded.
 pub struct GpuContender {
     engine: Arc<GpuEngine>,
@@ -25,6 +28,7 @@ pub struct GpuContender {
     config: MatrixConfig,
     source: OffsetSource,
     kernel: LeafKernel,
+    tile_nodes: u64,
 }
 
 /// `directory` or `scan`.
@@ -42,34 +46,51 @@ impl GpuContender {
     pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
-        let mut add =
-            |kernel: LeafKernel, source: OffsetSource, configs: &[MatrixConfig]| -> Result<()> {
-                let engine = Arc::new(GpuEngine::with_options(
-                    0,
-                    GpuOptions {
-                        offset_source: Some(source),
-                        leaf_kernel: kernel,
-                        ..GpuOptions::default()
-                    },
-                )?);
-                for &config in configs {
-                    out.push(GpuContender {
-                        matrix: engine.load(tree, config)?,
-                        engine: engine.clone(),
-                        config,
-                        source,
-                        kernel,
-                    });
-                }
-                Ok(())
-            };
+        let mut add = |kernel: LeafKernel,
+                       source: OffsetSource,
+                       configs: &[MatrixConfig],
+                       tile_nodes: u64|
+         -> Result<()> {
+            let engine = Arc::new(GpuEngine::with_options(
+                0,
+                GpuOptions {
+                    offset_source: Some(source),
+                    leaf_kernel: kernel,
+                    tile_nodes,
+                    ..GpuOptions::default()
+                },
+            )?);
+            for &config in configs {
+                out.push(GpuContender {
+                    matrix: engine.load(tree, config)?,
+                    engine: engine.clone(),
+                    config,
+                    source,
+                    kernel,
+                    tile_nodes,
+                });
+            }
+            Ok(())
+        };
         let default = LeafKernel::default();
+        let tile = GpuOptions::default().tile_nodes;
         for source in [OffsetSource::Directory, OffsetSource::Scan] {
-            add(default, source, &[TreeOnly, CachedFrontier])?;
+            add(default, source, &[TreeOnly, CachedFrontier], tile)?;
         }
         for &kernel in kernels.iter().filter(|&&k| k != default) {
-            add(kernel, OffsetSource::Directory, &[TreeOnly, CachedFrontier])?;
-            add(kernel, OffsetSource::Scan, &[CachedFrontier])?;
+            add(
+                kernel,
+                OffsetSource::Directory,
+                &[TreeOnly, CachedFrontier],
+                tile,
+            )?;
+            add(kernel, OffsetSource::Scan, &[CachedFrontier], tile)?;
+        }
+        // Fewer, larger launches over the cached frontier (its directory plan needs no
+        // scratch, so the tile size costs no memory there): one row measures the launch
+        // and tail cost of the default tiles on graphs of more than 2^20 frontier nodes.
+        if let Some(&kernel) = kernels.last() {
+            add(kernel, OffsetSource::Directory, &[CachedFrontier], BIG_TILE)?;
         }
         Ok(out)
     }
@@ -122,6 +143,9 @@ impl Contender for GpuContender {
         if self.kernel != LeafKernel::default() {
             name.push(' ');
             name.push_str(self.kernel.name());
+        }
+        if self.tile_nodes == BIG_TILE {
+            name.push_str(" M24");
         }
         name
     }
