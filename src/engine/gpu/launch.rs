@@ -175,3 +175,37 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_agg_bits",
     "expand_wrank",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPS: [(LeafOp, &str); 5] = [
+        (LeafOp::PlusTimes, "plus_times"),
+        (LeafOp::Counting, "counting"),
+        (LeafOp::Boolean, "boolean"),
+        (LeafOp::Tropical, "tropical"),
+        (LeafOp::Bits, "bits"),
+    ];
+
+    /// Each variant launches its own family's kernel for the right operation (the table
+    /// is indexed by position, so a reordering would silently swap semirings).
+    #[test]
+    fn every_variant_names_its_kernel_for_each_operation() {
+        for k in LeafKernel::ALL {
+            assert_eq!(LeafKernel::from_name(k.name()), Some(k));
+            let family = match k {
+                LeafKernel::Cells => "leaves_",
+                LeafKernel::Rows => "leaves_rows_",
+                LeafKernel::RowsWarpRank => "leaves_wrank_",
+                LeafKernel::WarpAgg => "leaves_agg_",
+            };
+            for (op, suffix) in OPS {
+                assert_eq!(k.leaves(op), format!("{family}{suffix}"), "{k:?} {op:?}");
+            }
+        }
+        assert_eq!(LeafKernel::from_name("nope"), None);
+        assert_eq!(LeafKernel::default(), LeafKernel::Cells);
+        assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
+    }
+}
