@@ -61,6 +61,14 @@ for line in sys.stdin:
     { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/device.txt"
     status=0
     step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    # The issue-10 target rows of a bench-spmv table (columns: contender 1-22, variant
+    # 24-37, direction 39, B 41-44): B = 1 and 64 (the bit-packed batch and cuSPARSE SpMM
+    # at 64), plus the header, skips and rejections.
+    spmv_rows() {
+        awk '/bits\/cell|^contender|^skipped|REJECTED|^error/ { print; next }
+             { b = substr($0, 41, 4) + 0; d = substr($0, 39, 1) }
+             (d == "R" || d == "L") && (b == 1 || b == 64) && !/^(cpu|bcsr)/' "$1"
+    }
     for part in $parts; do case "$part" in
     tests)
         for t in "$bin"/*; do
@@ -73,12 +81,14 @@ for line in sys.stdin:
             fi
         done ;;
     spmv)
-        step "bench-spmv cnr-2000"
-        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" 2>&1 | tee "$out/spmv-cnr.txt" | tail -45 ;;
+        step "bench-spmv cnr-2000 (full table: spmv-cnr.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
+        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" >"$out/spmv-cnr.txt" 2>&1
+        spmv_rows "$out/spmv-cnr.txt" ;;
     spmvweb)
-        step "bench-spmv web 200M"
+        step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
         "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches 1,16 --bit-batches 64 --skip-cpu \
-            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" 2>&1 | tee "$out/spmv-web.txt" | tail -40 ;;
+            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
+        spmv_rows "$out/spmv-web.txt" ;;
     codex)
         step "main job: CoDEx-M"
         rm -rf "$tmp/codex-m.store"

@@ -14,6 +14,7 @@ use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
 use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
 use k2rpq::engine::gpu::GpuSelection;
 use k2rpq::k2tree::K2Tree;
+use k2rpq::engine::gpu::LeafKernel;
 
 /// Arguments of `k2rpq bench-spmv`.
 #[derive(clap::Args)]
@@ -81,6 +82,17 @@ pub struct Args {
     /// checked against); for billion-edge graphs.
     #[arg(long, conflicts_with = "cpu")]
     pub skip_cpu: bool,
+    /// GPU leaf-kernel variants to run, each as contenders of their own (`cells` is the
+    /// default kernel; `rows`, `wrank`, `wagg`: issue 10).
+    #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg", value_parser = parse_leaf_kernel)]
+    pub leaf_kernels: Vec<LeafKernel>,
+}
+
+fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
+    LeafKernel::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = LeafKernel::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown leaf kernel `{s}` (one of {})", names.join(", "))
+    })
 }
 
 /// Runs the command.
@@ -134,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cpu_only: args.cpu,
         skip_cpu: args.skip_cpu,
         progress: true,
+        leaf_kernels: args.leaf_kernels.clone(),
     };
     if let Some(gpus) = &args.gpus {
         return run_stripes_cmd(&args, gpus, &input);
