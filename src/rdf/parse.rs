@@ -26,6 +26,7 @@ use oxrdf::{GraphNameRef, QuadRef, TermRef, TripleRef};
 use oxttl::{NQuadsParser, NTriplesParser, TriGParser, TurtleParseError, TurtleParser};
 use rayon::prelude::*;
 
+use super::ntfast::{self, Line, RawTerm};
 use super::terms;
 
 /// Where RDF comes from.
@@ -215,6 +216,17 @@ impl BatchBuilder {
     fn term(&mut self, term: TermRef<'_>) -> u32 {
         self.scratch.clear();
         terms::encode_into(term, &mut self.scratch);
+        self.intern_scratch()
+    }
+
+    fn raw(&mut self, term: RawTerm<'_>) -> u32 {
+        self.scratch.clear();
+        term.encode_into(&mut self.scratch);
+        self.intern_scratch()
+    }
+
+    /// The index of the key in `scratch`, added to the batch if new.
+    fn intern_scratch(&mut self) -> u32 {
         let hash = terms::hash_key(&self.scratch);
         let Batch {
             bytes,
@@ -239,6 +251,23 @@ impl BatchBuilder {
         hashes.push(hash);
         self.index.insert_unique(hash, i, |&j| hashes[j as usize]);
         i
+    }
+
+    /// A statement recognised by [`ntfast::scan_line`].
+    fn scanned(&mut self, line: Line<'_>) {
+        if let Line::Statement {
+            subject,
+            predicate,
+            object,
+            graph,
+        } = line
+        {
+            let g = graph.map_or(DEFAULT_GRAPH, |g| self.raw(g));
+            let p = self.raw(predicate);
+            let s = self.raw(subject);
+            let o = self.raw(object);
+            self.batch.quads.push([g, p, s, o]);
+        }
     }
 
     fn quad(&mut self, q: QuadRef<'_>) {
@@ -404,18 +433,29 @@ fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<Batch> {
         return None;
     }
     let mut b = BatchBuilder::for_text(chunk.len());
-    match format {
-        Format::NTriples => {
-            for t in NTriplesParser::new().lenient().for_slice(chunk) {
-                b.triple(t.ok()?.as_ref());
-            }
+    let quads = format == Format::NQuads;
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(chunk.len())) {
+        let line = &chunk[start..end];
+        start = end + 1;
+        if let Some(scanned) = ntfast::scan_line(line, quads) {
+            b.scanned(scanned);
+            continue;
         }
-        Format::NQuads => {
-            for q in NQuadsParser::new().lenient().for_slice(chunk) {
-                b.quad(q.ok()?.as_ref());
+        // Not the plain shape (escapes, comments, ...): oxttl reads the line.
+        match format {
+            Format::NTriples => {
+                for t in NTriplesParser::new().lenient().for_slice(line) {
+                    b.triple(t.ok()?.as_ref());
+                }
             }
+            Format::NQuads => {
+                for q in NQuadsParser::new().lenient().for_slice(line) {
+                    b.quad(q.ok()?.as_ref());
+                }
+            }
+            Format::Turtle | Format::TriG => unreachable!("not line based"),
         }
-        Format::Turtle | Format::TriG => unreachable!("not line based"),
     }
     let batch = b.finish();
     (0..batch.term_count())
