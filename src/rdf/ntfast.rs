@@ -173,7 +173,9 @@ impl<'a> Scanner<'a> {
     /// `<...>` at `i`.
     fn iri_text(&mut self) -> Option<&'a [u8]> {
         let start = self.i + 1;
-        let len = self.b[start..].iter().position(|&c| !IRI_BYTE[c as usize])?;
+        let len = self.b[start..]
+            .iter()
+            .position(|&c| !IRI_BYTE[c as usize])?;
         let end = start + len;
         if self.b[end] != b'>' {
             return None;
@@ -240,8 +242,7 @@ impl<'a> Scanner<'a> {
                 Some(RawTerm::Lang(tag, value))
             }
             Some(b'^') => {
-                if self.b.get(self.i + 1) != Some(&b'^') || self.b.get(self.i + 2) != Some(&b'<')
-                {
+                if self.b.get(self.i + 1) != Some(&b'^') || self.b.get(self.i + 2) != Some(&b'<') {
                     return None;
                 }
                 self.i += 2;
