@@ -9,7 +9,9 @@
 //! numbers, hence this streaming splitter, which works on `.gz`/`.bz2` and stdin alike.
 //! Decompressing and cutting, parsing, and handing batches on run on three threads so that
 //! the single-threaded decompression overlaps the parallel parsing. Chunks are parsed
-//! leniently (no IRI/language-tag validation) and their distinct terms validated after;
+//! leniently (plain lines by the borrowed scanner of [`super::ntfast`], every other line
+//! by oxttl's lenient parser; no IRI/language-tag validation) and their distinct terms
+//! validated after;
 //! a chunk that fails goes through the strict parser, so errors and skip counts are the
 //! strict parser's (see `parse_chunk`).
 //! Turtle and TriG cannot be split without parsing them, so they go through one oxttl
@@ -403,8 +405,10 @@ pub fn read_input(
 
 /// Parses one line-aligned chunk whose first line is `first_line` (1-based).
 ///
-/// Fast path first: oxttl's lenient parser (no IRI or language-tag validation, the
-/// largest cost of strict parsing after lexing), then the chunk's *distinct* terms are
+/// Fast path first: each line through [`ntfast::scan_line`], or oxttl's lenient parser
+/// when the line is not of the plain shape the scanner knows (neither validates IRIs or
+/// language tags, the largest cost of strict parsing after lexing), then the chunk's
+/// *distinct* terms are
 /// checked with [`terms::is_strict_key`], which is far fewer validations than one per term
 /// occurrence. Any syntax error, any term that fails the check, or a `\uD8..`-style
 /// escape (which only the lenient parser accepts) sends the whole chunk to the strict
