@@ -803,6 +803,104 @@ mod tests {
         }
     }
 
+    /// Every statement of `text` as `[g, p, s, o]` keys, read through `read_input` in
+    /// 4 KiB chunks (so both the scanner and the per-line oxttl fallback run).
+    fn loaded_keys(text: &str, ext: &str) -> Vec<[Vec<u8>; 4]> {
+        let path = std::env::temp_dir().join(format!("k2rpq-mixed-{}.{ext}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let options = ReadOptions {
+            chunk_bytes: 4096,
+            ..ReadOptions::default()
+        };
+        let mut out = Vec::new();
+        read_input(
+            &Input::Path(path.clone()),
+            &options,
+            Arc::default(),
+            &mut |b| {
+                for q in &b.quads {
+                    let k = |i: u32| {
+                        if i == DEFAULT_GRAPH {
+                            Vec::new()
+                        } else {
+                            b.key(i as usize).to_vec()
+                        }
+                    };
+                    out.push([k(q[0]), k(q[1]), k(q[2]), k(q[3])]);
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        out
+    }
+
+    #[test]
+    fn mixed_plain_and_odd_lines_load_as_oxttl_reads_them() {
+        let odd = [
+            "<http://e/s{i}> <http://e/p> \"tab\\tquote\\\" {i}\" .",
+            "# a comment {i}",
+            "",
+            "<http://e/s{i}> <http://e/p> \"é\\u00e9{i}\"@EN-gb .  # trailing comment",
+            "_:b{i}.x <http://e/p> _:c{i} .",
+            "<http://e/s{i}> <http://e/p> <http://e/\\u0041{i}> .\r",
+            "<http://e/s{i}><http://e/p>\"x{i}\"^^<http://www.w3.org/2001/XMLSchema#string>.",
+        ];
+        let mut nt = String::new();
+        let mut nq = String::new();
+        for i in 0..600 {
+            let plain = format!("<http://e/s{i}> <http://e/p{}> \"v{i}\"@en .\n", i % 7);
+            nt.push_str(&plain);
+            nq.push_str(&plain);
+            nq.push_str(&format!(
+                "_:s{i} <http://e/p> <http://e/o{i}> <http://e/g{}> .\n",
+                i % 3
+            ));
+            let line = odd[i % odd.len()].replace("{i}", &i.to_string());
+            nt.push_str(&line);
+            nt.push('\n');
+            nq.push_str(&line);
+            nq.push('\n');
+        }
+        let graph_key = |g: oxrdf::GraphNameRef<'_>| match g {
+            oxrdf::GraphNameRef::DefaultGraph => Vec::new(),
+            oxrdf::GraphNameRef::NamedNode(n) => terms::encode(n.into()),
+            oxrdf::GraphNameRef::BlankNode(b) => terms::encode(b.into()),
+        };
+        let expect_nt: Vec<[Vec<u8>; 4]> = NTriplesParser::new()
+            .for_slice(nt.as_bytes())
+            .map(|t| {
+                let t = t.unwrap();
+                [
+                    Vec::new(),
+                    terms::encode(t.predicate.as_ref().into()),
+                    terms::encode(t.subject.as_ref().into()),
+                    terms::encode(t.object.as_ref()),
+                ]
+            })
+            .collect();
+        let expect_nq: Vec<[Vec<u8>; 4]> = NQuadsParser::new()
+            .for_slice(nq.as_bytes())
+            .map(|q| {
+                let q = q.unwrap();
+                [
+                    graph_key(q.graph_name.as_ref()),
+                    terms::encode(q.predicate.as_ref().into()),
+                    terms::encode(q.subject.as_ref().into()),
+                    terms::encode(q.object.as_ref()),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            expect_nt.len(),
+            600 + 428,
+            "two odd lines in seven hold no statement"
+        );
+        assert_eq!(loaded_keys(&nt, "nt"), expect_nt);
+        assert_eq!(loaded_keys(&nq, "nq"), expect_nq);
+    }
+
     #[test]
     fn escaped_line_breaks_load_through_the_strict_path() {
         let text = with_line_201("<http://e/s> <http://p> \"a\\nb\" .\n");
