@@ -117,7 +117,10 @@ fn is_valid_iri(iri: &str) -> bool {
             || matches!(b, b':' | b'@' | b'/')
     }
     let quick = || -> Option<()> {
-        let (scheme, rest) = iri.split_once("://")?;
+        // The first `:` ends a scheme (schemes hold no `:`); a `str` pattern here would
+        // build a two-way searcher per IRI, which showed up in profiles.
+        let colon = memchr::memchr(b':', iri.as_bytes())?;
+        let (scheme, rest) = (&iri[..colon], iri[colon + 1..].strip_prefix("//")?);
         let (first, others) = scheme.as_bytes().split_first()?;
         let scheme_ok = first.is_ascii_alphabetic()
             && others
