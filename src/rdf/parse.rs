@@ -560,6 +560,10 @@ fn read_lines(
         let (chunk_tx, chunk_rx) = std::sync::mpsc::sync_channel::<Group>(1);
         let (batch_tx, batch_rx) =
             std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        // Parsed chunks' text buffers go back to the reader (at most one group's worth), so
+        // that it does not allocate and page-fault a fresh `chunk_bytes` buffer per chunk
+        // on the one thread every chunk passes through.
+        let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(in_flight);
         scope.spawn(move || {
             let read_err = |source| ParseError::Read {
                 file: file.to_string(),
@@ -573,7 +577,10 @@ fn read_lines(
                 let mut chunks: Vec<(Vec<u8>, u64)> = Vec::with_capacity(in_flight);
                 let mut failed = None;
                 while more && chunks.len() < in_flight {
-                    let mut buf = std::mem::take(&mut carry);
+                    let mut buf = free_rx.try_recv().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(&carry);
+                    carry.clear();
                     let mut want = chunk_bytes.max(buf.len() + 1);
                     loop {
                         match fill(&mut *reader, &mut buf, want) {
@@ -587,7 +594,8 @@ fn read_lines(
                             break;
                         }
                         if let Some(cut) = memchr::memrchr(b'\n', &buf) {
-                            carry = buf.split_off(cut + 1);
+                            carry.extend_from_slice(&buf[cut + 1..]);
+                            buf.truncate(cut + 1);
                             break;
                         }
                         // One line longer than the chunk: read on until it ends.
@@ -612,8 +620,10 @@ fn read_lines(
                     .par_iter()
                     .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
                     .collect();
-                // Free the text before possibly waiting for the consumer.
-                drop(chunks);
+                // Hand the text back (or free it) before possibly waiting for the consumer.
+                for (chunk, _) in chunks {
+                    let _ = free_tx.try_send(chunk);
+                }
                 let stop = failed.is_some() || batches.iter().any(|b| b.is_err());
                 batches.extend(failed.map(Err));
                 if batch_tx.send(batches).is_err() || stop {
