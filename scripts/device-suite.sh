@@ -17,6 +17,8 @@
 #   cache   bench-cache --engine gpu at 100/50/10% budgets
 #   multi   several GPUs: the gpu_multi test binary, bench --scaling on cnr-2000 (all pairs,
 #           batched var→var, 100 constants) and bench-spmv --gpus all on a 200M-edge web graph
+#   load    load throughput (issue 5): gen wikidata-like 20M (.nt and .nt.gz) and 100M (.nt),
+#           load each under /usr/bin/time; prints statements/s end to end and per CPU-second
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -138,10 +140,35 @@ for line in sys.stdin:
         step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
         "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
             --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
+    load)
+        # Load throughput (issue 5). Uncompressed .nt for the 100M figure: one gzip stream
+        # inflates on one thread (~1 GB/s of text, i.e. a ~9 M lines/s ceiling), see
+        # docs/BENCHMARKS.md "Load, session 2". Disk: the 100M .nt is ~12 GiB, removed after.
+        df -h "$tmp" | tail -1
+        tv=""; [ -x /usr/bin/time ] && tv="/usr/bin/time -v"
+        for spec in ${LOAD_SIZES:-20000000:nt.gz 20000000:nt 100000000:nt}; do
+            n="${spec%%:*}"; ext="${spec#*:}"; f="$tmp/wl-$n.$ext"; log="$out/load-$n-$ext"
+            step "load: wikidata-like $n triples, .$ext"
+            rm -f "$tmp"/wl-*; rm -rf "$tmp/wl.store"
+            ( time "$k2" gen wikidata-like --triples "$n" -o "$f" ) 2>&1 | tail -4
+            ls -la "$f"
+            start=$(date +%s.%N)
+            TIMEFORMAT='bash-time real %R user %U sys %S'
+            { time $tv "$k2" load "$f" --store "$tmp/wl.store" --quiet ; } >"$log.txt" 2>&1
+            end=$(date +%s.%N)
+            cat "$log.txt" | grep -vE '^\s+(Page size|Exit status|Swaps|File system|Socket|Signals|Average)' | tail -30
+            awk -v n="$n" -v s="$start" -v e="$end" -v nproc="$(nproc)" '
+                /bash-time/ { u=$5; y=$7 }
+                /Maximum resident set size/ { rss=$6 }
+                END { w=e-s; printf "RESULT load n=%d wall=%.2fs cpu=%.2fs  %.2f M statements/s end to end, %.2f M per CPU-second, %.2f cores busy, peak RSS %.0f MiB (%.1f B/statement)\n",
+                      n, w, u+y, n/w/1e6, n/(u+y)/1e6, (u+y)/w, rss/1024, rss*1024/n }' "$log.txt" | tee -a "$out/summary.txt"
+            du -sh "$tmp/wl.store"
+        done
+        rm -f "$tmp"/wl-*; rm -rf "$tmp/wl.store" ;;
     *) echo "unknown part $part" ;;
     esac; done
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi load latency]" >&2; exit 2 ;;
 esac

@@ -24,6 +24,11 @@ pub struct Args {
     /// default: a quarter of physical memory).
     #[arg(long)]
     pub memory: Option<String>,
+    /// Size of the line-aligned pieces N-Triples/N-Quads are cut into and parsed in
+    /// parallel (suffixes K, M; default 4M). Each piece has its own term table, so the
+    /// size trades that table's cache footprint against deduplication within a piece.
+    #[arg(long)]
+    pub chunk_size: Option<String>,
     /// Hide the progress bars.
     #[arg(long)]
     pub quiet: bool,
@@ -63,6 +68,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if let Some(m) = &args.memory {
         options.memory = parse_bytes(m)?;
+    }
+    if let Some(c) = &args.chunk_size {
+        options.chunk_bytes = parse_bytes(c).with_context(|| format!("--chunk-size {c}"))?;
     }
     let inputs: Vec<Input> = args.inputs.iter().map(|a| Input::from_arg(a)).collect();
     let report = store::load(&inputs, &args.store, &options)

@@ -6,5 +6,6 @@
 
 pub mod edges;
 pub mod gen;
+pub mod ntfast;
 pub mod parse;
 pub mod terms;

@@ -9,7 +9,9 @@
 //! numbers, hence this streaming splitter, which works on `.gz`/`.bz2` and stdin alike.
 //! Decompressing and cutting, parsing, and handing batches on run on three threads so that
 //! the single-threaded decompression overlaps the parallel parsing. Chunks are parsed
-//! leniently (no IRI/language-tag validation) and their distinct terms validated after;
+//! leniently (plain lines by the borrowed scanner of [`super::ntfast`], every other line
+//! by oxttl's lenient parser; no IRI/language-tag validation) and their distinct terms
+//! validated after;
 //! a chunk that fails goes through the strict parser, so errors and skip counts are the
 //! strict parser's (see `parse_chunk`).
 //! Turtle and TriG cannot be split without parsing them, so they go through one oxttl
@@ -26,6 +28,7 @@ use oxrdf::{GraphNameRef, QuadRef, TermRef, TripleRef};
 use oxttl::{NQuadsParser, NTriplesParser, TriGParser, TurtleParseError, TurtleParser};
 use rayon::prelude::*;
 
+use super::ntfast::{self, Line, RawTerm};
 use super::terms;
 
 /// Where RDF comes from.
@@ -215,6 +218,17 @@ impl BatchBuilder {
     fn term(&mut self, term: TermRef<'_>) -> u32 {
         self.scratch.clear();
         terms::encode_into(term, &mut self.scratch);
+        self.intern_scratch()
+    }
+
+    fn raw(&mut self, term: RawTerm<'_>) -> u32 {
+        self.scratch.clear();
+        term.encode_into(&mut self.scratch);
+        self.intern_scratch()
+    }
+
+    /// The index of the key in `scratch`, added to the batch if new.
+    fn intern_scratch(&mut self) -> u32 {
         let hash = terms::hash_key(&self.scratch);
         let Batch {
             bytes,
@@ -239,6 +253,23 @@ impl BatchBuilder {
         hashes.push(hash);
         self.index.insert_unique(hash, i, |&j| hashes[j as usize]);
         i
+    }
+
+    /// A statement recognised by [`ntfast::scan_line`].
+    fn scanned(&mut self, line: Line<'_>) {
+        if let Line::Statement {
+            subject,
+            predicate,
+            object,
+            graph,
+        } = line
+        {
+            let g = graph.map_or(DEFAULT_GRAPH, |g| self.raw(g));
+            let p = self.raw(predicate);
+            let s = self.raw(subject);
+            let o = self.raw(object);
+            self.batch.quads.push([g, p, s, o]);
+        }
     }
 
     fn quad(&mut self, q: QuadRef<'_>) {
@@ -374,8 +405,10 @@ pub fn read_input(
 
 /// Parses one line-aligned chunk whose first line is `first_line` (1-based).
 ///
-/// Fast path first: oxttl's lenient parser (no IRI or language-tag validation, the
-/// largest cost of strict parsing after lexing), then the chunk's *distinct* terms are
+/// Fast path first: each line through [`ntfast::scan_line`], or oxttl's lenient parser
+/// when the line is not of the plain shape the scanner knows (neither validates IRIs or
+/// language tags, the largest cost of strict parsing after lexing), then the chunk's
+/// *distinct* terms are
 /// checked with [`terms::is_strict_key`], which is far fewer validations than one per term
 /// occurrence. Any syntax error, any term that fails the check, or a `\uD8..`-style
 /// escape (which only the lenient parser accepts) sends the whole chunk to the strict
@@ -404,18 +437,29 @@ fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<Batch> {
         return None;
     }
     let mut b = BatchBuilder::for_text(chunk.len());
-    match format {
-        Format::NTriples => {
-            for t in NTriplesParser::new().lenient().for_slice(chunk) {
-                b.triple(t.ok()?.as_ref());
-            }
+    let quads = format == Format::NQuads;
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(chunk.len())) {
+        let line = &chunk[start..end];
+        start = end + 1;
+        if let Some(scanned) = ntfast::scan_line(line, quads) {
+            b.scanned(scanned);
+            continue;
         }
-        Format::NQuads => {
-            for q in NQuadsParser::new().lenient().for_slice(chunk) {
-                b.quad(q.ok()?.as_ref());
+        // Not the plain shape (escapes, comments, ...): oxttl reads the line.
+        match format {
+            Format::NTriples => {
+                for t in NTriplesParser::new().lenient().for_slice(line) {
+                    b.triple(t.ok()?.as_ref());
+                }
             }
+            Format::NQuads => {
+                for q in NQuadsParser::new().lenient().for_slice(line) {
+                    b.quad(q.ok()?.as_ref());
+                }
+            }
+            Format::Turtle | Format::TriG => unreachable!("not line based"),
         }
-        Format::Turtle | Format::TriG => unreachable!("not line based"),
     }
     let batch = b.finish();
     (0..batch.term_count())
@@ -516,6 +560,10 @@ fn read_lines(
         let (chunk_tx, chunk_rx) = std::sync::mpsc::sync_channel::<Group>(1);
         let (batch_tx, batch_rx) =
             std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        // Parsed chunks' text buffers go back to the reader (at most one group's worth), so
+        // that it does not allocate and page-fault a fresh `chunk_bytes` buffer per chunk
+        // on the one thread every chunk passes through.
+        let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(in_flight);
         scope.spawn(move || {
             let read_err = |source| ParseError::Read {
                 file: file.to_string(),
@@ -529,7 +577,10 @@ fn read_lines(
                 let mut chunks: Vec<(Vec<u8>, u64)> = Vec::with_capacity(in_flight);
                 let mut failed = None;
                 while more && chunks.len() < in_flight {
-                    let mut buf = std::mem::take(&mut carry);
+                    let mut buf = free_rx.try_recv().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(&carry);
+                    carry.clear();
                     let mut want = chunk_bytes.max(buf.len() + 1);
                     loop {
                         match fill(&mut *reader, &mut buf, want) {
@@ -543,7 +594,8 @@ fn read_lines(
                             break;
                         }
                         if let Some(cut) = memchr::memrchr(b'\n', &buf) {
-                            carry = buf.split_off(cut + 1);
+                            carry.extend_from_slice(&buf[cut + 1..]);
+                            buf.truncate(cut + 1);
                             break;
                         }
                         // One line longer than the chunk: read on until it ends.
@@ -568,8 +620,10 @@ fn read_lines(
                     .par_iter()
                     .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
                     .collect();
-                // Free the text before possibly waiting for the consumer.
-                drop(chunks);
+                // Hand the text back (or free it) before possibly waiting for the consumer.
+                for (chunk, _) in chunks {
+                    let _ = free_tx.try_send(chunk);
+                }
                 let stop = failed.is_some() || batches.iter().any(|b| b.is_err());
                 batches.extend(failed.map(Err));
                 if batch_tx.send(batches).is_err() || stop {
@@ -757,6 +811,104 @@ mod tests {
             let (objects, bad_count) = read_nt(&text, true, &format!("lenient{i}")).unwrap();
             assert_eq!((objects.len(), bad_count), (299, 1), "{bad}");
         }
+    }
+
+    /// Every statement of `text` as `[g, p, s, o]` keys, read through `read_input` in
+    /// 4 KiB chunks (so both the scanner and the per-line oxttl fallback run).
+    fn loaded_keys(text: &str, ext: &str) -> Vec<[Vec<u8>; 4]> {
+        let path = std::env::temp_dir().join(format!("k2rpq-mixed-{}.{ext}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let options = ReadOptions {
+            chunk_bytes: 4096,
+            ..ReadOptions::default()
+        };
+        let mut out = Vec::new();
+        read_input(
+            &Input::Path(path.clone()),
+            &options,
+            Arc::default(),
+            &mut |b| {
+                for q in &b.quads {
+                    let k = |i: u32| {
+                        if i == DEFAULT_GRAPH {
+                            Vec::new()
+                        } else {
+                            b.key(i as usize).to_vec()
+                        }
+                    };
+                    out.push([k(q[0]), k(q[1]), k(q[2]), k(q[3])]);
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        out
+    }
+
+    #[test]
+    fn mixed_plain_and_odd_lines_load_as_oxttl_reads_them() {
+        let odd = [
+            "<http://e/s{i}> <http://e/p> \"tab\\tquote\\\" {i}\" .",
+            "# a comment {i}",
+            "",
+            "<http://e/s{i}> <http://e/p> \"é\\u00e9{i}\"@EN-gb .  # trailing comment",
+            "_:b{i}.x <http://e/p> _:c{i} .",
+            "<http://e/s{i}> <http://e/p> <http://e/\\u0041{i}> .\r",
+            "<http://e/s{i}><http://e/p>\"x{i}\"^^<http://www.w3.org/2001/XMLSchema#string>.",
+        ];
+        let mut nt = String::new();
+        let mut nq = String::new();
+        for i in 0..600 {
+            let plain = format!("<http://e/s{i}> <http://e/p{}> \"v{i}\"@en .\n", i % 7);
+            nt.push_str(&plain);
+            nq.push_str(&plain);
+            nq.push_str(&format!(
+                "_:s{i} <http://e/p> <http://e/o{i}> <http://e/g{}> .\n",
+                i % 3
+            ));
+            let line = odd[i % odd.len()].replace("{i}", &i.to_string());
+            nt.push_str(&line);
+            nt.push('\n');
+            nq.push_str(&line);
+            nq.push('\n');
+        }
+        let graph_key = |g: oxrdf::GraphNameRef<'_>| match g {
+            oxrdf::GraphNameRef::DefaultGraph => Vec::new(),
+            oxrdf::GraphNameRef::NamedNode(n) => terms::encode(n.into()),
+            oxrdf::GraphNameRef::BlankNode(b) => terms::encode(b.into()),
+        };
+        let expect_nt: Vec<[Vec<u8>; 4]> = NTriplesParser::new()
+            .for_slice(nt.as_bytes())
+            .map(|t| {
+                let t = t.unwrap();
+                [
+                    Vec::new(),
+                    terms::encode(t.predicate.as_ref().into()),
+                    terms::encode(t.subject.as_ref().into()),
+                    terms::encode(t.object.as_ref()),
+                ]
+            })
+            .collect();
+        let expect_nq: Vec<[Vec<u8>; 4]> = NQuadsParser::new()
+            .for_slice(nq.as_bytes())
+            .map(|q| {
+                let q = q.unwrap();
+                [
+                    graph_key(q.graph_name.as_ref()),
+                    terms::encode(q.predicate.as_ref().into()),
+                    terms::encode(q.subject.as_ref().into()),
+                    terms::encode(q.object.as_ref()),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            expect_nt.len(),
+            600 + 428,
+            "two odd lines in seven hold no statement"
+        );
+        assert_eq!(loaded_keys(&nt, "nt"), expect_nt);
+        assert_eq!(loaded_keys(&nq, "nq"), expect_nq);
     }
 
     #[test]

@@ -17,12 +17,18 @@
 
 use oxrdf::{BlankNode, Literal, NamedNode, Term, TermRef};
 
-const IRI: u8 = b'<';
-const BLANK: u8 = b'_';
-const SIMPLE: u8 = b'"';
-const LANG: u8 = b'@';
-const TYPED: u8 = b'^';
-const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
+/// Tag byte of an IRI key.
+pub(crate) const IRI: u8 = b'<';
+/// Tag byte of a blank-node key.
+pub(crate) const BLANK: u8 = b'_';
+/// Tag byte of a simple-literal key.
+pub(crate) const SIMPLE: u8 = b'"';
+/// Tag byte of a language-tagged literal key.
+pub(crate) const LANG: u8 = b'@';
+/// Tag byte of a typed literal key.
+pub(crate) const TYPED: u8 = b'^';
+/// Literals of this datatype are simple literals (key tag [`SIMPLE`]).
+pub(crate) const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
 const RDF_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
 const RDF_DIR_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#dirLangString";
 
@@ -111,7 +117,10 @@ fn is_valid_iri(iri: &str) -> bool {
             || matches!(b, b':' | b'@' | b'/')
     }
     let quick = || -> Option<()> {
-        let (scheme, rest) = iri.split_once("://")?;
+        // The first `:` ends a scheme (schemes hold no `:`); a `str` pattern here would
+        // build a two-way searcher per IRI, which showed up in profiles.
+        let colon = memchr::memchr(b':', iri.as_bytes())?;
+        let (scheme, rest) = (&iri[..colon], iri[colon + 1..].strip_prefix("//")?);
         let (first, others) = scheme.as_bytes().split_first()?;
         let scheme_ok = first.is_ascii_alphabetic()
             && others
