@@ -43,7 +43,10 @@ fn lines_match_row_and_column_queries() {
 fn lines_wait_for_a_trees_worth_of_work() {
     let t = random_tree(1000, 5000, 9);
     assert!(t.lines_if_built(false).is_none());
-    assert!(t.lines_after(false, 1).is_none(), "one node visit builds nothing");
+    assert!(
+        t.lines_after(false, 1).is_none(),
+        "one node visit builds nothing"
+    );
     assert!(t.lines_if_built(false).is_none());
     assert!(t.lines_after(false, t.nodes()).is_some());
     assert!(t.lines_if_built(false).is_some());
