@@ -18,6 +18,8 @@
 #   wd      gen wikidata-like (WD_TRIPLES, default 20M), load, bench sparql/wikidata-like.rpq
 #   build   bench-build on cnr-2000 and a 1G-edge web-like graph
 #   cache   bench-cache --engine gpu at 100/50/10% budgets
+#   multi   several GPUs: the gpu_multi test binary, bench --scaling on cnr-2000 (all pairs,
+#           batched var→var, 100 constants) and bench-spmv --gpus all on a 200M-edge web graph
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,6 +65,14 @@ for line in sys.stdin:
     { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/device.txt"
     status=0
     step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    # The issue-10 target rows of a bench-spmv table (columns: contender 1-22, variant
+    # 24-37, direction 39, B 41-44): B = 1 and 64 (the bit-packed batch and cuSPARSE SpMM
+    # at 64), plus the header, skips and rejections.
+    spmv_rows() {
+        awk '/bits\/cell|^contender|^skipped|REJECTED|^error/ { print; next }
+             { b = substr($0, 41, 4) + 0; d = substr($0, 39, 1) }
+             (d == "R" || d == "L") && (b == 1 || b == 64) && !/^(cpu|bcsr)/' "$1"
+    }
     for part in $parts; do case "$part" in
     tests)
         for t in "$bin"/*; do
@@ -75,12 +85,14 @@ for line in sys.stdin:
             fi
         done ;;
     spmv)
-        step "bench-spmv cnr-2000"
-        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" 2>&1 | tee "$out/spmv-cnr.txt" | tail -45 ;;
+        step "bench-spmv cnr-2000 (full table: spmv-cnr.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
+        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" >"$out/spmv-cnr.txt" 2>&1
+        spmv_rows "$out/spmv-cnr.txt" ;;
     spmvweb)
-        step "bench-spmv web 200M"
+        step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
         "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches 1,16 --bit-batches 64 --skip-cpu \
-            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" 2>&1 | tee "$out/spmv-web.txt" | tail -40 ;;
+            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
+        spmv_rows "$out/spmv-web.txt" ;;
     codex)
         step "main job: CoDEx-M"
         rm -rf "$tmp/codex-m.store"
@@ -91,11 +103,11 @@ for line in sys.stdin:
         step "RPQ cnr-2000"
         zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
         rm -rf "$tmp/cnr.store"; "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
-        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 3 --warmup 0 --timeout 20 \
+        timeout 300 "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 3 --warmup 0 --timeout 20 \
             --json "$out/bench-cnr.json" --svg "$out/bench-cnr.svg" 2>&1 | tee "$out/bench-cnr.txt" | tail -12
         step "all pairs ?x p+ ?y on cnr-2000: k2rpq GPU (count) vs Oxigraph (60 s timeout)"
         ( time timeout 200 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 180 '?x <urn:k2rpq:p>+ ?y' ) 2>&1 | tee "$out/allpairs-gpu.txt" | tail -6
-        "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --timeout 60 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
+        [ -n "${SKIP_OXIGRAPH_ALL_PAIRS:-}" ] || "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --timeout 60 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
     latency)
         step "query latency: cnr-2000 constants (gpu vs oxigraph), CoDEx-M (cpu vs oxigraph)"
         if [ ! -d "$tmp/cnr.store" ]; then
@@ -103,17 +115,19 @@ for line in sys.stdin:
             "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
         fi
         rm -rf "$tmp/codex-m.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -1
+        # The 50 `<c> p+ ?y` and 10 of the `?x p* <c>` (Oxigraph takes ~0.6 s on each of those).
+        grep -E '^(fwd|bwd0)' sparql/cnr-2000.rpq > "$tmp/cnr-latency.rpq"
         for b in "$bin/k2rpq-base" "$k2"; do
             [ -x "$b" ] || continue
             tag="$(basename "$b")"
             echo "--- $tag: cnr-2000, gpu vs oxigraph" | tee -a "$out/summary.txt"
-            "$b" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --engines gpu,oxigraph --repeats 5 --warmup 1 --timeout 20 \
+            timeout 240 "$b" bench --store "$tmp/cnr.store" --queries "$tmp/cnr-latency.rpq" --engines gpu,oxigraph --repeats 3 --warmup 1 --timeout 20 \
                 --quiet --csv "$out/latency-cnr-$tag.csv" 2>&1 | tee "$out/latency-cnr-$tag.txt" | tail -5
             "$b" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:153487> <urn:k2rpq:p>+ ?y' > "$out/explain-cnr-fwd-$tag.txt" 2>&1
             "$b" explain --store "$tmp/cnr.store" --engine gpu '?x <urn:k2rpq:p>* <urn:k2rpq:n:153487>' > "$out/explain-cnr-bwd-$tag.txt" 2>&1
             grep -E "^engine" "$out/explain-cnr-fwd-$tag.txt" "$out/explain-cnr-bwd-$tag.txt"
             echo "--- $tag: CoDEx-M, cpu vs oxigraph" | tee -a "$out/summary.txt"
-            "$b" bench --store "$tmp/codex-m.store" --queries sparql/codex-m.rpq --engines cpu,oxigraph --repeats 11 --quiet \
+            timeout 120 "$b" bench --store "$tmp/codex-m.store" --queries sparql/codex-m.rpq --engines cpu,oxigraph --repeats 11 --quiet \
                 --csv "$out/latency-codex-$tag.csv" 2>&1 | tee "$out/latency-codex-$tag.txt" | tail -5
         done ;;
     wd)
@@ -128,11 +142,32 @@ for line in sys.stdin:
         "$k2" bench-build --input "$cnr" --synthetic web --edges 1G --frontier 2>&1 | tee "$out/bench-build.txt" | tail -8 ;;
     cache)
         step "bench-cache gpu"
-        "$k2" bench-cache --engine gpu --synthetic-relations 50 --edges 64M --ops 4000 2>&1 | tee "$out/bench-cache.txt" | tail -10 ;;
+        timeout 150 "$k2" bench-cache --engine gpu --synthetic-relations 50 --edges 16M --ops 2000 --stats 2>&1 | tee "$out/bench-cache.txt" | tail -10 ;;
+    multi)
+        step "multi-GPU tests"
+        if "$bin/gpu_multi" --test-threads=1 >"$out/test-gpu_multi.log" 2>&1; then
+            echo "ok: $(grep -E '^test result' "$out/test-gpu_multi.log" | tail -1)" | tee -a "$out/summary.txt"
+        else
+            echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-gpu_multi.log"; status=1
+        fi
+        if [ ! -d "$tmp/cnr.store" ]; then
+            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
+        fi
+        # Long var→var workloads: no untimed pass (loading 3.2M edges is noise beside
+        # seconds of batches); the 100 short constant queries get one.
+        for wl in cnr-2000-all-pairs:0 cnr-2000-var-var:0 cnr-2000:1; do
+            w="${wl%:*}"; step "bench --scaling $w (--gpus all)"
+            "$k2" bench --store "$tmp/cnr.store" --queries "sparql/$w.rpq" --gpus all --scaling --count \
+                --warmup "${wl#*:}" --repeats 1 --timeout 60 --quiet --json "$out/scaling-$w.json" 2>&1 | tee "$out/scaling-$w.txt" | tail -8 || status=1
+        done
+        step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
+        "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
+            --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
     *) echo "unknown part $part" ;;
     esac; done
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv codex cnr latency wd build cache]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv codex cnr latency wd build cache multi]" >&2; exit 2 ;;
 esac

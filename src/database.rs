@@ -15,6 +15,7 @@
 //! ```
 
 use std::path::Path as FsPath;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,14 +24,16 @@ use roaring::RoaringBitmap;
 
 use crate::cache::{budget_or_default, CacheError, CacheOptions, CacheStats, DeviceCache};
 use crate::engine::cpu::CpuEngine;
-use crate::engine::gpu::GpuEngine;
+use crate::engine::gpu::{open_or_notice, DevicesError, GpuEngine, GpuSelection};
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::terms::TermLookup;
 use crate::rpq::{
     self, union_tree, Endpoint, EvalOptions, Loaded, LogEndpoint, LogQuery, MatrixHandle, Path,
-    PathGraph, PathResult, PerQueryRelations, PredId, RelKey, RelationSource, RpqError,
+    PathGraph, PathResult, PerQueryRelations, Plan, PredId, RelKey, RelationSource, RpqError,
+    Share,
 };
+use crate::sparql::{self, QueryAnswer, RelationProvider, SparqlError};
 use crate::store::{GraphId, Store, StoreError};
 
 /// Which engine evaluates queries.
@@ -57,8 +60,13 @@ pub struct DatabaseOptions {
     /// Engine selection.
     pub engine: EngineChoice,
     /// Device memory for resident relations plus query working memory (`8GiB`, `60%` of
-    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`].
+    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`]. Applies to each
+    /// GPU on its own (each has its own cache under this budget).
     pub gpu_budget: Option<String>,
+    /// The GPUs (`--gpus`); `None`: GPU 0 only, as a single-GPU build. With
+    /// [`EngineChoice::Auto`], `None` and `all` fall back to the CPU with a notice when no
+    /// GPU is usable, and an explicit list naming an absent device is an error.
+    pub gpus: Option<GpuSelection>,
 }
 
 /// Errors of the database layer.
@@ -76,6 +84,9 @@ pub enum DatabaseError {
     /// A bad `--gpu-budget`.
     #[error("GPU budget: {0}")]
     Budget(String),
+    /// A `--gpus` list naming a device that is absent or unusable.
+    #[error(transparent)]
+    Gpus(#[from] DevicesError),
 }
 
 /// Whether a GPU is usable here; the reason when not.
@@ -227,12 +238,46 @@ pub struct PathAnswer {
     pub engine: &'static str,
 }
 
+/// One GPU of a [`Database`]: its engine and relation cache (under its own budget), and
+/// the queries running on it now (for placement).
+struct Device {
+    cache: DeviceCache<GpuEngine, ResidentKey>,
+    busy: AtomicUsize,
+}
+
+/// Counts a query as running on a device while it lives.
+struct Busy<'a>(&'a AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn claim(d: &'a Device) -> Self {
+        d.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(&d.busy)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// An opened store and its engines.
+///
+/// With several GPUs ([`DatabaseOptions::gpus`]) each has its own [`DeviceCache`]. A plan
+/// with one batch (a constant end, or few start candidates) runs on one GPU: the least
+/// busy one, and among those the one already holding most of the plan's edges, so that
+/// relations used together stay together and a relation is loaded on a second GPU only
+/// when queries on it run there at the same time (hot relations end up replicated, cold
+/// ones are evicted by each device's LRU). A var→var plan with several batches is split
+/// across all the GPUs ([`rpq::evaluate_split`]): each loads the plan's relations (they
+/// must fit each device's budget) and takes batches from a shared counter.
 pub struct Database {
     store: Arc<Store>,
+    /// The store as the SPARQL layer's dataset (graph node sets are cached in it).
+    dataset: StoreDataset,
     choice: EngineChoice,
     cpu: CpuEngine,
-    gpu: Option<DeviceCache<GpuEngine, ResidentKey>>,
+    gpus: Vec<Device>,
 }
 
 impl Database {
@@ -240,35 +285,38 @@ impl Database {
     /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
         let store = Arc::new(Store::open(dir)?);
-        let gpu = match options.engine {
-            EngineChoice::Cpu => None,
-            EngineChoice::Gpu => {
-                Some(GpuEngine::new(0).map_err(|e| DatabaseError::NoGpu(e.to_string()))?)
-            }
-            EngineChoice::Auto => GpuEngine::new_or_notice(0),
+        let engines = match options.engine {
+            EngineChoice::Cpu => Vec::new(),
+            EngineChoice::Gpu => options
+                .gpus
+                .clone()
+                .unwrap_or_default()
+                .open()
+                .map_err(|e| DatabaseError::NoGpu(e.to_string()))?,
+            EngineChoice::Auto => open_or_notice(options.gpus.as_ref())?.unwrap_or_default(),
         };
-        let gpu = match gpu {
-            None => None,
-            Some(engine) => {
-                let free = engine
-                    .context()
-                    .context()
-                    .mem_get_info()
-                    .map(|(free, _)| free as u64)
-                    .unwrap_or(engine.device().total_memory);
-                let budget = budget_or_default(options.gpu_budget.as_deref(), free)
-                    .map_err(|e| DatabaseError::Budget(e.to_string()))?;
-                Some(DeviceCache::new(
-                    Arc::new(engine),
-                    CacheOptions::with_budget(budget),
-                ))
-            }
-        };
+        let mut gpus = Vec::with_capacity(engines.len());
+        for engine in engines {
+            // Each device's budget is taken from its own free memory.
+            let free = engine
+                .context()
+                .context()
+                .mem_get_info()
+                .map(|(free, _)| free as u64)
+                .unwrap_or(engine.device().total_memory);
+            let budget = budget_or_default(options.gpu_budget.as_deref(), free)
+                .map_err(|e| DatabaseError::Budget(e.to_string()))?;
+            gpus.push(Device {
+                cache: DeviceCache::new(Arc::new(engine), CacheOptions::with_budget(budget)),
+                busy: AtomicUsize::new(0),
+            });
+        }
         Ok(Database {
+            dataset: StoreDataset::new(store.clone()),
             store,
             choice: options.engine,
             cpu: CpuEngine::new(),
-            gpu,
+            gpus,
         })
     }
 
@@ -279,13 +327,83 @@ impl Database {
 
     /// Whether queries may run on the GPU.
     pub fn has_gpu(&self) -> bool {
-        self.gpu.is_some()
+        !self.gpus.is_empty()
+    }
+
+    /// The ordinals of the GPUs in use (empty on the CPU).
+    pub fn gpu_ordinals(&self) -> Vec<usize> {
+        self.gpus
+            .iter()
+            .map(|d| d.cache.engine().device().ordinal)
+            .collect()
     }
 
     /// Device cache statistics (hits, misses, evictions, bytes uploaded, peak), when a
-    /// GPU is in use.
+    /// GPU is in use: summed over the GPUs (peak: the sum of the per-device peaks).
     pub fn gpu_stats(&self) -> Option<CacheStats> {
-        self.gpu.as_ref().map(|c| c.stats())
+        let mut all = self.gpu_device_stats().into_iter().map(|(_, s)| s);
+        let first = all.next()?;
+        Some(all.fold(first, |mut a, s| {
+            a.hits += s.hits;
+            a.misses += s.misses;
+            a.evictions += s.evictions;
+            a.bytes_uploaded += s.bytes_uploaded;
+            a.upload_time += s.upload_time;
+            a.peak_bytes += s.peak_bytes;
+            a.resident_bytes += s.resident_bytes;
+            a.reserved_bytes += s.reserved_bytes;
+            a.budget += s.budget;
+            a.entries += s.entries;
+            a.pinned_entries += s.pinned_entries;
+            a.tree_only_loads += s.tree_only_loads;
+            a.upgrades += s.upgrades;
+            a.waits += s.waits;
+            a
+        }))
+    }
+
+    /// Device cache statistics per GPU, by ordinal.
+    pub fn gpu_device_stats(&self) -> Vec<(usize, CacheStats)> {
+        self.gpus
+            .iter()
+            .map(|d| (d.cache.engine().device().ordinal, d.cache.stats()))
+            .collect()
+    }
+
+    /// The GPU a one-batch plan runs on: the least busy, then the one holding most of
+    /// the plan's edges already, then the first.
+    fn pick(&self, graph: GraphId, plan: &Plan) -> &Device {
+        let preds = self.store.predicates(graph);
+        let edges = |p: PredId| {
+            preds
+                .iter()
+                .find(|i| i.id == p)
+                .map(|i| i.edges)
+                .unwrap_or(0)
+        };
+        let resident = |d: &Device| -> u64 {
+            plan.relations
+                .iter()
+                .flatten()
+                .filter(|(k, _)| d.cache.contains(&(graph, k.clone())))
+                .map(|(k, _)| match k {
+                    RelKey::Pred(p) => edges(*p),
+                    RelKey::Union(ps) => ps.iter().map(|&p| edges(p)).sum(),
+                })
+                .sum()
+        };
+        self.gpus
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, d)| {
+                (
+                    d.busy.load(Ordering::SeqCst),
+                    std::cmp::Reverse(resident(d)),
+                    *i,
+                )
+            })
+            .map(|(_, d)| d)
+            .expect("called with at least one GPU")
     }
 
     /// The term id of an IRI, if the store knows it.
@@ -355,34 +473,60 @@ impl Database {
         options: &EvalOptions,
     ) -> Result<PathAnswer, DatabaseError> {
         let g = StoreGraph::new(self.store.clone(), graph);
-        let on_gpu = match (&self.gpu, self.choice) {
-            (None, _) => None,
-            (Some(c), EngineChoice::Gpu) => Some(c),
-            (Some(c), _) => (self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES).then_some(c),
+        let on_gpu = match self.choice {
+            _ if self.gpus.is_empty() => false,
+            EngineChoice::Gpu => true,
+            _ => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
         };
         let plan = rpq::plan(&g, path, subject, object, options);
-        let (result, engine) = match on_gpu {
-            Some(cache) => {
-                let mut rels = CachedRelations {
-                    cache,
-                    graph: &g,
-                    graph_id: graph,
-                    config: options.config,
-                    loads: 0,
-                    load_time: Duration::ZERO,
-                };
-                (
-                    rpq::evaluate_with(cache.engine().as_ref(), &g, &plan, options, &mut rels),
-                    "gpu",
-                )
+        fn cached<'a>(
+            d: &'a Device,
+            g: &'a StoreGraph,
+            graph_id: GraphId,
+            config: MatrixConfig,
+        ) -> CachedRelations<'a, GpuEngine> {
+            CachedRelations {
+                cache: &d.cache,
+                graph: g,
+                graph_id,
+                config,
+                loads: 0,
+                load_time: Duration::ZERO,
             }
-            None => {
-                let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
-                (
-                    rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
-                    "cpu",
-                )
-            }
+        }
+        let (result, engine) = if !on_gpu {
+            let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
+            (
+                rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
+                "cpu",
+            )
+        } else if self.gpus.len() > 1
+            && !rpq::runs_on_one(self.gpus[0].cache.engine().as_ref(), &plan, options)
+        {
+            let _busy: Vec<Busy<'_>> = self.gpus.iter().map(Busy::claim).collect();
+            let mut rels: Vec<CachedRelations<'_, GpuEngine>> = self
+                .gpus
+                .iter()
+                .map(|d| cached(d, &g, graph, options.config))
+                .collect();
+            let mut shares: Vec<Share<'_, GpuEngine>> = self
+                .gpus
+                .iter()
+                .zip(rels.iter_mut())
+                .map(|(d, r)| Share {
+                    engine: d.cache.engine().as_ref(),
+                    relations: r,
+                })
+                .collect();
+            (rpq::evaluate_split(&g, &plan, options, &mut shares), "gpu")
+        } else {
+            let d = self.pick(graph, &plan);
+            let _busy = Busy::claim(d);
+            let mut rels = cached(d, &g, graph, options.config);
+            (
+                rpq::evaluate_with(d.cache.engine().as_ref(), &g, &plan, options, &mut rels),
+                "gpu",
+            )
         };
         if let Some(e) = g.take_error() {
             return Err(e.into());
@@ -390,6 +534,112 @@ impl Database {
         Ok(PathAnswer {
             result: result?,
             engine,
+        })
+    }
+}
+
+impl Database {
+    /// Parses and answers a SPARQL query over the whole store (the subset of
+    /// [`crate::sparql::query`]): on the GPU, with relations from the device cache, when
+    /// the relations the query reads hold at least [`AUTO_GPU_MIN_EDGES`] edges (or
+    /// always, with [`EngineChoice::Gpu`]); else on the CPU engine. Returns the answer and
+    /// the engine's name.
+    ///
+    /// ```no_run
+    /// use k2rpq::database::{Database, DatabaseOptions};
+    /// let db = Database::open("codex.store".as_ref(), &DatabaseOptions::default()).unwrap();
+    /// let (answer, engine) = db
+    ///     .query("SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }")
+    ///     .unwrap();
+    /// println!("{engine}: {answer:?}");
+    /// ```
+    pub fn query(&self, text: &str) -> Result<(QueryAnswer, &'static str), SparqlError> {
+        let q = spargebra::SparqlParser::new().parse_query(text)?;
+        // A SPARQL query evaluates its paths on one engine: the least busy GPU.
+        let least_busy = || {
+            self.gpus
+                .iter()
+                .min_by_key(|d| d.busy.load(Ordering::SeqCst))
+        };
+        let on_gpu = match self.choice {
+            _ if self.gpus.is_empty() => None,
+            EngineChoice::Gpu => least_busy(),
+            _ => least_busy().filter(|_| self.query_edges(&q) >= AUTO_GPU_MIN_EDGES),
+        };
+        let answer = match on_gpu {
+            Some(d) => {
+                let _busy = Busy::claim(d);
+                let cache = &d.cache;
+                let provider = CachedProvider {
+                    cache,
+                    store: &self.store,
+                    config: MatrixConfig::default(),
+                };
+                let r = sparql::evaluate_query_with(
+                    cache.engine().as_ref(),
+                    &self.dataset,
+                    &q,
+                    &provider,
+                );
+                (r, "gpu")
+            }
+            None => (sparql::evaluate_query(&self.cpu, &self.dataset, &q), "cpu"),
+        };
+        if let Some(e) = self.dataset.take_error() {
+            return Err(SparqlError::Store(e));
+        }
+        Ok((answer.0?, answer.1))
+    }
+
+    /// Edges of the relations a query may read, over every graph.
+    fn query_edges(&self, q: &spargebra::Query) -> u64 {
+        let pattern = match q {
+            spargebra::Query::Select { pattern, .. }
+            | spargebra::Query::Ask { pattern, .. }
+            | spargebra::Query::Construct { pattern, .. }
+            | spargebra::Query::Describe { pattern, .. } => pattern,
+        };
+        let used = crate::sparql::rewrite::predicates_read(pattern);
+        (0..self.store.graphs().len())
+            .flat_map(|g| self.store.predicates(g))
+            .filter(|p| {
+                used.as_ref()
+                    .is_none_or(|u| u.binary_search(&p.iri).is_ok())
+            })
+            .map(|p| p.edges)
+            .sum()
+    }
+}
+
+/// Hands the SPARQL layer relation sources backed by the device cache.
+struct CachedProvider<'c> {
+    cache: &'c DeviceCache<GpuEngine, ResidentKey>,
+    store: &'c Store,
+    config: MatrixConfig,
+}
+
+impl<'a> RelationProvider<'a, GpuEngine> for CachedProvider<'a> {
+    fn source(
+        &self,
+        name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<GpuEngine> + 'a> {
+        let graph_id = match name {
+            None => 0,
+            Some(n) => self
+                .store
+                .graphs()
+                .iter()
+                .position(|g| g.id == Some(n))
+                .unwrap_or(usize::MAX),
+        };
+        Box::new(CachedRelations {
+            cache: self.cache,
+            graph,
+            graph_id,
+            config: self.config,
+            loads: 0,
+            load_time: Duration::ZERO,
         })
     }
 }

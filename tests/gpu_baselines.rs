@@ -151,6 +151,16 @@ fn bench_spmv_measures_every_gpu_contender() {
         "gpu k2 scan",
         "gpu k2+F dir",
         "gpu k2+F scan",
+        "gpu k2 dir rows",
+        "gpu k2+F dir rows",
+        "gpu k2+F scan rows",
+        "gpu k2 dir wrank",
+        "gpu k2+F dir wrank",
+        "gpu k2+F scan wrank",
+        "gpu k2 dir wagg",
+        "gpu k2+F dir wagg",
+        "gpu k2+F scan wagg",
+        "gpu k2+F dir wagg M24",
     ] {
         for dir in [Direction::Right, Direction::Left] {
             for batch in [1, 4] {

@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{self, GpuEngine, GpuOptions, OffsetSource};
+use k2rpq::engine::gpu::{self, GpuEngine, GpuOptions, LeafKernel, OffsetSource};
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
     Semiring, Traversal, Tropical,
@@ -32,21 +32,39 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
 
 /// Option sets that exercise tiling (tiny tiles), deep device-side descents (top level =
 /// the root) and both offset sources.
+/// Every other leaf kernel variant gets four of them: steps shorter than a warp with the
+/// directory (the warp rank's partial warps), the scan's offsets (the warp-rank kernels
+/// then read them), deep descents through `expand_wrank`, and the defaults; batches of 3
+/// in `check_matrix` put several lanes of a warp on one node.
 fn option_sets() -> Vec<GpuOptions> {
-    let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
-        tile_nodes,
-        top_nodes,
-        offset_source,
-    };
-    vec![
-        GpuOptions::default(),
-        o(4, 1, Some(OffsetSource::Directory)),
-        o(4, 1, Some(OffsetSource::Scan)),
-        o(64, 1, None),
-        o(1 << 20, 1, Some(OffsetSource::Scan)),
-        o(16, 1 << 16, Some(OffsetSource::Directory)),
-        o(3000, 4, Some(OffsetSource::Scan)),
-    ]
+    let mut out = Vec::new();
+    for leaf_kernel in LeafKernel::ALL {
+        let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
+            tile_nodes,
+            top_nodes,
+            offset_source,
+            leaf_kernel,
+        };
+        if leaf_kernel == LeafKernel::default() {
+            out.extend([
+                o(1 << 20, 1 << 16, None),
+                o(4, 1, Some(OffsetSource::Directory)),
+                o(4, 1, Some(OffsetSource::Scan)),
+                o(64, 1, None),
+                o(1 << 20, 1, Some(OffsetSource::Scan)),
+                o(16, 1 << 16, Some(OffsetSource::Directory)),
+                o(3000, 4, Some(OffsetSource::Scan)),
+            ]);
+        } else {
+            out.extend([
+                o(1 << 20, 1 << 16, None),
+                o(4, 1, Some(OffsetSource::Directory)),
+                o(64, 1, Some(OffsetSource::Scan)),
+                o(3000, 4, Some(OffsetSource::Directory)),
+            ]);
+        }
+    }
+    out
 }
 
 fn random_tree(rng: &mut StdRng, rows: u64, cols: u64, m: usize, clustered: bool) -> Arc<K2Tree> {
@@ -284,9 +302,18 @@ fn random_matrices_match_cpu() {
             check_matrix(&gpu, tree, label, true, &[1, 3]);
         }
     }
-    let gpu = GpuEngine::new(0).unwrap();
-    for (label, tree) in &mats {
-        check_f32_accuracy(&gpu, tree, label);
+    for leaf_kernel in LeafKernel::ALL {
+        let gpu = GpuEngine::with_options(
+            0,
+            GpuOptions {
+                leaf_kernel,
+                ..GpuOptions::default()
+            },
+        )
+        .unwrap();
+        for (label, tree) in &mats {
+            check_f32_accuracy(&gpu, tree, &format!("{label} {}", leaf_kernel.name()));
+        }
     }
 }
 
@@ -381,13 +408,25 @@ fn bit_batch_operations_match_cpu() {
 }
 
 fn recorded_graph_replays_the_product() {
-    let Some(gpu) = gpu_or_skip(GpuOptions {
-        tile_nodes: 64,
-        top_nodes: 1,
-        offset_source: None,
-    }) else {
+    let Some(_) = gpu_or_skip(GpuOptions::default()) else {
         return;
     };
+    for leaf_kernel in LeafKernel::ALL {
+        let gpu = GpuEngine::with_options(
+            0,
+            GpuOptions {
+                tile_nodes: 64,
+                top_nodes: 1,
+                offset_source: None,
+                leaf_kernel,
+            },
+        )
+        .unwrap();
+        replays_the_product(&gpu);
+    }
+}
+
+fn replays_the_product(gpu: &GpuEngine) {
     let cpu = CpuEngine::new();
     let mut rng = StdRng::seed_from_u64(3);
     let tree = random_tree(&mut rng, 3000, 2500, 40000, true);
@@ -407,7 +446,11 @@ fn recorded_graph_replays_the_product() {
                 .unwrap();
             g.launch().unwrap();
             g.launch().unwrap();
-            assert!(g.y().unwrap() == yc, "graph replay {config:?} {dir:?}");
+            let kernel = gpu.options().leaf_kernel;
+            assert!(
+                g.y().unwrap() == yc,
+                "graph replay {config:?} {dir:?} {kernel:?}"
+            );
             // New input, same graph.
             let x2: Vec<f32> = input::<Tropical>(&mut rng, n_in as usize * batch, true);
             cpu.product::<Tropical>(&cm, dir, &x2, batch, &mut yc)
@@ -416,7 +459,7 @@ fn recorded_graph_replays_the_product() {
             g.launch().unwrap();
             assert!(
                 g.y().unwrap() == yc,
-                "graph replay with new x {config:?} {dir:?}"
+                "graph replay with new x {config:?} {dir:?} {kernel:?}"
             );
             let ms = gpu.time_ms(3, || g.launch()).unwrap();
             assert!(ms >= 0.0);
@@ -478,6 +521,27 @@ fn kernels_compile_with_nvrtc() {
                 "{arch} {name}: no kernel entry in the PTX"
             );
         }
+        // Every kernel any leaf-kernel variant launches is an entry of some module.
+        let entries: String = modules.iter().map(|(_, p)| p.to_src()).collect();
+        for kernel in LeafKernel::ALL {
+            let ops = [
+                gpu::LeafOp::PlusTimes,
+                gpu::LeafOp::Counting,
+                gpu::LeafOp::Boolean,
+                gpu::LeafOp::Tropical,
+                gpu::LeafOp::Bits,
+            ];
+            for name in ops
+                .into_iter()
+                .map(|op| kernel.leaves(op))
+                .chain([kernel.expand()])
+            {
+                assert!(
+                    entries.contains(&format!(".entry {name}(")),
+                    "{arch}: kernel {name} of {kernel:?} is not in the PTX"
+                );
+            }
+        }
     }
 }
 
@@ -523,23 +587,35 @@ fn cnr_2000_matches_cpu() {
         return;
     };
     println!("cnr-2000: {:?}", tree.stats());
-    let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
+    let o = |tile_nodes, top_nodes, offset_source, leaf_kernel| GpuOptions {
         tile_nodes,
         top_nodes,
         offset_source,
+        leaf_kernel,
     };
-    for options in [
-        GpuOptions::default(),
-        o(1 << 12, 1 << 16, Some(OffsetSource::Scan)),
-        o(1 << 14, 1 << 10, Some(OffsetSource::Directory)),
-    ] {
+    let mut sets = vec![GpuOptions::default()];
+    for k in LeafKernel::ALL {
+        sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));
+        sets.push(o(1 << 14, 1 << 10, Some(OffsetSource::Directory), k));
+    }
+    for options in sets {
         let gpu = GpuEngine::with_options(0, options).unwrap();
         check_matrix(&gpu, &tree, "cnr-2000", true, &[1, 4]);
         let gm = gpu.load(&tree, MatrixConfig::TreeOnly).unwrap();
         let pb = gpu.product_bytes(&gm, Direction::Right, 1, 4, None);
         println!("cnr-2000 {options:?}: product bytes {pb:?}");
     }
-    check_f32_accuracy(&GpuEngine::new(0).unwrap(), &tree, "cnr-2000");
+    for leaf_kernel in LeafKernel::ALL {
+        let gpu = GpuEngine::with_options(
+            0,
+            GpuOptions {
+                leaf_kernel,
+                ..GpuOptions::default()
+            },
+        )
+        .unwrap();
+        check_f32_accuracy(&gpu, &tree, &format!("cnr-2000 {}", leaf_kernel.name()));
+    }
 }
 
 /// Prints product times on cnr-2000 (CUDA events, mean of 20 after a warm-up) for the

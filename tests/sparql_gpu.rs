@@ -2,14 +2,18 @@
 //! embedding) give the same multisets of solutions as on the CPU engine, on CoDEx-M.
 //! Reported as ignored where no GPU is usable.
 
-use std::collections::BTreeMap;
-
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::oxigraph::K2Paths;
-use k2rpq::sparql::{query, MemoryDataset, QueryAnswer};
+use k2rpq::sparql::{query, MemoryDataset};
+use k2rpq::store::{load, Input, LoadOptions};
 use oxigraph::io::RdfFormat;
 use oxigraph::sparql::QueryResults;
+
+#[path = "answers/mod.rs"]
+mod answers;
+use answers::{multiset, Multiset};
 
 const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
@@ -22,27 +26,6 @@ const QUERIES: &[&str] = &[
     "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> !(<http://www.wikidata.org/prop/direct/P530>|^<http://www.wikidata.org/prop/direct/P463>) ?y }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://www.wikidata.org/prop/direct/P131>*/<http://www.wikidata.org/prop/direct/P17> ?c }",
 ];
-
-type Multiset = BTreeMap<String, usize>;
-
-fn multiset(answer: QueryAnswer) -> Multiset {
-    let mut m = Multiset::new();
-    match answer {
-        QueryAnswer::Solutions { rows, .. } => {
-            for r in rows {
-                let key: Vec<String> = r
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                *m.entry(key.join("\t")).or_default() += 1;
-            }
-        }
-        QueryAnswer::Boolean(b) => {
-            m.insert(b.to_string(), 1);
-        }
-    }
-    m
-}
 
 fn oxigraph_multiset(results: QueryResults<'_>) -> Multiset {
     let mut m = Multiset::new();
@@ -89,6 +72,46 @@ fn embedded_gpu_matches_cpu() {
     }
 }
 
+/// A store opened as a [`Database`] on the GPU (paths served from the device cache, under
+/// a budget small enough to evict) against the same store on the CPU engine; the cache's
+/// statistics show the relations were uploaded and then reused.
+fn database_gpu_matches_cpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    load(
+        &[Input::Path(CODEX_M.into())],
+        &store,
+        &LoadOptions::default(),
+    )
+    .expect("load");
+    let open = |engine, budget: Option<&str>| {
+        Database::open(
+            &store,
+            &DatabaseOptions {
+                engine,
+                gpu_budget: budget.map(str::to_owned),
+                gpus: None,
+            },
+        )
+        .expect("open")
+    };
+    let cpu = open(EngineChoice::Cpu, None);
+    let gpu = open(EngineChoice::Gpu, Some("64MiB"));
+    for round in 0..2 {
+        for q in QUERIES {
+            let (a, on_a) = cpu.query(q).expect("cpu");
+            let (b, on_b) = gpu.query(q).expect("gpu");
+            assert_eq!((on_a, on_b), ("cpu", "gpu"));
+            let a = multiset(a);
+            assert!(!a.is_empty(), "{q}: empty answer tests nothing");
+            assert_eq!(a, multiset(b), "round {round}: {q}");
+        }
+    }
+    let stats = gpu.gpu_stats().expect("GPU stats");
+    assert!(stats.misses > 0 && stats.hits > 0, "{stats}");
+    assert!(stats.peak_bytes <= 64 << 20, "{stats}");
+}
+
 #[path = "harness/mod.rs"]
 mod harness;
 
@@ -103,6 +126,11 @@ fn main() {
             name: "embedded_gpu_matches_cpu",
             needs: harness::Needs::Gpu,
             run: embedded_gpu_matches_cpu,
+        },
+        harness::GpuTest {
+            name: "database_gpu_matches_cpu",
+            needs: harness::Needs::Gpu,
+            run: database_gpu_matches_cpu,
         },
     ])
 }

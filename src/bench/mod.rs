@@ -7,6 +7,7 @@ pub mod gen;
 pub mod input;
 pub mod oxigraph_runner;
 pub mod rpq;
+pub mod scaling;
 pub mod spmv;
 pub mod stats;
 pub mod svg;

@@ -12,6 +12,7 @@ pub mod contenders;
 pub mod gpu;
 pub mod graph;
 pub mod report;
+pub mod stripes;
 pub mod svg;
 
 use std::sync::Arc;
@@ -48,6 +49,9 @@ pub struct SpmvOptions {
     pub skip_cpu: bool,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// GPU leaf-kernel variants run as contenders of their own besides the default
+    /// (issue 10); default: all of them.
+    pub leaf_kernels: Vec<crate::engine::gpu::LeafKernel>,
 }
 
 impl Default for SpmvOptions {
@@ -61,6 +65,7 @@ impl Default for SpmvOptions {
             cpu_only: false,
             skip_cpu: false,
             progress: false,
+            leaf_kernels: crate::engine::gpu::LeafKernel::ALL.to_vec(),
         }
     }
 }
@@ -293,7 +298,7 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
             report.skip("gpu", None, None, false, r.clone());
             Vec::new()
         }
-        None => gpu::GpuContender::all(tree).unwrap_or_else(|e| {
+        None => gpu::GpuContender::all(tree, &opts.leaf_kernels).unwrap_or_else(|e| {
             report.skip("gpu", None, None, false, e.to_string());
             Vec::new()
         }),

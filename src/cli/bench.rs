@@ -5,9 +5,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::DeviceArgs;
 use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions};
-use k2rpq::bench::workload::read_workload;
+use k2rpq::bench::scaling::{run_scaling, ScalingOptions};
+use k2rpq::bench::workload::{read_workload, WorkloadQuery};
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::engine::gpu::GpuSelection;
+use k2rpq::rpq::EvalOptions;
 
 /// Arguments of `k2rpq bench`.
 #[derive(clap::Args)]
@@ -42,13 +46,21 @@ pub struct Args {
     /// Write the per-query plot (ours vs Oxigraph, log–log) here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// Device memory for resident relations plus query working memory (`8GiB`, `512MB`,
-    /// `60%` of free device memory). Default: 75% of free device memory.
+    /// GPUs, GPU budget (per GPU), cache statistics.
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Measure scaling instead: the workload (path queries) at 1, 2, .., N of the `--gpus`
+    /// GPUs, one worker thread per GPU pulling queries from one queue, var→var queries
+    /// split across the GPUs; prints GPUs, seconds, queries/s and speedup (JSON: --json).
     #[arg(long)]
-    pub gpu_budget: Option<String>,
-    /// Print the device cache statistics (hits, misses, evictions, uploads, peak bytes).
+    pub scaling: bool,
+    /// With --scaling: count the rows only (no pairs are materialised, so `--limit` does
+    /// not apply: all pairs of a large graph are counted).
     #[arg(long)]
-    pub stats: bool,
+    pub count: bool,
+    /// With --scaling: words per node of a frontier batch (64·W start nodes per batch).
+    #[arg(long, default_value_t = 8)]
+    pub batch_words: usize,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -57,6 +69,9 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let workload = read_workload(&args.queries)?;
+    if args.scaling {
+        return run_scaling_cmd(&args, &workload);
+    }
     let engines = match args.engines {
         Some(e) => e,
         None => {
@@ -74,15 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         eprintln!("note: no usable GPU ({why}); running k2rpq on the CPU engine");
     }
-    let open = |engine| {
-        Database::open(
-            &args.store,
-            &DatabaseOptions {
-                engine,
-                gpu_budget: args.gpu_budget.clone(),
-            },
-        )
-    };
+    let open = |engine| Database::open(&args.store, &args.device.database_options(engine));
     let cpu_db = open(EngineChoice::Cpu)
         .with_context(|| format!("opening store {}", args.store.display()))?;
     let gpu_db = if engines.contains(&BenchEngine::Gpu) {
@@ -120,13 +127,80 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(p, report.svg()).with_context(|| format!("writing {}", p.display()))?;
     }
     print!("{}", report.table());
-    if args.stats {
+    if args.device.stats {
         if let Some(stats) = gpu_db.as_ref().and_then(|d| d.gpu_stats()) {
             println!("\nDevice cache:\n{stats}");
         }
     }
     if !report.disagreements.is_empty() {
         anyhow::bail!("engines disagree on {} queries", report.disagreements.len());
+    }
+    Ok(())
+}
+
+/// `k2rpq bench --scaling`.
+fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()> {
+    if !(args.timeout.is_finite() && args.timeout >= 0.0) {
+        anyhow::bail!("--timeout {}: not a number of seconds", args.timeout);
+    }
+    if args.batch_words == 0 {
+        anyhow::bail!("--batch-words must be at least 1");
+    }
+    let ordinals = args
+        .device
+        .gpus
+        .clone()
+        .unwrap_or_default()
+        .ordinals()
+        .context("bench --scaling")?;
+    let options = ScalingOptions {
+        warmup: args.warmup,
+        repeats: args.repeats,
+        eval: EvalOptions {
+            limit: (!args.count).then_some(args.limit),
+            timeout: Some(Duration::from_secs_f64(args.timeout)),
+            batch_words: args.batch_words,
+            count_only: args.count,
+            ..EvalOptions::default()
+        },
+    };
+    eprintln!(
+        "k2rpq bench --scaling: {} queries from {}, GPUs {:?}, {} untimed + {} timed passes, limit {:?}, timeout {} s, W {}{}",
+        workload.len(),
+        args.queries.display(),
+        ordinals,
+        options.warmup,
+        options.repeats,
+        options.eval.limit,
+        args.timeout,
+        args.batch_words,
+        if args.count { ", counting" } else { "" }
+    );
+    // Every query on the GPUs (no small-query CPU shortcut): this measures the GPUs.
+    let open = |ords: &[usize]| {
+        Database::open(
+            &args.store,
+            &DatabaseOptions {
+                engine: EngineChoice::Gpu,
+                gpu_budget: args.device.gpu_budget.clone(),
+                gpus: Some(GpuSelection::List(ords.to_vec())),
+            },
+        )
+    };
+    let report = run_scaling(&open, &ordinals, workload, &options, !args.quiet)?;
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", report.table());
+    if !report.disagreements.is_empty() {
+        for d in &report.disagreements {
+            eprintln!("disagreement: {d}");
+        }
+        anyhow::bail!(
+            "GPU counts disagree on {} queries",
+            report.disagreements.len()
+        );
     }
     Ok(())
 }

@@ -57,6 +57,10 @@ pub struct Args {
     /// Products in the workload.
     #[arg(long, default_value_t = 2000)]
     pub ops: usize,
+    /// The GPU whose cache is measured (`--gpus 1`; default GPU 0). One device only: the
+    /// benchmark measures one device cache.
+    #[arg(long)]
+    pub gpus: Option<k2rpq::engine::gpu::GpuSelection>,
     /// Threads sharing the cache.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -141,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.stats,
         ),
         EngineKind::Gpu => report(
-            Arc::new(k2rpq::engine::gpu::GpuEngine::new(0).context("--engine gpu")?),
+            Arc::new(one_gpu(args.gpus.as_ref())?),
             &relations,
             &fractions,
             &workload,
@@ -179,4 +183,23 @@ fn report<E: Engine>(
         }
     }
     Ok(())
+}
+
+/// The one GPU engine `--gpus` names (GPU 0 by default); an error for several.
+fn one_gpu(
+    gpus: Option<&k2rpq::engine::gpu::GpuSelection>,
+) -> anyhow::Result<k2rpq::engine::gpu::GpuEngine> {
+    let ordinals = gpus
+        .cloned()
+        .unwrap_or_default()
+        .ordinals()
+        .context("--engine gpu")?;
+    match ordinals.as_slice() {
+        [k] => Ok(k2rpq::engine::gpu::GpuEngine::new(*k).context("--engine gpu")?),
+        _ => anyhow::bail!(
+            "bench-cache measures one device cache: give one GPU (--gpus {}), not {:?}",
+            ordinals[0],
+            ordinals
+        ),
+    }
 }

@@ -10,7 +10,11 @@ use indicatif::ProgressBar;
 use k2rpq::bench::build::{Source, Synthetic};
 use k2rpq::bench::input::InputFormat;
 use k2rpq::bench::spmv::graph::{load, SpmvInput};
+use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
 use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
+use k2rpq::engine::gpu::GpuSelection;
+use k2rpq::k2tree::K2Tree;
+use k2rpq::engine::gpu::LeafKernel;
 
 /// Arguments of `k2rpq bench-spmv`.
 #[derive(clap::Args)]
@@ -65,10 +69,30 @@ pub struct Args {
     /// CPU only: run no GPU contender.
     #[arg(long)]
     pub cpu: bool,
+    /// GPUs (`all` or a list like `0,1`): time only one bit-packed Boolean product (the
+    /// first `--bit-batches` width) with the matrix split in row stripes across 1, 2, ..,
+    /// N of these GPUs, checked against the CPU engine's result; no other contender.
+    #[arg(long)]
+    pub gpus: Option<GpuSelection>,
+    /// With --gpus: device bytes each GPU may use (`40G`); a GPU count whose largest
+    /// stripe does not fit is reported as not fitting (shows a graph larger than one GPU).
+    #[arg(long, value_parser = super::parse_count)]
+    pub gpu_budget: Option<u64>,
     /// Do not time the CPU engine (it still computes the reference the others are
     /// checked against); for billion-edge graphs.
     #[arg(long, conflicts_with = "cpu")]
     pub skip_cpu: bool,
+    /// GPU leaf-kernel variants to run, each as contenders of their own (`cells` is the
+    /// default kernel; `rows`, `wrank`, `wagg`: issue 10).
+    #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg", value_parser = parse_leaf_kernel)]
+    pub leaf_kernels: Vec<LeafKernel>,
+}
+
+fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
+    LeafKernel::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = LeafKernel::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown leaf kernel `{s}` (one of {})", names.join(", "))
+    })
 }
 
 /// Runs the command.
@@ -122,7 +146,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cpu_only: args.cpu,
         skip_cpu: args.skip_cpu,
         progress: true,
+        leaf_kernels: args.leaf_kernels.clone(),
     };
+    if let Some(gpus) = &args.gpus {
+        return run_stripes_cmd(&args, gpus, &input);
+    }
     let t = Instant::now();
     let pb = ProgressBar::new_spinner();
     pb.set_message("loading the graph");
@@ -145,6 +173,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(p) = &args.svg {
         std::fs::write(p, svg::figure(&report))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// `k2rpq bench-spmv --gpus`: the row-stripe product on 1..N GPUs.
+fn run_stripes_cmd(args: &Args, gpus: &GpuSelection, input: &SpmvInput) -> anyhow::Result<()> {
+    let ordinals = gpus.ordinals().context("bench-spmv --gpus")?;
+    let sources = args.bit_batches.first().copied().unwrap_or(64);
+    let t = Instant::now();
+    let g = load(input, None).context("loading the benchmark graph")?;
+    let tree = match (g.tree, g.codes) {
+        (Some(t), _) => t,
+        (None, Some(mut codes)) => std::sync::Arc::new(
+            K2Tree::from_codes(g.rows, g.cols, &mut codes).context("building the tree")?,
+        ),
+        (None, None) => anyhow::bail!("{}: neither edges nor a tree", g.name),
+    };
+    eprintln!(
+        "{}: {} cells, tree built in {:.1} s; row stripes on GPUs {:?}",
+        g.name,
+        tree.nnz(),
+        t.elapsed().as_secs_f64(),
+        ordinals
+    );
+    let opts = StripeOptions {
+        sources,
+        repeats: args.repeats,
+        warmup: args.warmup,
+        gpu_budget: args.gpu_budget,
+    };
+    let report = run_stripes(&tree, &ordinals, &opts)?;
+    print!("{}", report.table());
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())

@@ -3,10 +3,10 @@
 
 use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::resolve_log_query;
-use k2rpq::rpq::{execute, parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
+use k2rpq::rpq::{parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
 
 use super::graph_source::{open_source, SourceArgs};
-use super::rpq::{EngineTask, EvalArgs};
+use super::rpq::{evaluate_on, relations_of, EngineTask, EvalArgs};
 
 /// Arguments of `k2rpq explain`.
 #[derive(clap::Args, Debug)]
@@ -36,11 +36,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.plan_only {
         return Ok(());
     }
-    let r = args.eval.dispatch(Run {
-        graph: graph.as_ref(),
-        plan: &p,
-        options: &options,
-    })?;
+    args.eval
+        .device
+        .check_store_only(args.source.store.is_some())?;
+    let (r, db) = match &args.source.store {
+        // A store runs through a Database: the engine the `auto` choice picks for this
+        // query, relations from the device cache.
+        Some(dir) => {
+            let db = args.eval.open_database(dir)?;
+            (db.run_log_query(&q, &options)?.result, Some(db))
+        }
+        None => (
+            args.eval.dispatch(Run {
+                graph: graph.as_ref(),
+                plan: &p,
+                options: &options,
+            })?,
+            None,
+        ),
+    };
     println!(
         "result: {} pairs{}{}",
         r.count,
@@ -48,6 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if r.timed_out { " (timed out)" } else { "" }
     );
     print!("{}", r.trace);
+    if let Some(db) = &db {
+        args.eval.device.print_stats(db);
+    }
     Ok(())
 }
 
@@ -59,7 +76,8 @@ struct Run<'a> {
 
 impl EngineTask for Run<'_> {
     type Output = PathResult;
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<PathResult> {
-        Ok(execute(engine, self.graph, self.plan, self.options)?)
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<PathResult> {
+        let mut rels = relations_of(engines, self.graph, self.options);
+        evaluate_on(engines, &mut rels, self.graph, self.plan, self.options)
     }
 }

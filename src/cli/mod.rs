@@ -13,6 +13,70 @@ pub mod load;
 pub mod query;
 pub mod rpq;
 
+use anyhow::Context;
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::engine::gpu::GpuSelection;
+
+/// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
+/// `query`, `bench`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DeviceArgs {
+    /// GPUs: `all` or a list like `0,1` (default: GPU 0). With several, the batches of a
+    /// var→var query are split across them and one-batch queries go to the least busy.
+    #[arg(long)]
+    pub gpus: Option<GpuSelection>,
+    /// GPU memory for resident relations plus query working memory, per GPU (`8GiB`,
+    /// `512MB`, `60%` of free device memory; default 75% of free device memory). Over a
+    /// `--store`, relations stay resident across the queries of a run.
+    #[arg(long)]
+    pub gpu_budget: Option<String>,
+    /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
+    /// time, peak bytes) at the end (over a `--store`).
+    #[arg(long)]
+    pub stats: bool,
+}
+
+impl DeviceArgs {
+    /// The options of a [`Database`] on `engine`.
+    pub fn database_options(&self, engine: EngineChoice) -> DatabaseOptions {
+        DatabaseOptions {
+            engine,
+            gpu_budget: self.gpu_budget.clone(),
+            gpus: self.gpus.clone(),
+        }
+    }
+
+    /// Opens the store in `dir` on `engine` with these device options.
+    pub fn open_database(
+        &self,
+        dir: &std::path::Path,
+        engine: EngineChoice,
+    ) -> anyhow::Result<Database> {
+        Database::open(dir, &self.database_options(engine))
+            .with_context(|| format!("opening store {}", dir.display()))
+    }
+
+    /// Errors out when a store-only option is given for another source.
+    pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
+        if !has_store && (self.gpu_budget.is_some() || self.stats) {
+            anyhow::bail!(
+                "--gpu-budget and --stats need --store (the device cache serves a store's relations)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Prints `db`'s device cache statistics on stderr when `--stats` asked for them.
+    pub fn print_stats(&self, db: &Database) {
+        if self.stats {
+            match db.gpu_stats() {
+                Some(s) => eprintln!("device cache:\n{s}"),
+                None => eprintln!("device cache: not in use (no GPU engine)"),
+            }
+        }
+    }
+}
+
 /// A count with an optional decimal suffix: `123`, `50M`, `1.5G`, `10k`.
 pub fn parse_count(s: &str) -> Result<u64, String> {
     let (num, mul) = match s.chars().last() {

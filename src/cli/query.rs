@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::gpu::{open_or_notice, GpuEngine};
 use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
 
 use super::rpq::EngineChoice;
+use super::DeviceArgs;
 
 /// Arguments of `k2rpq query`.
 #[derive(clap::Args, Debug)]
@@ -34,6 +35,10 @@ pub struct Args {
     /// Engine of the path products.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
+    /// GPUs, GPU budget, cache statistics. The SPARQL layer evaluates a query's paths on
+    /// one engine: over a `--store` the least busy selected GPU, over `--nt` the first.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
@@ -47,6 +52,19 @@ fn answer_with<E: Engine>(
     Ok(query(engine, dataset, text)?)
 }
 
+/// The GPU a SPARQL query runs on: the first of `gpus` (never empty: `open` fails
+/// instead), with a notice when more were selected.
+fn first_gpu(gpus: &[GpuEngine]) -> &GpuEngine {
+    if gpus.len() > 1 {
+        eprintln!(
+            "k2rpq query: SPARQL paths run on one GPU; using GPU {} of the {} selected",
+            gpus[0].device().ordinal,
+            gpus.len()
+        );
+    }
+    &gpus[0]
+}
+
 /// Runs `k2rpq query`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let text = match (&args.query, &args.file) {
@@ -57,27 +75,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give a query or --file"),
     };
     let started = Instant::now();
-    let dataset: Box<dyn PathDataset> = match (&args.nt, &args.store) {
-        (Some(p), _) => Box::new(MemoryDataset::load_file(p)?),
-        (None, Some(dir)) => Box::new(k2rpq::database::StoreDataset::new(std::sync::Arc::new(
-            k2rpq::store::Store::open(dir)
-                .with_context(|| format!("opening store {}", dir.display()))?,
-        ))),
-        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
-    };
-    let loaded = started.elapsed();
-    let run =
-        |engine: &dyn Fn(&dyn PathDataset) -> anyhow::Result<QueryAnswer>| engine(dataset.as_ref());
-    let answer = match args.engine {
-        EngineChoice::Cpu => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
-        EngineChoice::Gpu => {
-            let gpu = GpuEngine::new(0).context("--engine gpu")?;
-            run(&|d| answer_with(&gpu, d, &text))?
+    let (answer, engine, loaded, db) = match (&args.nt, &args.store) {
+        (Some(p), _) => {
+            args.device.check_store_only(false)?;
+            let dataset = MemoryDataset::load_file(p)?;
+            let loaded = started.elapsed();
+            let (answer, engine) = match args.engine {
+                EngineChoice::Cpu => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
+                EngineChoice::Gpu => {
+                    let gpus = args
+                        .device
+                        .gpus
+                        .clone()
+                        .unwrap_or_default()
+                        .open()
+                        .context("--engine gpu")?;
+                    (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
+                }
+                EngineChoice::Auto => match open_or_notice(args.device.gpus.as_ref())? {
+                    Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
+                    None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
+                },
+            };
+            (answer, engine, loaded, None)
         }
-        EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
-            Some(gpu) => run(&|d| answer_with(&gpu, d, &text))?,
-            None => run(&|d| answer_with(&CpuEngine::new(), d, &text))?,
-        },
+        (None, Some(dir)) => {
+            // Through a Database: the device cache keeps relations resident under the
+            // budget, and queries over small relations take the CPU engine.
+            let db = args.device.open_database(dir, args.engine)?;
+            let loaded = started.elapsed();
+            let (answer, engine) = db.query(&text)?;
+            (answer, engine, loaded, Some(db))
+        }
+        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
     };
     let answered = started.elapsed() - loaded;
     let stdout = std::io::stdout();
@@ -93,10 +123,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             QueryAnswer::Boolean(_) => 1,
         };
         eprintln!(
-            "loaded in {:.1} ms, answered in {:.1} ms, {rows} rows",
+            "loaded in {:.1} ms, answered in {:.1} ms on {engine}, {rows} rows",
             loaded.as_secs_f64() * 1e3,
             answered.as_secs_f64() * 1e3
         );
+    }
+    if let Some(db) = &db {
+        args.device.print_stats(db);
     }
     Ok(())
 }

@@ -6,27 +6,20 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use k2rpq::database::Database;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::gpu::open_or_notice;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
-    evaluate_with, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
-    TraversalPolicy,
+    evaluate_split, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
+    Plan, Share, TraversalPolicy,
 };
 
 use super::graph_source::{open_source, SourceArgs};
+use super::DeviceArgs;
 
-/// Which engine runs the products.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EngineChoice {
-    /// The multi-threaded CPU engine.
-    Cpu,
-    /// The GPU engine.
-    Gpu,
-    /// The GPU when usable, else the CPU.
-    Auto,
-}
+pub use k2rpq::database::EngineChoice;
 
 /// How products visit the trees.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +53,9 @@ pub struct EvalArgs {
     /// Load only the tree and directory (no cached frontier).
     #[arg(long)]
     pub tree_only: bool,
+    /// GPUs, GPU budget, cache statistics.
+    #[command(flatten)]
+    pub device: DeviceArgs,
 }
 
 impl EvalArgs {
@@ -93,26 +89,71 @@ impl EvalArgs {
         })
     }
 
-    /// Runs `task` on the chosen engine (`auto`: the GPU when usable, else the CPU with
-    /// a one-line notice).
+    /// Opens a store with the engine and device options these arguments ask for.
+    pub fn open_database(&self, dir: &std::path::Path) -> anyhow::Result<Database> {
+        self.device.open_database(dir, self.engine)
+    }
+
+    /// Runs `task` on the chosen engines: the CPU engine, or one GPU engine per `--gpus`
+    /// device (`auto`: the GPUs when usable, else the CPU with a one-line notice; an
+    /// explicit `--gpus` list naming an absent device is an error).
     pub fn dispatch<T: EngineTask>(&self, task: T) -> anyhow::Result<T::Output> {
         match self.engine {
-            EngineChoice::Cpu => task.run(&CpuEngine::new()),
-            EngineChoice::Gpu => task.run(&GpuEngine::new(0).context("--engine gpu")?),
-            EngineChoice::Auto => match GpuEngine::new_or_notice(0) {
+            EngineChoice::Cpu => task.run(&[CpuEngine::new()]),
+            EngineChoice::Gpu => task.run(
+                &self
+                    .device
+                    .gpus
+                    .clone()
+                    .unwrap_or_default()
+                    .open()
+                    .context("--engine gpu")?,
+            ),
+            EngineChoice::Auto => match open_or_notice(self.device.gpus.as_ref())? {
                 Some(g) => task.run(&g),
-                None => task.run(&CpuEngine::new()),
+                None => task.run(&[CpuEngine::new()]),
             },
         }
     }
 }
 
-/// Work that runs on whichever engine the user picked.
+/// Work that runs on whichever engines the user picked.
 pub trait EngineTask {
     /// What the work returns.
     type Output;
-    /// Runs the work on `engine`.
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<Self::Output>;
+    /// Runs the work on `engines` (at least one; several GPUs share var→var batches).
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<Self::Output>;
+}
+
+/// One [`PerQueryRelations`] per engine, kept across the queries of a run.
+pub fn relations_of<'a, E: Engine>(
+    engines: &'a [E],
+    graph: &'a dyn PathGraph,
+    options: &EvalOptions,
+) -> Vec<PerQueryRelations<'a, E>> {
+    engines
+        .iter()
+        .map(|e| PerQueryRelations::new(e, graph, options.config))
+        .collect()
+}
+
+/// Runs `plan` on `engines` (split across them when it has several batches).
+pub fn evaluate_on<E: Engine>(
+    engines: &[E],
+    relations: &mut [PerQueryRelations<'_, E>],
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+) -> anyhow::Result<PathResult> {
+    let mut shares: Vec<Share<'_, E>> = engines
+        .iter()
+        .zip(relations.iter_mut())
+        .map(|(engine, r)| Share {
+            engine,
+            relations: r,
+        })
+        .collect();
+    Ok(evaluate_split(graph, plan, options, &mut shares)?)
 }
 
 /// Arguments of `k2rpq rpq`.
@@ -138,6 +179,13 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let options = args.eval.options(args.count)?;
+    args.eval
+        .device
+        .check_store_only(args.source.store.is_some())?;
+    let queries = read_queries(&args)?;
+    if let Some(dir) = &args.source.store {
+        return run_on_store(&args, dir, &options, &queries);
+    }
     let t0 = Instant::now();
     let (graph, terms) = open_source(&args.source)?;
     eprintln!(
@@ -146,7 +194,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         graph.predicates().len(),
         t0.elapsed().as_secs_f64()
     );
-    let queries: Vec<(String, String)> = match (&args.query, &args.file) {
+    let task = RunQueries {
+        args: &args,
+        options,
+        graph: graph.as_ref(),
+        terms: terms.as_ref(),
+        queries,
+    };
+    args.eval.dispatch(task)
+}
+
+/// The queries of the command line or of `--file`, as (line number, text).
+fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(match (&args.query, &args.file) {
         (Some(q), _) => vec![("1".into(), q.clone())],
         (None, Some(f)) => {
             let file =
@@ -161,15 +221,85 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out
         }
         (None, None) => anyhow::bail!("give a query or --file"),
-    };
-    let task = RunQueries {
-        args: &args,
-        options,
-        graph: graph.as_ref(),
-        terms: terms.as_ref(),
-        queries,
-    };
-    args.eval.dispatch(task)
+    })
+}
+
+/// Parses one query line, naming where it came from on error.
+fn parse_query(args: &Args, line_no: &str, text: &str) -> anyhow::Result<k2rpq::rpq::LogQuery> {
+    parse_log_line(text).with_context(|| match &args.file {
+        Some(f) => format!("{} line {line_no}", f.display()),
+        None => "the query".to_string(),
+    })
+}
+
+/// Prints one query's count line (with `--count`) and its report on stderr.
+fn report(
+    out: &mut impl Write,
+    args: &Args,
+    label: &str,
+    many: bool,
+    r: &PathResult,
+    engine: &str,
+) -> anyhow::Result<()> {
+    if args.count {
+        if many {
+            writeln!(out, "{label}\t{}", r.count)?;
+        } else {
+            writeln!(out, "{}", r.count)?;
+        }
+    }
+    eprintln!(
+        "query {label}: {} pairs{}{} in {:.3} ms on {engine} ({} steps, {} products)",
+        r.count,
+        if r.truncated { " (limit reached)" } else { "" },
+        if r.timed_out { " (timed out)" } else { "" },
+        r.trace.elapsed.as_secs_f64() * 1e3,
+        r.trace.total_steps,
+        r.trace.products
+    );
+    Ok(())
+}
+
+/// `rpq --store`: every query through a [`Database`], so that relations stay resident
+/// in the device cache under `--gpu-budget` and small queries take the CPU path.
+fn run_on_store(
+    args: &Args,
+    dir: &std::path::Path,
+    options: &EvalOptions,
+    queries: &[(String, String)],
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let db = args.eval.open_database(dir)?;
+    eprintln!(
+        "opened {} ({} node ids) in {:.2} s",
+        dir.display(),
+        db.store().node_count(),
+        t0.elapsed().as_secs_f64()
+    );
+    let many = queries.len() > 1;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for (line_no, text) in queries {
+        let q = parse_query(args, line_no, text)?;
+        let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+        let answer = db.run_log_query(&q, options)?;
+        let r = &answer.result;
+        let name = |id: u32| {
+            db.term(id)
+                .map_or_else(|| format!("_:n{id}"), |t| t.to_string())
+        };
+        for &(a, b) in &r.pairs {
+            if many {
+                writeln!(out, "{label}\t{}\t{}", name(a), name(b))?;
+            } else {
+                writeln!(out, "{}\t{}", name(a), name(b))?;
+            }
+        }
+        report(&mut out, args, &label, many, r, answer.engine)?;
+    }
+    out.flush()?;
+    args.eval.device.print_stats(&db);
+    Ok(())
 }
 
 struct RunQueries<'a> {
@@ -183,7 +313,7 @@ struct RunQueries<'a> {
 impl EngineTask for RunQueries<'_> {
     type Output = ();
 
-    fn run<E: Engine>(self, engine: &E) -> anyhow::Result<()> {
+    fn run<E: Engine>(self, engines: &[E]) -> anyhow::Result<()> {
         let RunQueries {
             args,
             options,
@@ -195,15 +325,12 @@ impl EngineTask for RunQueries<'_> {
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());
         // Relations stay loaded across the queries of one run.
-        let mut relations = PerQueryRelations::new(engine, graph, options.config);
+        let mut relations = relations_of(engines, graph, &options);
         for (line_no, text) in &queries {
-            let q = parse_log_line(text).with_context(|| match &args.file {
-                Some(f) => format!("{} line {line_no}", f.display()),
-                None => "the query".to_string(),
-            })?;
+            let q = parse_query(args, line_no, text)?;
             let label = q.id.clone().unwrap_or_else(|| line_no.clone());
             let r = run_one(
-                engine,
+                engines,
                 graph,
                 terms,
                 &q,
@@ -217,23 +344,7 @@ impl EngineTask for RunQueries<'_> {
                     }
                 },
             )?;
-            if args.count {
-                if many {
-                    writeln!(out, "{label}\t{}", r.count)?;
-                } else {
-                    writeln!(out, "{}", r.count)?;
-                }
-            }
-            eprintln!(
-                "query {label}: {} pairs{}{} in {:.3} ms on {} ({} steps, {} products)",
-                r.count,
-                if r.truncated { " (limit reached)" } else { "" },
-                if r.timed_out { " (timed out)" } else { "" },
-                r.trace.elapsed.as_secs_f64() * 1e3,
-                engine.name(),
-                r.trace.total_steps,
-                r.trace.products
-            );
+            report(&mut out, args, &label, many, &r, &r.trace.engine)?;
         }
         out.flush()?;
         Ok(())
@@ -242,17 +353,17 @@ impl EngineTask for RunQueries<'_> {
 
 /// Plans and evaluates one parsed query, calling `emit` with each pair's terms.
 pub fn run_one<E: Engine>(
-    engine: &E,
+    engines: &[E],
     graph: &dyn PathGraph,
     terms: &dyn TermLookup,
     q: &k2rpq::rpq::LogQuery,
     options: &EvalOptions,
-    relations: &mut PerQueryRelations<'_, E>,
+    relations: &mut [PerQueryRelations<'_, E>],
     mut emit: impl FnMut(&str, &str) -> std::io::Result<()>,
 ) -> anyhow::Result<PathResult> {
     let rq = resolve_log_query(q, terms);
     let p = plan(graph, &rq.path, rq.subject, rq.object, options);
-    let r = evaluate_with(engine, graph, &p, options, relations)?;
+    let r = evaluate_on(engines, relations, graph, &p, options)?;
     for &(a, b) in &r.pairs {
         emit(&rq.term(terms, a), &rq.term(terms, b))?;
     }

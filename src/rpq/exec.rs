@@ -166,6 +166,18 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Adds the counts and the logged steps of `other`, the trace of a later batch of the
+    /// same evaluation (run elsewhere: see [`super::evaluate_split`]).
+    pub(super) fn append(&mut self, other: Trace) {
+        self.batches += other.batches;
+        self.total_steps += other.total_steps;
+        self.products += other.products;
+        self.masked += other.masked;
+        self.sparse += other.sparse;
+        let room = MAX_LOGGED_STEPS.saturating_sub(self.steps.len());
+        self.steps.extend(other.steps.into_iter().take(room));
+    }
+
     pub(super) fn log(&mut self, s: TraceStep) {
         self.total_steps += 1;
         self.products += s.products as u64;
@@ -282,37 +294,7 @@ pub fn evaluate_with<E: Engine>(
             return Ok(result);
         }
     }
-    // Products from here on: let the engine keep their working memory between steps.
-    let _run = ProductRun::new(engine);
-    let (loads0, time0) = relations.load_stats();
-    let mut mats = Vec::with_capacity(plan.relations.len());
-    for r in &plan.relations {
-        mats.push(match r {
-            None => None,
-            Some((key, dir)) => relations.relation(key)?.map(|l| {
-                let d = match dir {
-                    Dir::Forward => Direction::Left,
-                    Dir::Inverse => Direction::Right,
-                };
-                (l, d)
-            }),
-        });
-    }
-    let (loads1, time1) = relations.load_stats();
-    let mut run = Run {
-        engine,
-        plan,
-        options,
-        n: graph.node_count() as usize,
-        mats,
-        sources_of: plan.automaton.sources(),
-        deadline: options.timeout.map(|t| started + t),
-        result: PathResult::default(),
-    };
-    run.result.trace.engine = engine.name().to_string();
-    run.result.trace.loads = loads1 - loads0;
-    run.result.trace.load_time = time1.saturating_sub(time0);
-
+    let mut run = Run::prepare(engine, graph, plan, options, relations, started)?;
     match &plan.start {
         StartNodes::Const(c) => run.batch(0, &[*c], 1)?,
         StartNodes::Candidates(cands) => {
@@ -386,7 +368,7 @@ impl<E: Engine> Drop for ProductRun<'_, E> {
 }
 
 /// State shared by the batches of one evaluation.
-struct Run<'a, E: Engine> {
+pub(super) struct Run<'a, E: Engine> {
     engine: &'a E,
     plan: &'a Plan,
     options: &'a EvalOptions,
@@ -395,11 +377,58 @@ struct Run<'a, E: Engine> {
     mats: Vec<Option<(Loaded<E::Matrix>, Direction)>>,
     sources_of: Vec<Vec<usize>>,
     deadline: Option<Instant>,
-    result: PathResult,
+    pub(super) result: PathResult,
+    /// Open while the batches run: the engine keeps product working memory between steps.
+    _products: ProductRun<'a, E>,
+}
+
+impl<'a, E: Engine> Run<'a, E> {
+    /// Loads the plan's relations from `relations` into `engine` and sets up an empty
+    /// result whose trace counts those loads; `started` anchors the deadline.
+    pub(super) fn prepare(
+        engine: &'a E,
+        graph: &dyn PathGraph,
+        plan: &'a Plan,
+        options: &'a EvalOptions,
+        relations: &mut (dyn RelationSource<E> + '_),
+        started: Instant,
+    ) -> Result<Self, RpqError> {
+        let products = ProductRun::new(engine);
+        let (loads0, time0) = relations.load_stats();
+        let mut mats = Vec::with_capacity(plan.relations.len());
+        for r in &plan.relations {
+            mats.push(match r {
+                None => None,
+                Some((key, dir)) => relations.relation(key)?.map(|l| {
+                    let d = match dir {
+                        Dir::Forward => Direction::Left,
+                        Dir::Inverse => Direction::Right,
+                    };
+                    (l, d)
+                }),
+            });
+        }
+        let (loads1, time1) = relations.load_stats();
+        let mut run = Run {
+            engine,
+            plan,
+            options,
+            n: graph.node_count() as usize,
+            mats,
+            sources_of: plan.automaton.sources(),
+            deadline: options.timeout.map(|t| started + t),
+            result: PathResult::default(),
+            _products: products,
+        };
+        run.result.trace.engine = engine.name().to_string();
+        run.result.trace.loads = loads1 - loads0;
+        run.result.trace.load_time = time1.saturating_sub(time0);
+        Ok(run)
+    }
 }
 
 impl<E: Engine> Run<'_, E> {
-    fn stopped(&self) -> bool {
+    pub(super) fn stopped(&self) -> bool {
         self.result.truncated || self.result.timed_out
     }
 
@@ -441,7 +470,12 @@ impl<E: Engine> Run<'_, E> {
 
     /// Runs one batch of start nodes (`sources.len() <= 64·words`) to its fixed point
     /// (or to the target, the limit or the deadline) and records its pairs.
-    fn batch(&mut self, index: u64, sources: &[u32], words: usize) -> Result<(), RpqError> {
+    pub(super) fn batch(
+        &mut self,
+        index: u64,
+        sources: &[u32],
+        words: usize,
+    ) -> Result<(), RpqError> {
         let engine = self.engine;
         let a = &self.plan.automaton;
         let states = a.states();

@@ -36,6 +36,7 @@ mod log;
 mod path;
 mod plan;
 mod sparse;
+mod split;
 pub mod terms;
 
 use std::time::Duration;
@@ -49,6 +50,7 @@ pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, LogEndpoint, LogQuery};
 pub use path::{parse_path_expr, Path, UNKNOWN_PREDICATE};
 pub use plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
+pub use split::{evaluate_split, runs_on_one, Share};
 
 use crate::engine::{EngineError, MatrixConfig};
 

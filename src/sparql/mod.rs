@@ -12,7 +12,10 @@ pub mod rewrite;
 pub mod semantics;
 
 pub use dataset::{MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
-pub use query::{evaluate_pattern, evaluate_query, query, QueryAnswer};
+pub use query::{
+    evaluate_pattern, evaluate_query, evaluate_query_with, query, PerQueryProvider, QueryAnswer,
+    RelationProvider,
+};
 pub use results::{write_answer, ResultFormat};
 
 /// Errors of the SPARQL layer.
@@ -40,4 +43,7 @@ pub enum SparqlError {
     /// Writing results failed.
     #[error("cannot write results: {0}")]
     Results(String),
+    /// The store could not be read (a corrupt relation file).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }

@@ -24,11 +24,46 @@ use super::{rewrite, SparqlError};
 use crate::engine::Engine;
 use crate::engine::MatrixConfig;
 use crate::rpq::{
-    parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, UNKNOWN_PREDICATE,
+    parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, RelationSource,
+    UNKNOWN_PREDICATE,
 };
 
 /// First id given to a query term the dictionary does not know.
 pub const QUERY_TERM_BASE: u32 = 0x8000_0000;
+
+/// Where the path evaluations of one query get their loaded relations: one
+/// [`RelationSource`] per graph of the dataset, asked for the first time a path is matched
+/// in that graph and kept for the rest of the query.
+///
+/// [`PerQueryProvider`] (what [`query`] uses) loads each relation into the engine once per
+/// query; `crate::database::Database` hands out sources backed by its device cache, so
+/// that relations stay resident across queries under the GPU budget.
+pub trait RelationProvider<'a, E: Engine> {
+    /// The source for graph `name` (`None`: the default graph), which is `graph`.
+    fn source(
+        &self,
+        name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<E> + 'a>;
+}
+
+/// Loads each relation once per query ([`PerQueryRelations`], the cached-frontier
+/// configuration).
+pub struct PerQueryProvider<'a, E: Engine>(pub &'a E);
+
+impl<'a, E: Engine> RelationProvider<'a, E> for PerQueryProvider<'a, E> {
+    fn source(
+        &self,
+        _name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<E> + 'a> {
+        Box::new(PerQueryRelations::new(
+            self.0,
+            graph,
+            MatrixConfig::default(),
+        ))
+    }
+}
 
 /// Above this many distinct bound values, a path endpoint is evaluated as a free variable
 /// and joined, instead of once per value.
@@ -79,6 +114,16 @@ pub fn evaluate_query<E: Engine>(
     dataset: &dyn PathDataset,
     query: &Query,
 ) -> Result<QueryAnswer, SparqlError> {
+    evaluate_query_with(engine, dataset, query, &PerQueryProvider(engine))
+}
+
+/// [`evaluate_query`] with relations from `relations` (a device cache, say).
+pub fn evaluate_query_with<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    query: &Query,
+    relations: &'a dyn RelationProvider<'a, E>,
+) -> Result<QueryAnswer, SparqlError> {
     let (pattern, ds, ask) = match query {
         Query::Select {
             dataset, pattern, ..
@@ -93,7 +138,7 @@ pub fn evaluate_query<E: Engine>(
         return Err(SparqlError::Unsupported("FROM / FROM NAMED".into()));
     }
     let pattern = rewrite::reassemble_paths(pattern);
-    let ctx = Context::new(engine, dataset);
+    let ctx = Context::new(engine, dataset, relations);
     let table = ctx.eval(&pattern, Active::Default, None)?;
     if ask {
         return Ok(QueryAnswer::Boolean(!table.rows.is_empty()));
@@ -114,7 +159,8 @@ pub fn evaluate_pattern<E: Engine>(
     dataset: &dyn PathDataset,
     pattern: &GraphPattern,
 ) -> Result<QueryAnswer, SparqlError> {
-    let ctx = Context::new(engine, dataset);
+    let provider = PerQueryProvider(engine);
+    let ctx = Context::new(engine, dataset, &provider);
     let table = ctx.eval(pattern, Active::Default, None)?;
     let variables = table
         .vars
@@ -173,17 +219,22 @@ struct Context<'a, E: Engine> {
     dataset: &'a dyn PathDataset,
     /// Terms of the query that the dictionary does not know.
     extra: RefCell<(Vec<Term>, HashMap<Term, u32>)>,
-    /// Relations loaded into the engine, per graph (`None`: the default graph), kept for
-    /// the whole query.
-    relations: RefCell<HashMap<Option<u32>, PerQueryRelations<'a, E>>>,
+    provider: &'a dyn RelationProvider<'a, E>,
+    /// Relation sources, per graph (`None`: the default graph), kept for the whole query.
+    relations: RefCell<HashMap<Option<u32>, Box<dyn RelationSource<E> + 'a>>>,
 }
 
 impl<'a, E: Engine> Context<'a, E> {
-    fn new(engine: &'a E, dataset: &'a dyn PathDataset) -> Self {
+    fn new(
+        engine: &'a E,
+        dataset: &'a dyn PathDataset,
+        provider: &'a dyn RelationProvider<'a, E>,
+    ) -> Self {
         Context {
             engine,
             dataset,
             extra: RefCell::new((Vec::new(), HashMap::new())),
+            provider,
             relations: RefCell::new(HashMap::new()),
         }
     }
@@ -683,9 +734,10 @@ impl<'a, E: Engine> Context<'a, E> {
                 .all(|c| matches!(c, (Endpoint::Const(_), Endpoint::Var)));
         let bags: Vec<Bag> = {
             let mut relations = self.relations.borrow_mut();
-            let rels = relations.entry(key).or_insert_with(|| {
-                PerQueryRelations::new(self.engine, graph, MatrixConfig::default())
-            });
+            let rels = relations
+                .entry(key)
+                .or_insert_with(|| self.provider.source(key, graph))
+                .as_mut();
             if batched {
                 let mut starts: Vec<u32> = calls
                     .iter()

@@ -127,14 +127,22 @@ fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
             count_term(subject, counts);
             count_term(object, counts);
         }
+        p => {
+            for inner in sub_patterns(p) {
+                count_blank_nodes(inner, counts);
+            }
+        }
+    }
+}
+
+/// The graph patterns directly inside `p` (none for BGPs, paths and VALUES).
+fn sub_patterns(p: &GraphPattern) -> Vec<&GraphPattern> {
+    match p {
         GraphPattern::Join { left, right }
         | GraphPattern::LeftJoin { left, right, .. }
         | GraphPattern::Lateral { left, right }
         | GraphPattern::Union { left, right }
-        | GraphPattern::Minus { left, right } => {
-            count_blank_nodes(left, counts);
-            count_blank_nodes(right, counts);
-        }
+        | GraphPattern::Minus { left, right } => vec![left, right],
         GraphPattern::Filter { inner, .. }
         | GraphPattern::Graph { inner, .. }
         | GraphPattern::Extend { inner, .. }
@@ -144,8 +152,10 @@ fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
         | GraphPattern::Reduced { inner }
         | GraphPattern::Slice { inner, .. }
         | GraphPattern::Group { inner, .. }
-        | GraphPattern::Service { inner, .. } => count_blank_nodes(inner, counts),
-        GraphPattern::Values { .. } => {}
+        | GraphPattern::Service { inner, .. } => vec![inner],
+        GraphPattern::Bgp { .. } | GraphPattern::Path { .. } | GraphPattern::Values { .. } => {
+            Vec::new()
+        }
     }
 }
 
@@ -532,8 +542,74 @@ fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
     }
 }
 
+/// The predicate IRIs whose relations matching `pattern` reads, or `None` when it may read
+/// any relation (a variable predicate or a negated property set). Engines use it to
+/// estimate the work of a query before choosing where to run it.
+pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
+    fn path(e: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
+        match e {
+            PropertyPathExpression::NamedNode(n) => {
+                out.push(n.as_str().to_owned());
+                true
+            }
+            PropertyPathExpression::Reverse(a)
+            | PropertyPathExpression::ZeroOrMore(a)
+            | PropertyPathExpression::OneOrMore(a)
+            | PropertyPathExpression::ZeroOrOne(a) => path(a, out),
+            PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
+                path(a, out) && path(b, out)
+            }
+            PropertyPathExpression::NegatedPropertySet(_) => false,
+        }
+    }
+    fn walk(p: &GraphPattern, out: &mut Vec<String>) -> bool {
+        match p {
+            GraphPattern::Bgp { patterns } => patterns.iter().all(|t| match &t.predicate {
+                NamedNodePattern::NamedNode(n) => {
+                    out.push(n.as_str().to_owned());
+                    true
+                }
+                NamedNodePattern::Variable(_) => false,
+            }),
+            GraphPattern::Path { path: e, .. } => path(e, out),
+            p => sub_patterns(p).into_iter().all(|inner| walk(inner, out)),
+        }
+    }
+    let mut out = Vec::new();
+    if !walk(pattern, &mut out) {
+        return None;
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn predicates_read_lists_path_and_triple_predicates() {
+        let q = spargebra::SparqlParser::new()
+            .parse_query("SELECT * WHERE { ?x <http://e/p>/<http://e/q>* ?y . ?y <http://e/r> ?z OPTIONAL { ?z ^<http://e/p> ?w } }")
+            .unwrap();
+        let spargebra::Query::Select { pattern, .. } = q else {
+            unreachable!()
+        };
+        assert_eq!(
+            predicates_read(&pattern).unwrap(),
+            vec!["http://e/p", "http://e/q", "http://e/r"]
+        );
+        for any in [
+            "SELECT * WHERE { ?x ?p ?y }",
+            "SELECT * WHERE { ?x !(<http://e/p>) ?y }",
+        ] {
+            let q = spargebra::SparqlParser::new().parse_query(any).unwrap();
+            let spargebra::Query::Select { pattern, .. } = q else {
+                unreachable!()
+            };
+            assert_eq!(predicates_read(&pattern), None, "{any}");
+        }
+    }
+
     use super::*;
 
     fn rewritten(q: &str) -> String {

@@ -1,5 +1,8 @@
 //! Our GPU engine as a contender of the SpMV benchmark: one contender per configuration
-//! (`k2`, `k2+F`) and offset source (directory, scan). A semiring product is recorded once
+//! (`k2`, `k2+F`) and offset source (directory, scan) with the default leaf kernel, plus
+//! one per leaf-kernel variant ([`LeafKernel`]) of the configurations the issue-10 targets
+//! name (`k2 dir`, `k2+F dir`, `k2+F scan`), so each variant is a row of its own in the
+//! same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
 //! as a CUDA graph ([`GpuEngine::record_product`]) and replayed, timed with CUDA events;
 //! its working set is the engine's exact [`GpuEngine::product_bytes`].
 
@@ -7,11 +10,16 @@ use std::sync::Arc;
 
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
-use crate::engine::gpu::{DeviceTree, GpuBits, GpuEngine, GpuOptions, OffsetSource, ProductGraph};
+use crate::engine::gpu::{
+    DeviceTree, GpuBits, GpuEngine, GpuOptions, LeafKernel, OffsetSource, ProductGraph,
+};
 use crate::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
 };
 use crate::k2tree::K2Tree;
+
+/// Tile size of the one large-tile contender (`M24`).
+const BIG_TILE: u64 = 1 << 24;
 
 /// One configuration × offset source of the GPU engine, with the tree loaded.
 pub struct GpuContender {
@@ -19,6 +27,8 @@ pub struct GpuContender {
     matrix: DeviceTree,
     config: MatrixConfig,
     source: OffsetSource,
+    kernel: LeafKernel,
+    tile_nodes: u64,
 }
 
 /// `directory` or `scan`.
@@ -30,25 +40,57 @@ pub fn source_name(s: OffsetSource) -> &'static str {
 }
 
 impl GpuContender {
-    /// The four contenders (k2, k2+F) × (directory, scan) on device 0.
-    pub fn all(tree: &Arc<K2Tree>) -> Result<Vec<GpuContender>> {
+    /// The contenders on device 0: (k2, k2+F) × (directory, scan) with the default leaf
+    /// kernel, then `k2 dir`, `k2+F dir` and `k2+F scan` with each other variant of
+    /// `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
+    pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
+        use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
-        for source in [OffsetSource::Directory, OffsetSource::Scan] {
+        let mut add = |kernel: LeafKernel,
+                       source: OffsetSource,
+                       configs: &[MatrixConfig],
+                       tile_nodes: u64|
+         -> Result<()> {
             let engine = Arc::new(GpuEngine::with_options(
                 0,
                 GpuOptions {
                     offset_source: Some(source),
+                    leaf_kernel: kernel,
+                    tile_nodes,
                     ..GpuOptions::default()
                 },
             )?);
-            for config in [MatrixConfig::TreeOnly, MatrixConfig::CachedFrontier] {
+            for &config in configs {
                 out.push(GpuContender {
                     matrix: engine.load(tree, config)?,
                     engine: engine.clone(),
                     config,
                     source,
+                    kernel,
+                    tile_nodes,
                 });
             }
+            Ok(())
+        };
+        let default = LeafKernel::default();
+        let tile = GpuOptions::default().tile_nodes;
+        for source in [OffsetSource::Directory, OffsetSource::Scan] {
+            add(default, source, &[TreeOnly, CachedFrontier], tile)?;
+        }
+        for &kernel in kernels.iter().filter(|&&k| k != default) {
+            add(
+                kernel,
+                OffsetSource::Directory,
+                &[TreeOnly, CachedFrontier],
+                tile,
+            )?;
+            add(kernel, OffsetSource::Scan, &[CachedFrontier], tile)?;
+        }
+        // Fewer, larger launches over the cached frontier (its directory plan needs no
+        // scratch, so the tile size costs no memory there): one row measures the launch
+        // and tail cost of the default tiles on graphs of more than 2^20 frontier nodes.
+        if let Some(&kernel) = kernels.last() {
+            add(kernel, OffsetSource::Directory, &[CachedFrontier], BIG_TILE)?;
         }
         Ok(out)
     }
@@ -92,11 +134,20 @@ impl DeviceProduct for GpuProduct<'_> {
 
 impl Contender for GpuContender {
     fn name(&self) -> String {
-        format!(
+        let mut name = format!(
             "gpu {} {}",
             config_name(self.config),
             source_name(self.source)
-        )
+        );
+        // The default keeps its old name, so earlier reports compare row for row.
+        if self.kernel != LeafKernel::default() {
+            name.push(' ');
+            name.push_str(self.kernel.name());
+        }
+        if self.tile_nodes == BIG_TILE {
+            name.push_str(" M24");
+        }
+        name
     }
     fn variants(&self, _dir: Direction, _batch: usize) -> Vec<String> {
         vec!["cuda-graph".into()]

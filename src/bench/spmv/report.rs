@@ -198,7 +198,7 @@ impl SpmvReport {
         );
         let _ = writeln!(
             s,
-            "{:<13} {:<14} {:1} {:>4} {:>7} {:>7} {:>10} {:>9} {:>6} {:>6}",
+            "{:<22} {:<14} {:1} {:>4} {:>7} {:>7} {:>10} {:>9} {:>6} {:>6}",
             "contender", "variant", "d", "B", "repr", "ws", "median_ms", "us/vec", "x_time", "x_ws"
         );
         let mut rows: Vec<&Measurement> = self.measurements.iter().collect();
@@ -206,8 +206,8 @@ impl SpmvReport {
         for m in rows {
             let _ = writeln!(
                 s,
-                "{:<13} {:<14} {:1} {:>4} {:>7} {:>7} {:>10.4} {:>9.1} {:>6} {:>6}",
-                truncate(&m.contender, 13),
+                "{:<22} {:<14} {:1} {:>4} {:>7} {:>7} {:>10.4} {:>9.1} {:>6} {:>6}",
+                truncate(&m.contender, 22),
                 truncate(&m.variant, 14),
                 if m.direction == Direction::Right {
                     "R"

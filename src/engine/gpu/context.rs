@@ -18,6 +18,7 @@ pub const KERNEL_SOURCES: &[(&str, &str)] = &[
     ("traverse", include_str!("../../../cuda/traverse.cu")),
     ("scan", include_str!("../../../cuda/scan.cu")),
     ("bits", include_str!("../../../cuda/bits.cu")),
+    ("leaves", include_str!("../../../cuda/leaves.cu")),
 ];
 
 /// The kernels the engine launches, by module.
@@ -44,6 +45,7 @@ const FUNCTIONS: &[(&str, &[&str])] = &[
             "pyramid_up",
         ],
     ),
+    ("leaves", super::launch::LEAF_VARIANT_KERNELS),
 ];
 
 /// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so

@@ -53,3 +53,159 @@ pub fn scan_config(tiles: u64) -> LaunchConfig {
         shared_mem_bytes: 0,
     }
 }
+
+/// Which kernel visits the leaves (and, for the warp-rank variants, expands the levels
+/// above them). All give the same results (bit-for-bit on Boolean, counting, tropical and
+/// bit-packed products; f32 sums in another order, within the same error bound): they
+/// differ in memory traffic. See `cuda/leaves.cu` and docs/BENCHMARKS.md, "Kernel
+/// variants (session 2)".
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum LeafKernel {
+    /// The paper's kernel: one thread per (node, vector), one atomic per leaf cell.
+    #[default]
+    Cells,
+    /// The node's four leaves as a 4x4 bitmap in registers: each input entry read once,
+    /// each output row (right) or column (left) accumulated in a register, at most four
+    /// atomics per node; read-before-atomic for the idempotent semirings.
+    Rows,
+    /// `Rows` with child offsets from one directory rank per warp plus a shuffle scan of
+    /// the fan-outs instead of a rank per thread (also for the expand kernel).
+    RowsWarpRank,
+    /// `RowsWarpRank` with warp-level aggregation: lanes updating the same output block
+    /// combine their sums by shuffles; one atomic per distinct output entry per warp.
+    WarpAgg,
+}
+
+impl LeafKernel {
+    /// Every variant, the default first.
+    pub const ALL: [LeafKernel; 4] = [
+        LeafKernel::Cells,
+        LeafKernel::Rows,
+        LeafKernel::RowsWarpRank,
+        LeafKernel::WarpAgg,
+    ];
+
+    /// Short name (`cells`, `rows`, `wrank`, `wagg`), as in benchmark rows and on the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            LeafKernel::Cells => "cells",
+            LeafKernel::Rows => "rows",
+            LeafKernel::RowsWarpRank => "wrank",
+            LeafKernel::WarpAgg => "wagg",
+        }
+    }
+
+    /// The variant of a [`LeafKernel::name`].
+    pub fn from_name(name: &str) -> Option<LeafKernel> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The leaf kernel of this variant for `op`.
+    pub fn leaves(self, op: LeafOp) -> &'static str {
+        let i = op as usize;
+        match self {
+            LeafKernel::Cells => [
+                "leaves_plus_times",
+                "leaves_counting",
+                "leaves_boolean",
+                "leaves_tropical",
+                "leaves_bits",
+            ][i],
+            LeafKernel::Rows => LEAF_VARIANT_KERNELS[i],
+            LeafKernel::RowsWarpRank => LEAF_VARIANT_KERNELS[5 + i],
+            LeafKernel::WarpAgg => LEAF_VARIANT_KERNELS[10 + i],
+        }
+    }
+
+    /// The expand kernel of this variant.
+    pub fn expand(self) -> &'static str {
+        match self {
+            LeafKernel::Cells | LeafKernel::Rows => "expand",
+            LeafKernel::RowsWarpRank | LeafKernel::WarpAgg => "expand_wrank",
+        }
+    }
+}
+
+/// What the leaf kernel applies: a semiring's entries or bit-packed Boolean words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafOp {
+    /// (+, ×) over f32.
+    PlusTimes = 0,
+    /// (+, ×) over u32.
+    Counting = 1,
+    /// (∨, ∧) over u32 entries.
+    Boolean = 2,
+    /// (min, +) over f32.
+    Tropical = 3,
+    /// Bit-packed Boolean batches (64 sources per u64 word).
+    Bits = 4,
+}
+
+impl From<crate::engine::SemiringKind> for LeafOp {
+    fn from(k: crate::engine::SemiringKind) -> Self {
+        use crate::engine::SemiringKind as K;
+        match k {
+            K::PlusTimes => LeafOp::PlusTimes,
+            K::Counting => LeafOp::Counting,
+            K::Boolean => LeafOp::Boolean,
+            K::Tropical => LeafOp::Tropical,
+        }
+    }
+}
+
+/// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] indexes them:
+/// rows, wrank, agg × (plus-times, counting, boolean, tropical, bits), then `expand_wrank`.
+pub const LEAF_VARIANT_KERNELS: &[&str] = &[
+    "leaves_rows_plus_times",
+    "leaves_rows_counting",
+    "leaves_rows_boolean",
+    "leaves_rows_tropical",
+    "leaves_rows_bits",
+    "leaves_wrank_plus_times",
+    "leaves_wrank_counting",
+    "leaves_wrank_boolean",
+    "leaves_wrank_tropical",
+    "leaves_wrank_bits",
+    "leaves_agg_plus_times",
+    "leaves_agg_counting",
+    "leaves_agg_boolean",
+    "leaves_agg_tropical",
+    "leaves_agg_bits",
+    "expand_wrank",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPS: [(LeafOp, &str); 5] = [
+        (LeafOp::PlusTimes, "plus_times"),
+        (LeafOp::Counting, "counting"),
+        (LeafOp::Boolean, "boolean"),
+        (LeafOp::Tropical, "tropical"),
+        (LeafOp::Bits, "bits"),
+    ];
+
+    /// Each variant launches its own family's kernel for the right operation (the table
+    /// is indexed by position, so a reordering would silently swap semirings).
+    #[test]
+    fn every_variant_names_its_kernel_for_each_operation() {
+        for k in LeafKernel::ALL {
+            assert_eq!(LeafKernel::from_name(k.name()), Some(k));
+            let family = match k {
+                LeafKernel::Cells => "leaves_",
+                LeafKernel::Rows => "leaves_rows_",
+                LeafKernel::RowsWarpRank => "leaves_wrank_",
+                LeafKernel::WarpAgg => "leaves_agg_",
+            };
+            for (op, suffix) in OPS {
+                assert_eq!(k.leaves(op), format!("{family}{suffix}"), "{k:?} {op:?}");
+            }
+        }
+        assert_eq!(LeafKernel::from_name("nope"), None);
+        assert_eq!(LeafKernel::default(), LeafKernel::Cells);
+        assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
+    }
+}

@@ -21,6 +21,7 @@
 
 mod context;
 mod device_tree;
+pub mod devices;
 mod launch;
 mod product_graph;
 pub mod tile_plan;
@@ -33,6 +34,8 @@ use cudarc::driver::{
 
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
 pub use device_tree::DeviceTree;
+pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
+pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::ProductGraph;
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan};
 
@@ -69,6 +72,8 @@ pub struct GpuOptions {
     /// Force an offset source; `None`: the directory for single vectors, the scan for
     /// batches (semiring batches of width > 1 and every bit-packed batch).
     pub offset_source: Option<OffsetSource>,
+    /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Cells`].
+    pub leaf_kernel: LeafKernel,
 }
 
 impl Default for GpuOptions {
@@ -77,6 +82,7 @@ impl Default for GpuOptions {
             tile_nodes: 1 << 20,
             top_nodes: 1 << 16,
             offset_source: None,
+            leaf_kernel: LeafKernel::Cells,
         }
     }
 }
@@ -567,12 +573,7 @@ impl GpuEngine {
             _ => 0,
         };
         self.fill_u32(yp, zero, y.len as u64)?;
-        let kernel = match S::KIND {
-            SemiringKind::PlusTimes => "leaves_plus_times",
-            SemiringKind::Counting => "leaves_counting",
-            SemiringKind::Boolean => "leaves_boolean",
-            SemiringKind::Tropical => "leaves_tropical",
-        };
+        let kernel = self.options.leaf_kernel.leaves(LeafOp::from(S::KIND));
         self.enqueue_plan(
             m,
             m.dense_plan(),
@@ -626,7 +627,7 @@ impl GpuEngine {
         let offsets = ptr(s, &scratch.offsets);
         let status = ptr(s, &scratch.status);
         let pyramid = ptr(s, &scratch.pyramid);
-        let expand = self.gpu.function("expand")?;
+        let expand = self.gpu.function(self.options.leaf_kernel.expand())?;
         let leaves = self.gpu.function(leaf_kernel)?;
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
@@ -1022,7 +1023,7 @@ impl Engine for GpuEngine {
             self.enqueue_plan(
                 m,
                 plan,
-                "leaves_bits",
+                self.options.leaf_kernel.leaves(LeafOp::Bits),
                 xp,
                 yp,
                 x.words as u64,

@@ -1,0 +1,314 @@
+// Leaf-visiting kernel variants of issue 10 (selected by `LeafKernel` on the host; the
+// paper's one-atomic-per-cell kernel stays in traverse.cu as the default).
+//
+// The last internal level and its leaves form a 4x4 block per node: the node's signature
+// says which of its four 2x2 leaves exist, the leaves' signatures which cells. Without
+// changing the format, a thread gathers that block into a 16-bit bitmap in registers
+// (bit 4r + c = cell (r0 + r, c0 + c)). Then, for a right product y = A x, it reads each
+// present column's x once (independent loads, issued together), OR/sums each present row
+// in a register and issues one update per non-empty row: at most 4 atomics per node
+// instead of one per cell (left product: the same over columns). The paper (section 5.6)
+// finds the tree bound by exactly these per-non-zero atomics.
+//
+// Three refinements, each a kernel family of its own so they can be measured one at a
+// time (template flags WRANK, AGG):
+//  - rows:  the bitmap and per-row accumulation above; idempotent semirings (Boolean,
+//           tropical, bit-packed) read y first and skip the atomic when it would change
+//           nothing (read-before-atomic: y only grows, so a skip is never wrong).
+//  - wrank: child offsets without a per-thread directory rank: one rank per warp, its
+//           popcounts spread over the lanes, then a shuffle scan of the fan-outs of the
+//           warp's nodes (with a scanned offset array the offsets are used as they are).
+//  - agg:   warp-level aggregation: lanes whose nodes share the output block (Morton order
+//           keeps them adjacent) combine their rows with a shuffle tree reduction, and only
+//           the lowest such lane updates y: one atomic per distinct output entry per warp.
+//
+// The WRANK and AGG kernels keep all 32 lanes of a warp in the loop together (their base
+// index is warp-uniform) because they shuffle across lanes.
+
+#define FULL_MASK 0xffffffffu
+
+// One semiring's accumulator: T, its identity, the contribution of one input entry, the
+// combine, and the update of y (with read-before-atomic where the semiring is idempotent).
+struct PlusTimesAcc {
+    typedef float T;
+    __device__ __forceinline__ static T identity() { return 0.0f; }
+    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
+        return ((const float *)p.x)[i * p.width + b];
+    }
+    __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
+    // The cell kernel skips zero inputs: adding a zero sum changes nothing either.
+    __device__ __forceinline__ static bool is_identity(T a) { return a == 0.0f; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+        atomicAdd(&((float *)p.y)[o * p.width + b], v);
+    }
+};
+struct CountingAcc {
+    typedef u32 T;
+    __device__ __forceinline__ static T identity() { return 0u; }
+    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
+        return ((const u32 *)p.x)[i * p.width + b];
+    }
+    __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
+    __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+        atomicAdd(&((u32 *)p.y)[o * p.width + b], v);
+    }
+};
+struct BooleanAcc {
+    typedef u32 T;
+    __device__ __forceinline__ static T identity() { return 0u; }
+    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
+        return ((const u32 *)p.x)[i * p.width + b] != 0u ? 1u : 0u;
+    }
+    __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
+    __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+        u32 *dst = &((u32 *)p.y)[o * p.width + b];
+        if (__ldcg(dst) == 0u) atomicMax(dst, 1u);
+    }
+};
+// (min, +) with unit edges. The combine is the unsigned minimum of the bit patterns,
+// exactly what the cell kernel's atomicMin computes, so every input (even a negative or
+// NaN one) gives the cell kernel's result.
+struct TropicalAcc {
+    typedef float T;
+    __device__ __forceinline__ static T identity() { return __int_as_float(0x7f800000); }
+    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
+        float v = ((const float *)p.x)[i * p.width + b];
+        return v != __int_as_float(0x7f800000) ? 1.0f + v : identity();
+    }
+    __device__ __forceinline__ static T combine(T a, T b) {
+        return __uint_as_float(min(__float_as_uint(a), __float_as_uint(b)));
+    }
+    __device__ __forceinline__ static bool is_identity(T a) {
+        return __float_as_uint(a) >= 0x7f800000u;
+    }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+        u32 *dst = &((u32 *)p.y)[o * p.width + b];
+        u32 bits = __float_as_uint(v);
+        if (__ldcg(dst) > bits) atomicMin(dst, bits);
+    }
+};
+struct BitsAcc {
+    typedef u64 T;
+    __device__ __forceinline__ static T identity() { return 0ull; }
+    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
+        return ((const u64 *)p.x)[i * p.width + b];
+    }
+    __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
+    __device__ __forceinline__ static bool is_identity(T a) { return a == 0ull; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+        u64 *dst = &((u64 *)p.y)[o * p.width + b];
+        u64 old = __ldcg(dst);
+        if ((old | v) != old) atomicOr(dst, v);
+    }
+};
+
+// rank(j) of common.cuh computed by a whole warp: lane i popcounts signature words
+// i, i + 32, ... of the sample block, and a warp sum adds them (all lanes get it).
+__device__ __forceinline__ u64 warp_dir_rank(const StepParams &p, u64 j, u32 lane) {
+    u64 k = j >> p.sample_log2;
+    u64 w0 = (k << p.sample_log2) >> 4;
+    u64 end = j >> 4;
+    u32 c = 0;
+    for (u64 w = w0 + lane; w < end; w += 32) c += __popcll(p.nib[w]);
+    u32 rem = (u32)(j & 15);
+    if (lane == 0 && rem) c += __popcll(p.nib[end] & ((1ull << (4 * rem)) - 1));
+    c = __reduce_add_sync(FULL_MASK, c);
+    return p.ranks[k] + c;
+}
+
+// Signature and first child (global index) of node t of the step, for the lanes of a warp
+// whose items g = base + lane (g < total) map to nodes t = g / width. Lane i loads the
+// signature of node base / width + i, the warp scans the fan-outs, and each lane picks its
+// node's values. Must be called by all 32 lanes with the same base.
+__device__ __forceinline__ void warp_children(const StepParams &p, u64 base, u64 total, u64 t,
+                                              u32 lane, u32 &s, u64 &first) {
+    u64 tf = base / p.width;
+    u64 last = min(base + 31, total - 1) / p.width;
+    u64 tj = tf + lane;
+    u32 sj = tj <= last ? signature(p.nib, p.node0 + tj) : 0u;
+    u32 f = __popc(sj);
+    u32 incl = f;
+#pragma unroll
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 v = __shfl_up_sync(FULL_MASK, incl, o);
+        if (lane >= o) incl += v;
+    }
+    u64 first0 = 1 + warp_dir_rank(p, p.node0 + tf, lane);
+    u32 src = (u32)(min(t, last) - tf);
+    s = __shfl_sync(FULL_MASK, sj, src);
+    first = first0 + __shfl_sync(FULL_MASK, incl - f, src);
+}
+
+// The 4x4 block of the node whose leaves start at global index `leaf`, from its
+// signature `s`: bit 4r + c is cell (r, c) of the block. The leaves' nibbles are
+// contiguous, so one or two word loads fetch them all.
+__device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
+    u32 n = __popc(s);
+    if (n == 0) return 0;
+    u64 wi = leaf >> 4;
+    u32 sh = (u32)(leaf & 15) * 4;
+    u64 run = nib[wi] >> sh;
+    if (sh + 4 * n > 64) run |= nib[wi + 1] << (64 - sh);
+    u32 bm = 0;
+#pragma unroll
+    for (u32 q = 0; q < 4; ++q) {
+        if (s & (1u << q)) {
+            u32 lam = (u32)(run & 15);
+            run >>= 4;
+            // Leaf cell e = 2 * row + col; leaf q = 2 * row + col of the 2x2 leaves.
+            u32 spread = (lam & 3u) | ((lam & 12u) << 2);
+            bm |= spread << ((q >> 1) * 8 + (q & 1) * 2);
+        }
+    }
+    return bm;
+}
+
+// The per-output-entry sums of one node's block for vector b: acc[i] for output index
+// o0 + i (right: rows, left: columns). Inputs are read once each.
+template <typename Op>
+__device__ __forceinline__ void block_sums(const StepParams &p, u32 bm, u64 r0, u64 c0, u64 b,
+                                           typename Op::T acc[4]) {
+    typedef typename Op::T T;
+    T xv[4];
+    if (p.dir == 0) {
+        u32 cols = (bm | (bm >> 4) | (bm >> 8) | (bm >> 12)) & 15u;
+#pragma unroll
+        for (u32 c = 0; c < 4; ++c) xv[c] = (cols >> c) & 1 ? Op::input(p, c0 + c, b) : Op::identity();
+#pragma unroll
+        for (u32 r = 0; r < 4; ++r) {
+            T a = Op::identity();
+#pragma unroll
+            for (u32 c = 0; c < 4; ++c)
+                if ((bm >> (4 * r + c)) & 1) a = Op::combine(a, xv[c]);
+            acc[r] = a;
+        }
+    } else {
+#pragma unroll
+        for (u32 r = 0; r < 4; ++r) xv[r] = (bm >> (4 * r)) & 15u ? Op::input(p, r0 + r, b) : Op::identity();
+#pragma unroll
+        for (u32 c = 0; c < 4; ++c) {
+            T a = Op::identity();
+#pragma unroll
+            for (u32 r = 0; r < 4; ++r)
+                if ((bm >> (4 * r + c)) & 1) a = Op::combine(a, xv[r]);
+            acc[c] = a;
+        }
+    }
+}
+
+// Combines acc[0..4] over the lanes of `peers` (all lanes with the same key, this lane
+// included) into the lowest peer, by a shuffle tree reduction (E. Westphal's
+// reduce_peers): log2(peers) rounds. All 32 lanes must call it.
+template <typename Op>
+__device__ __forceinline__ void reduce_peers(u32 peers, u32 lane, typename Op::T acc[4]) {
+    typedef typename Op::T T;
+    u32 rel = __popc(peers & ((1u << lane) - 1u));  // rank among the peers
+    u32 rest = lane == 31 ? 0u : peers & (FULL_MASK << (lane + 1));  // higher peers
+    while (__any_sync(FULL_MASK, rest != 0u)) {
+        int next = __ffs(rest);  // 1 + lane of the next higher remaining peer, 0 if none
+        int src = next ? next - 1 : (int)lane;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) {
+            T v = __shfl_sync(FULL_MASK, acc[i], src);
+            if (next) acc[i] = Op::combine(acc[i], v);
+        }
+        // Odd ranks have handed their sums down and leave; ranks halve.
+        u32 done = __ballot_sync(FULL_MASK, rel & 1u);
+        rest = (rel & 1u) ? 0u : rest & ~done;
+        rel >>= 1;
+    }
+}
+
+template <typename Op, bool WRANK, bool AGG>
+__device__ __forceinline__ void leaves_rows(const StepParams &p) {
+    typedef typename Op::T T;
+    const u32 lane = threadIdx.x & 31;
+    const u64 total = p.count * p.width;
+    // Warp-uniform base: blockDim and the grid stride are multiples of 32.
+    for (u64 base = global_thread() - lane; base < total; base += thread_stride()) {
+        u64 g = base + lane;
+        bool valid = g < total;
+        u64 t = (valid ? g : total - 1) / p.width;
+        u64 b = valid ? g - t * p.width : 0;
+        u32 s;
+        u64 leaf;
+        if (WRANK && !p.offsets) {
+            warp_children(p, base, total, t, lane, s, leaf);
+        } else {
+            s = signature(p.nib, p.node0 + t);
+            leaf = first_child(p, t);
+        }
+        u64 code = p.codes_in[p.src_off + t];
+        bool active = valid && code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
+        u32 bm = active ? block_bitmap(p.nib, s, leaf) : 0u;
+        u64 r0 = (u64)compact_bits(code >> 1) << 2;
+        u64 c0 = (u64)compact_bits(code) << 2;
+        u64 o0 = p.dir == 0 ? r0 : c0;
+        T acc[4];
+        if (bm) {
+            block_sums<Op>(p, bm, r0, c0, b, acc);
+        } else {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
+        }
+        bool leader = bm != 0u;
+        if (AGG) {
+            // Nodes with the same output block and vector have the same key; o0 is a
+            // multiple of 4 and b < width, so distinct (o0, b) give distinct keys.
+            const u64 none = ~0ull;
+            u64 key = bm ? o0 * p.width + b : none;
+            u32 peers = __match_any_sync(FULL_MASK, key);
+            reduce_peers<Op>(peers, lane, acc);
+            leader = key != none && (__ffs(peers) - 1) == (int)lane;
+        }
+        if (leader) {
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i)
+                if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i]);
+        }
+    }
+}
+
+#define LEAF_KERNELS(NAME, OP)                                                                   \
+    extern "C" __global__ void leaves_rows_##NAME(StepParams p) { leaves_rows<OP, false, false>(p); } \
+    extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false>(p); } \
+    extern "C" __global__ void leaves_agg_##NAME(StepParams p) { leaves_rows<OP, true, true>(p); }
+
+LEAF_KERNELS(plus_times, PlusTimesAcc)
+LEAF_KERNELS(counting, CountingAcc)
+LEAF_KERNELS(boolean, BooleanAcc)
+LEAF_KERNELS(tropical, TropicalAcc)
+LEAF_KERNELS(bits, BitsAcc)
+
+// `expand` of traverse.cu with the child offsets of `warp_children` (no per-thread
+// directory rank): used by the wrank and agg variants on tree-only descents.
+extern "C" __global__ void expand_wrank(StepParams p) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 base = global_thread() - lane; base < p.count; base += thread_stride()) {
+        u64 t = base + lane;
+        bool valid = t < p.count;
+        u64 tc = valid ? t : p.count - 1;
+        u32 s;
+        u64 first;
+        if (!p.offsets) {
+            warp_children(p, base, p.count, tc, lane, s, first);
+        } else {
+            s = signature(p.nib, p.node0 + tc);
+            first = first_child(p, tc);
+        }
+        if (!valid) continue;
+        u64 code = p.codes_in[p.src_off + t];
+        u64 out = first - p.child0;
+        bool alive = code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
+#pragma unroll
+        for (u32 b = 0; b < 4; ++b) {
+            if (s & (1u << b)) {
+                u64 child = (code << 2) | b;
+                if (!alive || (p.pyramid && !block_active(p, child, p.level + 1))) child = PRUNED;
+                p.codes_out[out++] = child;
+            }
+        }
+    }
+}
