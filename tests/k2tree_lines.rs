@@ -54,3 +54,19 @@ fn lines_wait_for_a_trees_worth_of_work() {
     assert!(t.lines_if_built(true).is_none());
     assert!(t.lines_after(true, t.nodes() - 2).is_none());
 }
+
+#[test]
+fn line_keys_are_the_non_empty_lines() {
+    let t = random_tree(500, 300, 5);
+    let cells = t.cells();
+    for by_column in [false, true] {
+        let mut want: Vec<u32> = cells
+            .iter()
+            .map(|&(r, c)| if by_column { c } else { r })
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        let lines = t.lines_after(by_column, t.nodes()).unwrap();
+        assert_eq!(lines.keys(), &want[..]);
+    }
+}

@@ -283,6 +283,11 @@ impl Lines {
         active.len() as u64 + cells
     }
 
+    /// The non-empty lines (rows, or columns), ascending.
+    pub fn keys(&self) -> &[u32] {
+        &self.keys
+    }
+
     /// Heap bytes held.
     pub fn bytes(&self) -> u64 {
         4 * (self.keys.len() + self.offsets.len() + self.values.len()) as u64
