@@ -12,6 +12,9 @@
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
 #   cnr     RPQ benchmark on cnr-2000 (100 constants; all pairs on the GPU vs Oxigraph)
+#   latency cnr-2000 constants on the GPU vs Oxigraph (issue 6) and CoDEx-M on the CPU vs
+#           Oxigraph (issue 9), with bin/k2rpq-base (if carried: K2RPQ_BASE=path at --build)
+#           run the same way first, for before/after in one run; explain traces of one query
 #   wd      gen wikidata-like (WD_TRIPLES, default 20M), load, bench sparql/wikidata-like.rpq
 #   build   bench-build on cnr-2000 and a 1G-edge web-like graph
 #   cache   bench-cache --engine gpu at 100/50/10% budgets
@@ -45,6 +48,7 @@ for line in sys.stdin:
 ' | while read -r exe; do cp "$exe" "$carry/bin/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
     cargo build --release --bin k2rpq
     cp target/release/k2rpq "$carry/bin/k2rpq"
+    if [ -n "${K2RPQ_BASE:-}" ]; then cp "$K2RPQ_BASE" "$carry/bin/k2rpq-base"; fi
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -74,7 +78,7 @@ for line in sys.stdin:
     for part in $parts; do case "$part" in
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; [ "$name" = k2rpq ] && continue
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base) continue ;; esac
             step "test $name"
             if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
                 echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"
@@ -106,6 +110,28 @@ for line in sys.stdin:
         step "all pairs ?x p+ ?y on cnr-2000: k2rpq GPU (count) vs Oxigraph (60 s timeout)"
         ( time timeout 200 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 180 '?x <urn:k2rpq:p>+ ?y' ) 2>&1 | tee "$out/allpairs-gpu.txt" | tail -6
         [ -n "${SKIP_OXIGRAPH_ALL_PAIRS:-}" ] || "$k2" bench --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --engines oxigraph --repeats 1 --warmup 0 --timeout 60 --quiet 2>&1 | tee "$out/allpairs-oxigraph.txt" | tail -6 ;;
+    latency)
+        step "query latency: cnr-2000 constants (gpu vs oxigraph), CoDEx-M (cpu vs oxigraph)"
+        if [ ! -d "$tmp/cnr.store" ]; then
+            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -2
+        fi
+        rm -rf "$tmp/codex-m.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -1
+        # The 50 `<c> p+ ?y` and 10 of the `?x p* <c>` (Oxigraph takes ~0.6 s on each of those).
+        grep -E '^(fwd|bwd0)' sparql/cnr-2000.rpq > "$tmp/cnr-latency.rpq"
+        for b in "$bin/k2rpq-base" "$k2"; do
+            [ -x "$b" ] || continue
+            tag="$(basename "$b")"
+            echo "--- $tag: cnr-2000, gpu vs oxigraph" | tee -a "$out/summary.txt"
+            timeout 240 "$b" bench --store "$tmp/cnr.store" --queries "$tmp/cnr-latency.rpq" --engines gpu,oxigraph --repeats 3 --warmup 1 --timeout 20 \
+                --quiet --csv "$out/latency-cnr-$tag.csv" 2>&1 | tee "$out/latency-cnr-$tag.txt" | tail -5
+            "$b" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:153487> <urn:k2rpq:p>+ ?y' > "$out/explain-cnr-fwd-$tag.txt" 2>&1
+            "$b" explain --store "$tmp/cnr.store" --engine gpu '?x <urn:k2rpq:p>* <urn:k2rpq:n:153487>' > "$out/explain-cnr-bwd-$tag.txt" 2>&1
+            grep -E "^engine" "$out/explain-cnr-fwd-$tag.txt" "$out/explain-cnr-bwd-$tag.txt"
+            echo "--- $tag: CoDEx-M, cpu vs oxigraph" | tee -a "$out/summary.txt"
+            timeout 120 "$b" bench --store "$tmp/codex-m.store" --queries sparql/codex-m.rpq --engines cpu,oxigraph --repeats 11 --quiet \
+                --csv "$out/latency-codex-$tag.csv" 2>&1 | tee "$out/latency-codex-$tag.txt" | tail -5
+        done ;;
     wd)
         n="${WD_TRIPLES:-20000000}"
         step "wikidata-like $n triples"

@@ -567,9 +567,11 @@ fn small_walks_run_sparsely_and_agree_with_products() {
 }
 
 #[test]
-fn a_sparse_walk_past_its_budget_falls_back_to_products() {
-    // A chain of 10 000 nodes: `0 p+ ?y` reaches all of them one step at a time, and each
-    // step's descent revisits the tree's upper levels, which passes the walk's budget.
+fn a_long_chain_is_walked_sparsely_once_its_lines_are_decoded() {
+    // A chain of 10 000 nodes: `0 p+ ?y` reaches all of them one step at a time. Each
+    // step's descent revisits the tree's upper levels until those visits add up to the
+    // tree's size; then the successor lists are decoded and the rest of the walk costs a
+    // lookup per step, so the walk stays within its budget.
     let n = 10_000u32;
     let g = MemoryGraph::from_triples((0..n - 1).map(|i| (i, 10, i + 1)).collect());
     let path = Path::OneOrMore(Path::link(10));
@@ -580,8 +582,33 @@ fn a_sparse_walk_past_its_budget_falls_back_to_products() {
         Endpoint::Var,
         k2rpq::rpq::TraversalPolicy::Auto,
     );
+    assert_eq!(r.trace.loads, 0, "no relation loaded for products");
+    assert_eq!(r.trace.sparse, r.trace.products);
+    assert_eq!(r.trace.total_steps, n as u64);
+    let expected: Vec<(u32, u32)> = (1..n).map(|e| (0, e)).collect();
+    assert_eq!(r.pairs, expected);
+}
+
+#[test]
+fn a_sparse_walk_past_its_budget_falls_back_to_products() {
+    // A complete graph on 96 nodes, `?x p+ ?y`: the joint walk fans every one of the
+    // 9 216 cells out to all 96 starts (~885 k pair insertions), far past its budget
+    // (about two dense products), so the batched products answer.
+    let m = 96u32;
+    let triples = (0..m)
+        .flat_map(|i| (0..m).map(move |j| (i, 10, j)))
+        .collect();
+    let g = MemoryGraph::from_triples(triples);
+    let path = Path::OneOrMore(Path::link(10));
+    let r = eval_with(
+        &g,
+        &path,
+        Endpoint::Var,
+        Endpoint::Var,
+        k2rpq::rpq::TraversalPolicy::Auto,
+    );
     assert_eq!(r.trace.loads, 1, "the relation is loaded for products");
     assert_eq!(r.trace.sparse, 0);
-    let expected: Vec<(u32, u32)> = (1..n).map(|e| (0, e)).collect();
+    let expected: Vec<(u32, u32)> = (0..m).flat_map(|i| (0..m).map(move |j| (i, j))).collect();
     assert_eq!(r.pairs, expected);
 }

@@ -348,6 +348,22 @@ impl Engine for CpuEngine {
             .sum())
     }
 
+    fn bits_word(&self, bits: &BitMatrix, index: usize) -> Result<u64> {
+        bits.as_words().get(index).copied().ok_or_else(|| {
+            EngineError::Shape(format!("word {index} of a {:?} batch", bits.shape()))
+        })
+    }
+
+    fn bits_or_word(&self, bits: &mut BitMatrix, index: usize, mask: u64) -> Result<()> {
+        let shape = bits.shape();
+        let w = bits
+            .as_words_mut()
+            .get_mut(index)
+            .ok_or_else(|| EngineError::Shape(format!("word {index} of a {shape:?} batch")))?;
+        *w |= mask;
+        Ok(())
+    }
+
     fn bool_product(
         &self,
         m: &CpuMatrix,

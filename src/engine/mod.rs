@@ -170,6 +170,58 @@ pub trait Engine: Send + Sync {
     /// `next` (0 means the fixed point is reached).
     fn bits_advance(&self, next: &mut Self::Bits, visited: &mut Self::Bits) -> Result<u64>;
 
+    /// [`Engine::bits_advance`] of several `(next, visited)` pairs, one count each, in
+    /// order. A device engine launches them all and reads the counts back with one
+    /// synchronisation (the fixed-point loop advances every touched state each step).
+    fn bits_advance_all(
+        &self,
+        pairs: &mut [(&mut Self::Bits, &mut Self::Bits)],
+    ) -> Result<Vec<u64>> {
+        pairs
+            .iter_mut()
+            .map(|(next, visited)| self.bits_advance(next, visited))
+            .collect()
+    }
+
+    /// Word `index` of the row-major words of `bits` (row `index / words`): one bit test
+    /// without copying the batch back.
+    fn bits_word(&self, bits: &Self::Bits, index: usize) -> Result<u64> {
+        let h = self.bits_download(bits)?;
+        h.as_words().get(index).copied().ok_or_else(|| {
+            EngineError::Shape(format!(
+                "word {index} of a {}×{} batch",
+                h.rows(),
+                h.words()
+            ))
+        })
+    }
+
+    /// ORs `mask` into word `index` of `bits` (a start node of a batch is one bit): no
+    /// host copy of the whole batch.
+    fn bits_or_word(&self, bits: &mut Self::Bits, index: usize, mask: u64) -> Result<()> {
+        let mut h = self.bits_download(bits)?;
+        let (rows, words) = (h.rows(), h.words());
+        let w = h
+            .as_words_mut()
+            .get_mut(index)
+            .ok_or_else(|| EngineError::Shape(format!("word {index} of a {rows}×{words} batch")))?;
+        *w |= mask;
+        *bits = self.bits_upload(&h)?;
+        Ok(())
+    }
+
+    /// Tells the engine that a run of many small products is starting (one RPQ
+    /// evaluation): until the matching [`Engine::end_products`], it may keep the working
+    /// memory of one product (scratch) for the next instead of freeing and allocating it
+    /// each time. What it keeps is at most the largest single product's working memory,
+    /// so a caller's reservation per product (e.g. `GpuEngine::product_bytes`) still
+    /// bounds it. Calls nest; the default does nothing.
+    fn begin_products(&self) {}
+
+    /// Ends a run started by [`Engine::begin_products`]: once every run has ended, the
+    /// engine frees what it kept.
+    fn end_products(&self) {}
+
     /// Boolean product of a bit-packed batch, OR-ed into `y`: `y |= A x` (right) or
     /// `yᵀ |= xᵀ A` (left).
     fn bool_product(

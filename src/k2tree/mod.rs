@@ -26,6 +26,7 @@ mod words;
 
 use std::sync::OnceLock;
 
+pub use query::Lines;
 pub use words::Words;
 
 /// Default sampling period of the [`Directory`], in nodes.
@@ -44,6 +45,9 @@ pub struct K2Tree {
     nibbles: Words,
     directory: OnceLock<Directory>,
     frontier: OnceLock<Words>,
+    /// Decoded successor / predecessor lists, built once sparse walks have spent a
+    /// tree's worth of descents on them ([`query::LineCache`]).
+    lines: [query::LineCache; 2],
 }
 
 /// First-child offsets sampled every `sample` nodes: `ranks[k] = rank(k · sample)`.
@@ -158,6 +162,7 @@ impl K2Tree {
             nibbles,
             directory: OnceLock::new(),
             frontier: OnceLock::new(),
+            lines: Default::default(),
         };
         tree.validate()?;
         Ok(tree)

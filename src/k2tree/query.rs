@@ -2,6 +2,9 @@
 
 use rayon::prelude::*;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
 use super::{count_bits, morton, K2Tree};
 
 /// Which coordinate of a cell a descent fixes.
@@ -214,4 +217,123 @@ fn max_along(t: &K2Tree, axis: Axis) -> u64 {
         nodes = next;
     }
     value
+}
+
+/// Trees with more cells than this never get [`Lines`]: the lists take 4 bytes per cell
+/// (plus 8 per non-empty line), which for large relations would undo the compression.
+pub const MAX_LINE_CELLS: u64 = 1 << 22;
+
+/// The cells of a tree grouped by row (successor lists) or by column (predecessor lists),
+/// decoded once: a sparse walk that expands many frontier nodes of a small relation
+/// reads each line in a binary search plus its length, where a row or column descent
+/// visits every non-empty block on the line's way down, ~`height` tree nodes with a rank
+/// each per cell.
+#[derive(Clone, Debug, Default)]
+pub struct Lines {
+    /// Non-empty lines, ascending.
+    keys: Vec<u32>,
+    /// `values[offsets[i]..offsets[i + 1]]` is line `keys[i]`, ascending.
+    offsets: Vec<u32>,
+    values: Vec<u32>,
+}
+
+impl Lines {
+    fn build(tree: &K2Tree, by_column: bool) -> Lines {
+        let mut cells = tree.cells();
+        if by_column {
+            cells.iter_mut().for_each(|(r, c)| std::mem::swap(r, c));
+        }
+        cells.sort_unstable();
+        let mut lines = Lines {
+            keys: Vec::new(),
+            offsets: Vec::new(),
+            values: Vec::with_capacity(cells.len()),
+        };
+        for (k, v) in cells {
+            if lines.keys.last() != Some(&k) {
+                lines.keys.push(k);
+                lines.offsets.push(lines.values.len() as u32);
+            }
+            lines.values.push(v);
+        }
+        lines.offsets.push(lines.values.len() as u32);
+        lines
+    }
+
+    /// Calls `f(key, value)` for every cell on the lines `active` (ascending, distinct);
+    /// returns the work done (lines looked up plus cells), in the units of a descent's
+    /// node visits.
+    pub fn for_each(&self, active: &[u32], mut f: impl FnMut(u32, u32)) -> u64 {
+        let mut from = 0;
+        let mut cells = 0u64;
+        for &a in active {
+            // The keys are ascending like `active`: search only past the last hit.
+            from += self.keys[from..].partition_point(|&k| k < a);
+            if from == self.keys.len() {
+                break;
+            }
+            if self.keys[from] == a {
+                let (lo, hi) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
+                for &v in &self.values[lo..hi] {
+                    f(a, v);
+                }
+                cells += (hi - lo) as u64;
+            }
+        }
+        active.len() as u64 + cells
+    }
+
+    /// The non-empty lines (rows, or columns), ascending.
+    pub fn keys(&self) -> &[u32] {
+        &self.keys
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> u64 {
+        4 * (self.keys.len() + self.offsets.len() + self.values.len()) as u64
+    }
+}
+
+/// The lazily built [`Lines`] of one orientation of a tree, with the descent work spent
+/// on that orientation so far.
+#[derive(Debug, Default)]
+pub(crate) struct LineCache {
+    work: AtomicU64,
+    lines: OnceLock<Lines>,
+}
+
+impl Clone for LineCache {
+    fn clone(&self) -> Self {
+        LineCache {
+            work: AtomicU64::new(self.work.load(Ordering::Relaxed)),
+            lines: self.lines.clone(),
+        }
+    }
+}
+
+impl K2Tree {
+    /// The rows' (`by_column == false`: successor) or columns' (predecessor) lists if
+    /// built; built now when `work` more node visits of descents in that orientation
+    /// bring the total past the tree's node count — by then the descents have cost about
+    /// one full decode, so building costs at most as much as what was already spent
+    /// (the ski-rental rule) — and the tree has at most [`MAX_LINE_CELLS`] cells.
+    pub fn lines_after(&self, by_column: bool, work: u64) -> Option<&Lines> {
+        let cache = &self.lines[by_column as usize];
+        if let Some(l) = cache.lines.get() {
+            return Some(l);
+        }
+        if self.nnz() > MAX_LINE_CELLS {
+            return None;
+        }
+        let spent = cache.work.fetch_add(work, Ordering::Relaxed) + work;
+        if spent < self.nodes() {
+            return None;
+        }
+        Some(cache.lines.get_or_init(|| Lines::build(self, by_column)))
+    }
+
+    /// The lists of [`K2Tree::lines_after`] if already built (builds nothing).
+    pub fn lines_if_built(&self, by_column: bool) -> Option<&Lines> {
+        self.lines[by_column as usize].lines.get()
+    }
 }

@@ -350,6 +350,23 @@ pub(super) fn emit(
     }
 }
 
+/// A run of products ([`Engine::begin_products`]) that ends when dropped, also on an
+/// early return with an error.
+struct ProductRun<'a, E: Engine>(&'a E);
+
+impl<'a, E: Engine> ProductRun<'a, E> {
+    fn new(engine: &'a E) -> Self {
+        engine.begin_products();
+        ProductRun(engine)
+    }
+}
+
+impl<E: Engine> Drop for ProductRun<'_, E> {
+    fn drop(&mut self) {
+        self.0.end_products();
+    }
+}
+
 /// State shared by the batches of one evaluation.
 pub(super) struct Run<'a, E: Engine> {
     engine: &'a E,
@@ -361,6 +378,8 @@ pub(super) struct Run<'a, E: Engine> {
     sources_of: Vec<Vec<usize>>,
     deadline: Option<Instant>,
     pub(super) result: PathResult,
+    /// Open while the batches run: the engine keeps product working memory between steps.
+    _products: ProductRun<'a, E>,
 }
 
 impl<'a, E: Engine> Run<'a, E> {
@@ -374,6 +393,7 @@ impl<'a, E: Engine> Run<'a, E> {
         relations: &mut (dyn RelationSource<E> + '_),
         started: Instant,
     ) -> Result<Self, RpqError> {
+        let products = ProductRun::new(engine);
         let (loads0, time0) = relations.load_stats();
         let mut mats = Vec::with_capacity(plan.relations.len());
         for r in &plan.relations {
@@ -398,6 +418,7 @@ impl<'a, E: Engine> Run<'a, E> {
             sources_of: plan.automaton.sources(),
             deadline: options.timeout.map(|t| started + t),
             result: PathResult::default(),
+            _products: products,
         };
         run.result.trace.engine = engine.name().to_string();
         run.result.trace.loads = loads1 - loads0;
@@ -469,12 +490,22 @@ impl<E: Engine> Run<'_, E> {
             return Ok(());
         }
         let n = self.n;
-        let mut host = BitMatrix::zeroed(n, words);
-        for (k, &v) in sources.iter().enumerate() {
-            if (v as usize) < n {
-                host.set(v as usize, k);
+        // The start batch: one source sets one word, so a device engine writes that word
+        // into a zeroed batch instead of copying a whole `n × words` batch over.
+        let start_batch = || -> Result<E::Bits, RpqError> {
+            if let [v] = sources {
+                let mut b = engine.bits_zeroed(n, words)?;
+                engine.bits_or_word(&mut b, *v as usize * words, 1)?;
+                return Ok(b);
             }
-        }
+            let mut host = BitMatrix::zeroed(n, words);
+            for (k, &v) in sources.iter().enumerate() {
+                if (v as usize) < n {
+                    host.set(v as usize, k);
+                }
+            }
+            Ok(engine.bits_upload(&host)?)
+        };
         let live: Vec<bool> = (0..states)
             .map(|j| j == 0 || self.mats[j].is_some())
             .collect();
@@ -483,7 +514,7 @@ impl<E: Engine> Run<'_, E> {
         let mut next = Vec::with_capacity(states);
         for (j, &l) in live.iter().enumerate() {
             let (f, v, x) = if j == 0 {
-                (engine.bits_upload(&host)?, engine.bits_upload(&host)?, None)
+                (start_batch()?, start_batch()?, None)
             } else if l {
                 (
                     engine.bits_zeroed(n, words)?,
@@ -567,17 +598,26 @@ impl<E: Engine> Run<'_, E> {
                 masked += (trav == Traversal::Masked) as u32;
                 touched[j] = true;
             }
+            // Advance every touched state at once (one count read-back per step).
             let mut new_bits = 0;
-            for j in 0..states {
-                counts[j] = 0;
-                if touched[j] {
-                    let nx = next[j].as_mut().expect("touched state is live");
-                    let c = engine.bits_advance(nx, &mut visited[j])?;
-                    std::mem::swap(&mut frontier[j], nx);
-                    counts[j] = c;
-                    seen[j] += c;
-                    new_bits += c;
-                }
+            let order: Vec<usize> = (0..states).filter(|&j| touched[j]).collect();
+            let got = {
+                let mut pairs: Vec<(&mut E::Bits, &mut E::Bits)> = next
+                    .iter_mut()
+                    .zip(visited.iter_mut())
+                    .enumerate()
+                    .filter(|(j, _)| touched[*j])
+                    .map(|(_, (nx, v))| (nx.as_mut().expect("touched state is live"), v))
+                    .collect();
+                engine.bits_advance_all(&mut pairs)?
+            };
+            counts.iter_mut().for_each(|c| *c = 0);
+            for (&j, &c) in order.iter().zip(&got) {
+                let nx = next[j].as_mut().expect("touched state is live");
+                std::mem::swap(&mut frontier[j], nx);
+                counts[j] = c;
+                seen[j] += c;
+                new_bits += c;
             }
             self.result.trace.log(TraceStep {
                 batch: index,
@@ -594,8 +634,10 @@ impl<E: Engine> Run<'_, E> {
             }
             if let Some(t) = self.plan.target {
                 if (t as usize) < n {
+                    // One word per accepting state, not the whole batch (a target
+                    // query has one source: bit 0 of the target's first word).
                     for j in (0..states).filter(|&j| a.accepting[j] && counts[j] > 0) {
-                        if engine.bits_download(&frontier[j])?.get(t as usize, 0) {
+                        if engine.bits_word(&frontier[j], t as usize * words)? & 1 != 0 {
                             reached = true;
                         }
                     }

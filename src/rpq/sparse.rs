@@ -102,6 +102,13 @@ fn expand(
     if tree.nodes() == 0 || active.is_empty() {
         return true;
     }
+    // Following `p` forward reads rows (successor lists), `^p` columns.
+    let by_column = dir == Dir::Inverse;
+    if let Some(lines) = tree.lines_if_built(by_column) {
+        *work += lines.for_each(active, f);
+        return *work <= budget;
+    }
+    let before = *work;
     let h = tree.height();
     // (node, level, row origin, column origin, active range within the block's inputs)
     let mut stack: Vec<(u64, u32, u64, u64, usize, usize)> = vec![(0, 0, 0, 0, 0, active.len())];
@@ -118,30 +125,38 @@ fn expand(
         let s = tree.signature(j);
         let side = 1u64 << (h - 1 - d); // side of a child block
         let leaf = d + 1 == h;
-        let first = if leaf { 0 } else { tree.first_child(j) };
-        let mut k = 0;
+        // The children split the block's input range in two halves: one search for the
+        // split point serves all four (instead of two per child).
+        let in0 = match dir {
+            Dir::Forward => r0,
+            Dir::Inverse => c0,
+        };
+        let mid = lo + active[lo..hi].partition_point(|&x| (x as u64) < in0 + side);
+        // The first child's index (a rank) only once a child is entered.
+        let mut first = None;
         for b in 0..4u64 {
             if s & (1 << b) == 0 {
                 continue;
             }
             let (r, c) = (r0 + (b >> 1) * side, c0 + (b & 1) * side);
-            let (input, output) = match dir {
-                Dir::Forward => (r, c),
-                Dir::Inverse => (c, r),
+            let (input, output, upper) = match dir {
+                Dir::Forward => (r, c, b >> 1),
+                Dir::Inverse => (c, r, b & 1),
             };
-            let part = &active[lo..hi];
-            let a = lo + part.partition_point(|&x| (x as u64) < input);
-            let z = a + active[a..hi].partition_point(|&x| (x as u64) < input + side);
+            let (a, z) = if upper == 0 { (lo, mid) } else { (mid, hi) };
             if a < z {
                 if leaf {
                     f(input as u32, output as u32);
                 } else {
-                    stack.push((first + k, d + 1, r, c, a, z));
+                    let fc = *first.get_or_insert_with(|| tree.first_child(j));
+                    let k = (s & ((1u8 << b) - 1)).count_ones() as u64;
+                    stack.push((fc + k, d + 1, r, c, a, z));
                 }
             }
-            k += 1;
         }
     }
+    // Count the descents' work towards decoding the lines once (used from the next call).
+    tree.lines_after(by_column, *work - before);
     true
 }
 

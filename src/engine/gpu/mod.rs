@@ -175,6 +175,17 @@ impl ScratchLayout {
     fn bytes(&self) -> u64 {
         8 * self.codes.iter().sum::<u64>() + 4 * self.offsets + 8 * self.status + 4 * self.pyramid
     }
+
+    /// Whether buffers of this layout are large enough for a product needing `need`
+    /// (every buffer at least as long; the kernels address them only up to the plan's
+    /// positions, and overwrite what they read, so longer buffers serve as well).
+    fn covers(&self, need: &ScratchLayout) -> bool {
+        need.codes.len() <= self.codes.len()
+            && need.codes.iter().zip(&self.codes).all(|(n, h)| n <= h)
+            && need.offsets <= self.offsets
+            && need.status <= self.status
+            && need.pyramid <= self.pyramid
+    }
 }
 
 /// `(offset, words)` of each pyramid level `g = 0..=h` (one bit per 2^g input indices).
@@ -272,6 +283,22 @@ impl GpuBits {
     }
 }
 
+/// Device memory kept between the products of a run ([`Engine::begin_products`]): a
+/// fixed-point loop runs tens of small products per query, and allocating and zeroing
+/// their scratch each time (stream-ordered allocations are returned to the driver at
+/// every synchronisation) cost more than the products themselves.
+#[derive(Default)]
+struct Kept {
+    /// Runs open (they nest and may come from several threads).
+    runs: usize,
+    /// One product's scratch and the layout it was allocated for: taken by a product
+    /// whose layout it covers, replaced (old one freed first) by one that it does not,
+    /// so it never exceeds the largest single product's scratch.
+    scratch: Option<(ScratchLayout, Scratch)>,
+    /// Counters of [`Engine::bits_advance_all`] (one per pair).
+    counts: Option<CudaSlice<u64>>,
+}
+
 /// The GPU engine on one device. See the [module docs](self).
 pub struct GpuEngine {
     gpu: GpuContext,
@@ -280,6 +307,8 @@ pub struct GpuEngine {
     /// Serialises the work enqueued by concurrent callers, so that a graph capture never
     /// sees another thread's launches.
     lock: Mutex<()>,
+    /// Working memory kept while runs of products are open.
+    kept: Mutex<Kept>,
 }
 
 impl GpuEngine {
@@ -302,6 +331,7 @@ impl GpuEngine {
             options,
             info,
             lock: Mutex::new(()),
+            kept: Mutex::new(Kept::default()),
         })
     }
 
@@ -342,6 +372,39 @@ impl GpuEngine {
 
     fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Scratch for a product of `need`: the kept one when it covers `need`, else a new
+    /// allocation (the kept one freed first, so the two never coexist).
+    fn take_scratch(&self, need: ScratchLayout) -> Result<(ScratchLayout, Scratch)> {
+        let old = self.kept().scratch.take();
+        if let Some((layout, scratch)) = old {
+            if layout.covers(&need) {
+                return Ok((layout, scratch));
+            }
+        }
+        let scratch = Scratch::alloc(&self.gpu, &need)?;
+        Ok((need, scratch))
+    }
+
+    /// Keeps `scratch` for the next product while a run is open; otherwise (or when
+    /// another thread's scratch is already kept) frees it, stream-ordered.
+    fn put_back_scratch(&self, layout: ScratchLayout, scratch: Scratch) {
+        let mut kept = self.kept();
+        if kept.runs > 0 && kept.scratch.is_none() {
+            kept.scratch = Some((layout, scratch));
+        }
+    }
+
+    /// Bytes of device memory kept between products now (0 outside runs).
+    pub fn kept_bytes(&self) -> u64 {
+        let kept = self.kept();
+        kept.scratch.as_ref().map_or(0, |(l, _)| l.bytes())
+            + kept.counts.as_ref().map_or(0, |c| 8 * c.len() as u64)
     }
 
     /// Exact device bytes of a semiring product of `batch` vectors of `elem_bytes`-byte
@@ -805,8 +868,8 @@ impl Engine for GpuEngine {
     fn bits_clear(&self, bits: &mut GpuBits) -> Result<()> {
         let _g = self.guard();
         let p = bits.raw(self.gpu.stream());
-        self.fill_u32(p, 0, 2 * bits.len())?;
-        self.sync()
+        // Stream order puts the fill before every later use: no synchronisation.
+        self.fill_u32(p, 0, 2 * bits.len())
     }
 
     fn bits_or(&self, dst: &mut GpuBits, src: &GpuBits) -> Result<()> {
@@ -826,35 +889,107 @@ impl Engine for GpuEngine {
                 .arg(&n)
                 .launch(config_for(n))
         }
-        .map_err(cuda_err("bits_or"))?;
-        self.sync()
+        .map_err(cuda_err("bits_or"))
+        .map(|_| ())
     }
 
     fn bits_advance(&self, next: &mut GpuBits, visited: &mut GpuBits) -> Result<u64> {
-        Self::check_same_shape("bits_advance", next, visited)?;
-        let n = next.len();
-        if n == 0 {
-            return Ok(0);
+        Ok(self.bits_advance_all(&mut [(next, visited)])?[0])
+    }
+
+    fn bits_advance_all(&self, pairs: &mut [(&mut GpuBits, &mut GpuBits)]) -> Result<Vec<u64>> {
+        for (next, visited) in pairs.iter() {
+            Self::check_same_shape("bits_advance", next, visited)?;
+        }
+        let k = pairs.len();
+        let mut out = vec![0u64; k];
+        if pairs.iter().all(|(next, _)| next.len() == 0) {
+            return Ok(out);
         }
         let _g = self.guard();
-        let count = self.gpu.alloc_zeros::<u64>(1, "popcount")?;
         let s = self.gpu.stream();
-        let (np, vp, cp) = (next.raw(s), visited.raw(s), count.device_ptr(s).0);
-        // SAFETY: next and visited hold n words, count one.
-        unsafe {
-            s.launch_builder(self.gpu.function("bits_advance")?)
-                .arg(&np)
-                .arg(&vp)
-                .arg(&n)
-                .arg(&cp)
-                .launch(config_for(n))
+        let mut kept = self.kept();
+        // One counter per pair, zeroed and read back together: one synchronisation
+        // for the whole step instead of an allocation and a synchronisation per state.
+        let mut counts = match kept.counts.take() {
+            Some(c) if c.len() >= k => c,
+            other => {
+                drop(other);
+                self.gpu.alloc_zeros::<u64>(k.max(8), "popcounts")?
+            }
+        };
+        let result = (|| -> Result<()> {
+            s.memset_zeros(&mut counts.slice_mut(0..k))
+                .map_err(cuda_err("memset"))?;
+            let base = counts.device_ptr(s).0;
+            let f = self.gpu.function("bits_advance")?;
+            for (i, (next, visited)) in pairs.iter_mut().enumerate() {
+                let n = next.len();
+                if n == 0 {
+                    continue;
+                }
+                let (np, vp, cp) = (next.raw(s), visited.raw(s), base + 8 * i as u64);
+                // SAFETY: next and visited hold n words, cp addresses counter i < k.
+                unsafe {
+                    s.launch_builder(f)
+                        .arg(&np)
+                        .arg(&vp)
+                        .arg(&n)
+                        .arg(&cp)
+                        .launch(config_for(n))
+                }
+                .map_err(cuda_err("bits_advance"))?;
+            }
+            s.memcpy_dtoh(&counts.slice(0..k), &mut out[..])
+                .map_err(cuda_err("download"))?;
+            self.sync()
+        })();
+        if kept.runs > 0 {
+            kept.counts = Some(counts);
         }
-        .map_err(cuda_err("bits_advance"))?;
+        result.map(|_| out)
+    }
+
+    fn bits_word(&self, bits: &GpuBits, index: usize) -> Result<u64> {
+        if index as u64 >= bits.len() {
+            return Err(EngineError::Shape(format!(
+                "word {index} of a {:?} batch",
+                bits.shape()
+            )));
+        }
         let mut out = [0u64; 1];
-        s.memcpy_dtoh(&count, &mut out[..])
+        let _g = self.guard();
+        self.gpu
+            .stream()
+            .memcpy_dtoh(&bits.buf.slice(index..index + 1), &mut out[..])
             .map_err(cuda_err("download"))?;
         self.sync()?;
         Ok(out[0])
+    }
+
+    fn bits_or_word(&self, bits: &mut GpuBits, index: usize, mask: u64) -> Result<()> {
+        let word = self.bits_word(bits, index)? | mask;
+        let _g = self.guard();
+        // A pageable copy of a few bytes returns once they are staged: stream order
+        // then puts it before every later use of the batch.
+        self.gpu
+            .stream()
+            .memcpy_htod(&[word], &mut bits.buf.slice_mut(index..index + 1))
+            .map_err(cuda_err("upload"))
+    }
+
+    fn begin_products(&self) {
+        self.kept().runs += 1;
+    }
+
+    fn end_products(&self) {
+        let mut kept = self.kept();
+        kept.runs = kept.runs.saturating_sub(1);
+        if kept.runs == 0 {
+            // Stream-ordered frees: work still queued on them finishes first.
+            kept.scratch = None;
+            kept.counts = None;
+        }
     }
 
     fn bool_product(
@@ -876,25 +1011,31 @@ impl Engine for GpuEngine {
             m.dense_plan()
         };
         let source = self.source_for(x.words, true);
-        let layout = ScratchLayout::new(plan, source, masked, m.tree.height());
-        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let need = ScratchLayout::new(plan, source, masked, m.tree.height());
+        let (layout, scratch) = self.take_scratch(need)?;
         let _g = self.guard();
-        if masked {
-            self.enqueue_pyramid(m, plan, x, &scratch)?;
-        }
-        let s = self.gpu.stream();
-        let (xp, yp) = (x.raw(s), y.raw(s));
-        self.enqueue_plan(
-            m,
-            plan,
-            self.options.leaf_kernel.leaves(LeafOp::Bits),
-            xp,
-            yp,
-            x.words as u64,
-            dir,
-            source,
-            &scratch,
-        )?;
-        self.sync()
+        let enqueued = (|| {
+            if masked {
+                self.enqueue_pyramid(m, plan, x, &scratch)?;
+            }
+            let s = self.gpu.stream();
+            let (xp, yp) = (x.raw(s), y.raw(s));
+            self.enqueue_plan(
+                m,
+                plan,
+                self.options.leaf_kernel.leaves(LeafOp::Bits),
+                xp,
+                yp,
+                x.words as u64,
+                dir,
+                source,
+                &scratch,
+            )
+        })();
+        // No synchronisation: the next use of `y` (an advance, a copy back) is ordered
+        // after the product on the engine's one stream, and the scratch is reused or
+        // freed in stream order too.
+        self.put_back_scratch(layout, scratch);
+        enqueued
     }
 }
