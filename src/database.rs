@@ -531,10 +531,14 @@ impl Database {
         if let Some(e) = g.take_error() {
             return Err(e.into());
         }
-        Ok(PathAnswer {
-            result: result?,
-            engine,
-        })
+        let result = result?;
+        // A device engine leaves queries that reach a handful of nodes to a host walk.
+        let engine = if result.trace.engine == rpq::HOST_WALK {
+            "cpu"
+        } else {
+            engine
+        };
+        Ok(PathAnswer { result, engine })
     }
 }
 

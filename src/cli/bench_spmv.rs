@@ -13,8 +13,8 @@ use k2rpq::bench::spmv::graph::{load, SpmvInput};
 use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
 use k2rpq::bench::spmv::{prepare, run as bench, svg, SpmvOptions};
 use k2rpq::engine::gpu::GpuSelection;
-use k2rpq::k2tree::K2Tree;
 use k2rpq::engine::gpu::LeafKernel;
+use k2rpq::k2tree::K2Tree;
 
 /// Arguments of `k2rpq bench-spmv`.
 #[derive(clap::Args)]

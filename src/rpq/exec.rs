@@ -15,6 +15,10 @@ use super::sparse;
 use super::{Endpoint, EvalOptions, Path, PathResult, RpqError, TraversalPolicy};
 use crate::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 
+/// [`Trace::engine`] of an evaluation that a device engine left to a walk of the host
+/// trees (the query reached too few nodes to pay for the device).
+pub const HOST_WALK: &str = "host walk";
+
 /// Steps kept in [`Trace::steps`]; later ones are only counted (a var→var run over a
 /// large graph takes many batches).
 const MAX_LOGGED_STEPS: usize = 2000;
@@ -274,19 +278,32 @@ pub fn evaluate_with<E: Engine>(
     }
     // On a host engine, walk sparsely from each start node while the reached sets stay
     // small (no batches, no products, no union trees); past the budget, run the batches.
-    if options.traversal == TraversalPolicy::Auto && engine.host_resident() {
+    // In front of a device engine, a constant start is first walked on the host under a
+    // small budget: a query that reaches a handful of nodes never pays device round trips.
+    if options.traversal == TraversalPolicy::Auto {
+        let host = engine.host_resident();
         let walked = match &plan.start {
-            StartNodes::Const(c) => {
-                sparse::evaluate_sparse(graph, plan, options, &mut std::iter::once(*c), 1, started)
-            }
-            StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
+            StartNodes::Const(c) => sparse::evaluate_sparse(
+                graph,
+                plan,
+                options,
+                &mut std::iter::once(*c),
+                1,
+                started,
+                (!host).then_some(sparse::DEVICE_FRONT_BUDGET),
+            ),
+            StartNodes::Candidates(cands) if host && cands.len() <= sparse::MAX_JOINT_STARTS => {
                 let starts: Vec<u32> = cands.iter().collect();
                 sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
             }
             StartNodes::Candidates(_) => None,
         };
         if let Some(mut result) = walked {
-            result.trace.engine = engine.name().to_string();
+            result.trace.engine = if host {
+                engine.name().to_string()
+            } else {
+                HOST_WALK.to_string()
+            };
             if plan.direction == EvalDirection::Backward && !options.count_only {
                 result.pairs.sort_unstable();
             }

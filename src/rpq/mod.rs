@@ -44,7 +44,7 @@ use std::time::Duration;
 pub use automaton::{Automaton, Dir, PredClass, Symbol};
 pub use exec::{
     evaluate, evaluate_with, execute, Loaded, MatrixHandle, PerQueryRelations, RelationSource,
-    Trace, TraceStep,
+    Trace, TraceStep, HOST_WALK,
 };
 pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, LogEndpoint, LogQuery};

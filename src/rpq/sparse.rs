@@ -26,6 +26,12 @@ use crate::k2tree::K2Tree;
 /// Tree nodes a sparse walk may visit before it gives up, at least.
 const MIN_BUDGET: u64 = 1 << 16;
 
+/// The budget of a walk tried in front of a device engine: a query that reaches a few
+/// hundred nodes is answered from the host trees in well under a millisecond, less than
+/// one query's device round trips (start batch, a launch and a count read-back per step);
+/// a walk that gives up has wasted about that much before the device takes over.
+pub(super) const DEVICE_FRONT_BUDGET: u64 = 1 << 16;
+
 /// The work budget (tree nodes visited) of sparse walks from `starts` start nodes through
 /// an automaton of `states` states, on a graph of `nodes` nodes whose relations have
 /// `tree_nodes` nodes in all: about two dense products over the relations, plus per
@@ -172,12 +178,13 @@ pub(super) fn evaluate_sparse(
     starts: &mut dyn Iterator<Item = u32>,
     start_count: u64,
     started: Instant,
+    cap: Option<u64>,
 ) -> Option<PathResult> {
     let a = &plan.automaton;
     let states = a.states();
     let rels = relations_of(graph, plan);
     let n = graph.node_count();
-    let budget = budget(n, tree_nodes(&rels), start_count, states);
+    let budget = budget(n, tree_nodes(&rels), start_count, states).min(cap.unwrap_or(u64::MAX));
     let sources_of = a.sources();
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
