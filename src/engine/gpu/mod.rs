@@ -584,6 +584,7 @@ impl GpuEngine {
             dir,
             source,
             scratch,
+            false,
         )
     }
 
@@ -607,7 +608,9 @@ impl GpuEngine {
     }
 
     /// Enqueues every step of `plan`: scans (if `source` is the scan), expansions and
-    /// leaf visits with `leaf_kernel`, over raw device addresses `x` and `y`.
+    /// leaf visits with `leaf_kernel`, over raw device addresses `x` and `y`. Only a
+    /// `masked` product hands the kernels the pyramid of active blocks: a kept scratch
+    /// may hold a pyramid left by an earlier masked product, which a dense one must not see.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_plan(
         &self,
@@ -620,13 +623,14 @@ impl GpuEngine {
         dir: Direction,
         source: OffsetSource,
         scratch: &Scratch,
+        masked: bool,
     ) -> Result<()> {
         let s = self.gpu.stream();
         let (nib, ranks, top, front) = m.pointers(&self.gpu);
         let codes: Vec<u64> = scratch.codes.iter().map(|b| ptr(s, b)).collect();
         let offsets = ptr(s, &scratch.offsets);
         let status = ptr(s, &scratch.status);
-        let pyramid = ptr(s, &scratch.pyramid);
+        let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
         let expand = self.gpu.function(self.options.leaf_kernel.expand())?;
         let leaves = self.gpu.function(leaf_kernel)?;
         let scan = self.gpu.function("scan_fanout")?;
@@ -1030,6 +1034,7 @@ impl Engine for GpuEngine {
                 dir,
                 source,
                 &scratch,
+                masked,
             )
         })();
         // No synchronisation: the next use of `y` (an advance, a copy back) is ordered
