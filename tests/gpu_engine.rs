@@ -38,7 +38,7 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
 /// in `check_matrix` put several lanes of a warp on one node.
 fn option_sets() -> Vec<GpuOptions> {
     let mut out = Vec::new();
-    for leaf_kernel in LeafKernel::ALL {
+    for leaf_kernel in std::iter::once(LeafKernel::Tuned).chain(LeafKernel::ALL) {
         let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
             tile_nodes,
             top_nodes,

@@ -139,7 +139,7 @@ impl Contender for GpuContender {
             config_name(self.config),
             source_name(self.source)
         );
-        // The default keeps its old name, so earlier reports compare row for row.
+        // The default (`tuned`, the measured winner per product) keeps the plain name.
         if self.kernel != LeafKernel::default() {
             name.push(' ');
             name.push_str(self.kernel.name());

@@ -63,8 +63,13 @@ pub fn scan_config(tiles: u64) -> LaunchConfig {
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
 )]
 pub enum LeafKernel {
-    /// The paper's kernel: one thread per (node, vector), one atomic per leaf cell.
+    /// The variant measured fastest for each product (bench-spmv on the H200, cnr-2000 and
+    /// a 200M-edge web graph): [`LeafKernel::Rows`] for bit-packed Boolean batches and
+    /// right products, [`LeafKernel::WarpAgg`] for left semiring products. See
+    /// [`LeafKernel::resolve`].
     #[default]
+    Tuned,
+    /// The paper's kernel: one thread per (node, vector), one atomic per leaf cell.
     Cells,
     /// The node's four leaves as a 4x4 bitmap in registers: each input entry read once,
     /// each output row (right) or column (left) accumulated in a register, at most four
@@ -79,7 +84,7 @@ pub enum LeafKernel {
 }
 
 impl LeafKernel {
-    /// Every variant, the default first.
+    /// Every concrete variant (what [`LeafKernel::Tuned`] chooses from), the paper's first.
     pub const ALL: [LeafKernel; 4] = [
         LeafKernel::Cells,
         LeafKernel::Rows,
@@ -90,6 +95,7 @@ impl LeafKernel {
     /// Short name (`cells`, `rows`, `wrank`, `wagg`), as in benchmark rows and on the CLI.
     pub fn name(self) -> &'static str {
         match self {
+            LeafKernel::Tuned => "tuned",
             LeafKernel::Cells => "cells",
             LeafKernel::Rows => "rows",
             LeafKernel::RowsWarpRank => "wrank",
@@ -99,13 +105,30 @@ impl LeafKernel {
 
     /// The variant of a [`LeafKernel::name`].
     pub fn from_name(name: &str) -> Option<LeafKernel> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
+        std::iter::once(LeafKernel::Tuned)
+            .chain(Self::ALL)
+            .find(|k| k.name() == name)
+    }
+
+    /// The concrete variant that runs a product of `op` in direction `dir`: itself, or
+    /// for [`LeafKernel::Tuned`] the measured winner (left semiring products gain most
+    /// from warp aggregation, whose column updates collide within a warp; elsewhere
+    /// per-row registers with read-before-atomic are fastest).
+    pub fn resolve(self, op: LeafOp, dir: crate::engine::Direction) -> LeafKernel {
+        match (self, op, dir) {
+            (LeafKernel::Tuned, LeafOp::Bits, _) => LeafKernel::Rows,
+            (LeafKernel::Tuned, _, crate::engine::Direction::Right) => LeafKernel::Rows,
+            (LeafKernel::Tuned, _, crate::engine::Direction::Left) => LeafKernel::WarpAgg,
+            (k, _, _) => k,
+        }
     }
 
     /// The leaf kernel of this variant for `op`.
     pub fn leaves(self, op: LeafOp) -> &'static str {
         let i = op as usize;
         match self {
+            // Without a direction, `Tuned` is `Rows` (callers resolve it first).
+            LeafKernel::Rows | LeafKernel::Tuned => LEAF_VARIANT_KERNELS[i],
             LeafKernel::Cells => [
                 "leaves_plus_times",
                 "leaves_counting",
@@ -113,7 +136,6 @@ impl LeafKernel {
                 "leaves_tropical",
                 "leaves_bits",
             ][i],
-            LeafKernel::Rows => LEAF_VARIANT_KERNELS[i],
             LeafKernel::RowsWarpRank => LEAF_VARIANT_KERNELS[5 + i],
             LeafKernel::WarpAgg => LEAF_VARIANT_KERNELS[10 + i],
         }
@@ -122,7 +144,7 @@ impl LeafKernel {
     /// The expand kernel of this variant.
     pub fn expand(self) -> &'static str {
         match self {
-            LeafKernel::Cells | LeafKernel::Rows => "expand",
+            LeafKernel::Cells | LeafKernel::Rows | LeafKernel::Tuned => "expand",
             LeafKernel::RowsWarpRank | LeafKernel::WarpAgg => "expand_wrank",
         }
     }
@@ -196,7 +218,7 @@ mod tests {
             assert_eq!(LeafKernel::from_name(k.name()), Some(k));
             let family = match k {
                 LeafKernel::Cells => "leaves_",
-                LeafKernel::Rows => "leaves_rows_",
+                LeafKernel::Rows | LeafKernel::Tuned => "leaves_rows_",
                 LeafKernel::RowsWarpRank => "leaves_wrank_",
                 LeafKernel::WarpAgg => "leaves_agg_",
             };
@@ -205,7 +227,20 @@ mod tests {
             }
         }
         assert_eq!(LeafKernel::from_name("nope"), None);
-        assert_eq!(LeafKernel::default(), LeafKernel::Cells);
+        assert_eq!(LeafKernel::default(), LeafKernel::Tuned);
+        assert_eq!(LeafKernel::from_name("tuned"), Some(LeafKernel::Tuned));
+        use crate::engine::Direction::{Left, Right};
+        for op in OPS.map(|(op, _)| op) {
+            for dir in [Left, Right] {
+                let k = LeafKernel::Tuned.resolve(op, dir);
+                assert!(LeafKernel::ALL.contains(&k), "{op:?} {dir:?} -> {k:?}");
+                assert_eq!(LeafKernel::Rows.resolve(op, dir), LeafKernel::Rows);
+            }
+        }
+        assert_eq!(
+            LeafKernel::Tuned.resolve(LeafOp::PlusTimes, Left),
+            LeafKernel::WarpAgg
+        );
         assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
     }
 }

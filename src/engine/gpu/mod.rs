@@ -69,10 +69,10 @@ pub struct GpuOptions {
     /// The host expands the tree down to the deepest level with at most this many
     /// nodes. Default 2^16.
     pub top_nodes: u64,
-    /// Force an offset source; `None`: the directory for single vectors, the scan for
-    /// batches (semiring batches of width > 1 and every bit-packed batch).
+    /// Force an offset source; `None`: the scan for semiring batches of width > 1, the
+    /// directory for single vectors and every bit-packed batch (measured fastest).
     pub offset_source: Option<OffsetSource>,
-    /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Cells`].
+    /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Tuned`].
     pub leaf_kernel: LeafKernel,
 }
 
@@ -82,7 +82,7 @@ impl Default for GpuOptions {
             tile_nodes: 1 << 20,
             top_nodes: 1 << 16,
             offset_source: None,
-            leaf_kernel: LeafKernel::Cells,
+            leaf_kernel: LeafKernel::Tuned,
         }
     }
 }
@@ -363,7 +363,9 @@ impl GpuEngine {
     }
 
     fn source_for(&self, width: usize, bits: bool) -> OffsetSource {
-        self.options.offset_source.unwrap_or(if width > 1 || bits {
+        // Measured on the H200 (bench-spmv, cnr-2000): the directory is faster for every
+        // bit-packed batch (W = 1, 2, 4: 1.3-1.9x), the scan for semiring batches of 16.
+        self.options.offset_source.unwrap_or(if width > 1 && !bits {
             OffsetSource::Scan
         } else {
             OffsetSource::Directory
@@ -573,11 +575,11 @@ impl GpuEngine {
             _ => 0,
         };
         self.fill_u32(yp, zero, y.len as u64)?;
-        let kernel = self.options.leaf_kernel.leaves(LeafOp::from(S::KIND));
+        let op = LeafOp::from(S::KIND);
         self.enqueue_plan(
             m,
             m.dense_plan(),
-            kernel,
+            (self.options.leaf_kernel.resolve(op, dir), op),
             xp,
             yp,
             batch as u64,
@@ -608,7 +610,7 @@ impl GpuEngine {
     }
 
     /// Enqueues every step of `plan`: scans (if `source` is the scan), expansions and
-    /// leaf visits with `leaf_kernel`, over raw device addresses `x` and `y`. Only a
+    /// leaf visits with `kernel`'s kernels for `op`, over raw device addresses `x` and `y`. Only a
     /// `masked` product hands the kernels the pyramid of active blocks: a kept scratch
     /// may hold a pyramid left by an earlier masked product, which a dense one must not see.
     #[allow(clippy::too_many_arguments)]
@@ -616,7 +618,7 @@ impl GpuEngine {
         &self,
         m: &DeviceTree,
         plan: &TilePlan,
-        leaf_kernel: &str,
+        (kernel, op): (LeafKernel, LeafOp),
         x: u64,
         y: u64,
         width: u64,
@@ -631,8 +633,8 @@ impl GpuEngine {
         let offsets = ptr(s, &scratch.offsets);
         let status = ptr(s, &scratch.status);
         let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
-        let expand = self.gpu.function(self.options.leaf_kernel.expand())?;
-        let leaves = self.gpu.function(leaf_kernel)?;
+        let expand = self.gpu.function(kernel.expand())?;
+        let leaves = self.gpu.function(kernel.leaves(op))?;
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
         for step in &plan.steps {
@@ -1027,7 +1029,10 @@ impl Engine for GpuEngine {
             self.enqueue_plan(
                 m,
                 plan,
-                self.options.leaf_kernel.leaves(LeafOp::Bits),
+                (
+                    self.options.leaf_kernel.resolve(LeafOp::Bits, dir),
+                    LeafOp::Bits,
+                ),
                 xp,
                 yp,
                 x.words as u64,
