@@ -479,6 +479,17 @@ impl Database {
             _ => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
         };
         let plan = rpq::plan(&g, path, subject, object, options);
+        // `--engine gpu` keeps every product on the device (no host walk in front).
+        let forced;
+        let options = if self.choice == EngineChoice::Gpu && options.host_walk {
+            forced = EvalOptions {
+                host_walk: false,
+                ..options.clone()
+            };
+            &forced
+        } else {
+            options
+        };
         fn cached<'a>(
             d: &'a Device,
             g: &'a StoreGraph,

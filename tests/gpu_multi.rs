@@ -101,7 +101,9 @@ fn split_on_gpus_equals_cpu() {
                     .collect();
                 let got = evaluate_split(&graph, &p, &o, &mut shares).unwrap();
                 assert_eq!(got.pairs, want.pairs, "{text} {traversal:?} on {k} GPUs");
-                assert_eq!(got.trace.batches, want.trace.batches, "{text}");
+                // The CPU reference may answer by a sparse walk (one "batch" per start
+                // set); the GPUs run the plan's batches.
+                assert_eq!(got.trace.batches, p.batches(), "{text}");
                 eprintln!(
                     "{text} {traversal:?}: {} pairs, {} batches; cpu {:.1} ms, {} {:.1} ms",
                     want.count,

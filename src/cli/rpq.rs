@@ -86,6 +86,8 @@ impl EvalArgs {
                 MatrixConfig::CachedFrontier
             },
             count_only,
+            // `--engine gpu` keeps every product on the GPU.
+            host_walk: self.engine != EngineChoice::Gpu,
         })
     }
 

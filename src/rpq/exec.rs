@@ -283,6 +283,7 @@ pub fn evaluate_with<E: Engine>(
     if options.traversal == TraversalPolicy::Auto {
         let host = engine.host_resident();
         let walked = match &plan.start {
+            StartNodes::Const(_) if !host && !options.host_walk => None,
             StartNodes::Const(c) => sparse::evaluate_sparse(
                 graph,
                 plan,

@@ -97,6 +97,10 @@ pub struct EvalOptions {
     pub config: MatrixConfig,
     /// Only count the pairs ([`PathResult::count`]); `pairs` stays empty.
     pub count_only: bool,
+    /// Let a device engine leave a constant-start query that reaches few nodes to a walk
+    /// of the host trees ([`HOST_WALK`] in its trace) under `TraversalPolicy::Auto`;
+    /// `false` keeps every product on the engine (what `--engine gpu` asks for).
+    pub host_walk: bool,
 }
 
 impl Default for EvalOptions {
@@ -108,6 +112,7 @@ impl Default for EvalOptions {
             traversal: TraversalPolicy::Auto,
             config: MatrixConfig::default(),
             count_only: false,
+            host_walk: true,
         }
     }
 }
