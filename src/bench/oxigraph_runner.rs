@@ -7,15 +7,31 @@ use std::time::{Duration, Instant};
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
 
+impl OxigraphOutcome {
+    /// Distinct solutions, each as its bound values in variable order (N-Triples terms,
+    /// tab-separated): the form benchmarks compare engines in.
+    pub fn distinct(&self) -> BTreeSet<String> {
+        self.solutions
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join("\t")
+            })
+            .collect()
+    }
+}
+
 /// What one query returned on Oxigraph.
 #[derive(Clone, Debug, Default)]
 pub struct OxigraphOutcome {
     /// Solutions (with multiplicity), up to the limit.
     pub rows: u64,
-    /// Distinct solutions, each as its bound values in variable order (N-Triples terms,
-    /// tab-separated), up to the limit.
-    pub distinct: BTreeSet<String>,
-    /// Wall-clock time of parsing, evaluating and iterating every row.
+    /// The solutions, each as its bound values in variable order, up to the limit (an
+    /// ASK answer `true` is one empty row).
+    pub solutions: Vec<Vec<Option<oxrdf::Term>>>,
+    /// Wall-clock time of parsing, evaluating and iterating (materializing) every row.
     pub time: Duration,
     /// Cancelled by the timeout.
     pub timed_out: bool,
@@ -73,18 +89,13 @@ pub fn run_query(
                         break;
                     }
                     out.rows += 1;
-                    let key: Vec<String> = s
-                        .values()
-                        .iter()
-                        .map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                        .collect();
-                    out.distinct.insert(key.join("\t"));
+                    out.solutions.push(s.values().to_vec());
                 }
             }
             QueryResults::Boolean(b) => {
                 out.rows = b as u64;
                 if b {
-                    out.distinct.insert(String::new());
+                    out.solutions.push(Vec::new());
                 }
             }
             QueryResults::Graph(_) => {
