@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+mod rpq_support;
+use rpq_support::random_path;
+
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::Engine;
 use k2rpq::rpq::{
@@ -31,26 +34,6 @@ fn random_graph(rng: &mut StdRng) -> MemoryGraph {
         })
         .collect();
     MemoryGraph::with_node_count(n, triples)
-}
-
-fn random_path(rng: &mut StdRng, depth: u32) -> Path {
-    if depth == 0 || rng.random_ratio(1, 3) {
-        return if rng.random_ratio(1, 6) {
-            Path::NegatedSet(vec![(rng.random_range(0..3), rng.random_bool(0.5))])
-        } else {
-            Path::Link(rng.random_range(0..3))
-        };
-    }
-    let op = rng.random_range(0..6);
-    let mut sub = || Box::new(random_path(rng, depth - 1));
-    match op {
-        0 => Path::Inverse(sub()),
-        1 => Path::Sequence(sub(), sub()),
-        2 => Path::Alternative(sub(), sub()),
-        3 => Path::ZeroOrMore(sub()),
-        4 => Path::OneOrMore(sub()),
-        _ => Path::ZeroOrOne(sub()),
-    }
 }
 
 /// `plan` split over `n` CPU engines, each with its own per-query relations.

@@ -3,13 +3,16 @@
 
 use std::time::Duration;
 
+mod rpq_support;
+use rpq_support::random_path;
+
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::rpq::{
     evaluate, parse_log_line, parse_path_expr, plan, Automaton, Dir, Endpoint, EvalDirection,
     EvalOptions, LogEndpoint, MemoryGraph, Path, PredId, RpqError, UNKNOWN_PREDICATE,
 };
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use spargebra::algebra::PropertyPathExpression as Expr;
 use spargebra::term::NamedNode;
 
@@ -181,31 +184,6 @@ fn matches(path: &Path, word: &[(PredId, Dir)], all_preds: &[PredId]) -> bool {
                     matches(a, &word[..k], all_preds) && matches(path, &word[k..], all_preds)
                 })
         }
-    }
-}
-
-fn random_path(rng: &mut StdRng, depth: u32) -> Path {
-    if depth == 0 || rng.random_ratio(1, 3) {
-        return if rng.random_ratio(1, 5) {
-            let k = rng.random_range(0..3);
-            Path::NegatedSet(
-                (0..k)
-                    .map(|_| (rng.random_range(0..3), rng.random_bool(0.5)))
-                    .collect(),
-            )
-        } else {
-            Path::Link(rng.random_range(0..3))
-        };
-    }
-    let op = rng.random_range(0..6);
-    let mut sub = || Box::new(random_path(rng, depth - 1));
-    match op {
-        0 => Path::Inverse(sub()),
-        1 => Path::Sequence(sub(), sub()),
-        2 => Path::Alternative(sub(), sub()),
-        3 => Path::ZeroOrMore(sub()),
-        4 => Path::OneOrMore(sub()),
-        _ => Path::ZeroOrOne(sub()),
     }
 }
 

@@ -6,10 +6,12 @@ use std::collections::BTreeSet;
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::rpq::terms::TermDict;
+use k2rpq::rpq::Path;
 use k2rpq::rpq::{evaluate, parse_path_expr, Endpoint, EvalOptions, MemoryGraph, PathGraph};
 use oxigraph::model::{GraphNameRef, NamedNodeRef, QuadRef};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
+use rand::Rng;
 use spargebra::algebra::PropertyPathExpression as Expr;
 
 /// Pairs of terms in N-Triples form.
@@ -228,5 +230,32 @@ pub fn data_file(rel: &str) -> Option<std::path::PathBuf> {
     } else {
         eprintln!("skipped: data not found at {}", p.display());
         None
+    }
+}
+
+/// A random path over predicates 0..3 of nesting depth at most `depth`, negated sets of
+/// 0-2 members (direct or inverse) included.
+pub fn random_path(rng: &mut rand::rngs::StdRng, depth: u32) -> Path {
+    if depth == 0 || rng.random_ratio(1, 3) {
+        return if rng.random_ratio(1, 5) {
+            let k = rng.random_range(0..3);
+            Path::NegatedSet(
+                (0..k)
+                    .map(|_| (rng.random_range(0..3), rng.random_bool(0.5)))
+                    .collect(),
+            )
+        } else {
+            Path::Link(rng.random_range(0..3))
+        };
+    }
+    let op = rng.random_range(0..6);
+    let mut sub = || Box::new(random_path(rng, depth - 1));
+    match op {
+        0 => Path::Inverse(sub()),
+        1 => Path::Sequence(sub(), sub()),
+        2 => Path::Alternative(sub(), sub()),
+        3 => Path::ZeroOrMore(sub()),
+        4 => Path::OneOrMore(sub()),
+        _ => Path::ZeroOrOne(sub()),
     }
 }
