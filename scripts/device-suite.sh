@@ -22,6 +22,8 @@
 #           batched var→var, 100 constants) and bench-spmv --gpus all on a 200M-edge web graph
 #   load    load throughput (issue 5): gen wikidata-like 20M (.nt and .nt.gz) and 100M (.nt),
 #           load each under /usr/bin/time; prints statements/s end to end and per CPU-second
+#   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, cnr-2000
+#           `<c> p+ ?y` GPU vs Oxigraph (2 repeats), five CoDEx-M queries, then gpu_engine
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -166,6 +168,32 @@ for line in sys.stdin:
         step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
         "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
             --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
+    quick)
+        for x in rpq_gpu sparql_gpu gpu_multi; do
+            step "test $x"
+            if timeout 60 "$bin/$x" --test-threads=1 >"$out/test-$x.log" 2>&1; then
+                grep -E '^test result' "$out/test-$x.log" | tee -a "$out/summary.txt"
+            else
+                echo FAILED | tee -a "$out/summary.txt"; grep -E "panicked|failed" "$out/test-$x.log" | head -5; status=1
+            fi
+        done
+        if [ ! -d "$tmp/cnr.store" ]; then
+            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
+        fi
+        grep -E '^fwd' sparql/cnr-2000.rpq > "$tmp/fwd.rpq"
+        step "cnr-2000 <c> p+ ?y: gpu vs oxigraph"
+        timeout 130 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,oxigraph --repeats 2 --warmup 0 \
+            --timeout 20 --quiet --json "$out/fwd.json" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
+        "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:153487> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
+        grep -E "^engine" "$out/explain-fwd.txt" | tee -a "$out/summary.txt"
+        rm -rf "$tmp/cm.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/cm.store" --quiet > /dev/null 2>&1
+        grep -E '^(q14|q27|q37|q16|q03),' sparql/codex-m.rpq > "$tmp/neg.rpq"
+        step "CoDEx-M q03 q14 q16 q27 q37: cpu vs oxigraph"
+        timeout 40 "$k2" bench --store "$tmp/cm.store" --queries "$tmp/neg.rpq" --engines cpu,oxigraph --repeats 21 --quiet 2>&1 | grep -E "^q" | tee -a "$out/summary.txt"
+        step "test gpu_engine"
+        timeout 100 "$bin/gpu_engine" --test-threads=1 > "$out/test-gpu_engine.log" 2>&1 || status=1
+        tail -3 "$out/test-gpu_engine.log" | tee -a "$out/summary.txt" ;;
     load)
         # Load throughput (issue 5). Uncompressed .nt for the 100M figure: one gzip stream
         # inflates on one thread (~1 GB/s of text, i.e. a ~9 M lines/s ceiling), see
@@ -196,5 +224,5 @@ for line in sys.stdin:
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi load latency]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi load latency quick]" >&2; exit 2 ;;
 esac
