@@ -185,7 +185,7 @@ for line in sys.stdin:
         step "cnr-2000 <c> p+ ?y: gpu vs oxigraph"
         timeout 130 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,oxigraph --repeats 2 --warmup 0 \
             --timeout 20 --quiet --json "$out/fwd.json" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
-        "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:153487> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
+        "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:223625> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
         grep -E "^engine" "$out/explain-fwd.txt" | tee -a "$out/summary.txt"
         rm -rf "$tmp/cm.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/cm.store" --quiet > /dev/null 2>&1
         grep -E '^(q14|q27|q37|q16|q03),' sparql/codex-m.rpq > "$tmp/neg.rpq"
