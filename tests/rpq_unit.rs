@@ -387,79 +387,47 @@ fn negated_sets_per_direction() {
 fn limit_and_timeout_are_reported() {
     let g = small_graph();
     let a_plus = Path::OneOrMore(Path::link(10));
-    let opts = EvalOptions {
-        limit: Some(4),
-        ..EvalOptions::default()
-    };
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &a_plus,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
-    assert!(r.truncated);
-    assert_eq!(r.pairs.len(), 4);
-    let opts = EvalOptions {
-        timeout: Some(Duration::ZERO),
-        ..EvalOptions::default()
-    };
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &a_plus,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
-    assert!(r.timed_out);
-    let opts = EvalOptions {
-        count_only: true,
-        ..EvalOptions::default()
-    };
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &a_plus,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
-    assert_eq!((r.count, r.pairs.len()), (9, 0));
-    let opts = EvalOptions {
-        count_only: true,
-        limit: Some(4),
-        ..EvalOptions::default()
-    };
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &a_plus,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
-    assert_eq!((r.count, r.truncated), (4, true));
-    let opts = EvalOptions {
-        batch_words: 0,
-        ..EvalOptions::default()
-    };
-    assert!(matches!(
+    let run = |opts: &EvalOptions| {
         evaluate(
             &CpuEngine::new(),
             &g,
             &a_plus,
             Endpoint::Var,
             Endpoint::Var,
-            &opts
-        ),
-        Err(RpqError::Options(_))
-    ));
+            opts,
+        )
+    };
+    let opts = EvalOptions {
+        limit: Some(4),
+        ..EvalOptions::default()
+    };
+    let r = run(&opts).unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.pairs.len(), 4);
+    let opts = EvalOptions {
+        timeout: Some(Duration::ZERO),
+        ..EvalOptions::default()
+    };
+    let r = run(&opts).unwrap();
+    assert!(r.timed_out);
+    let opts = EvalOptions {
+        count_only: true,
+        ..EvalOptions::default()
+    };
+    let r = run(&opts).unwrap();
+    assert_eq!((r.count, r.pairs.len()), (9, 0));
+    let opts = EvalOptions {
+        count_only: true,
+        limit: Some(4),
+        ..EvalOptions::default()
+    };
+    let r = run(&opts).unwrap();
+    assert_eq!((r.count, r.truncated), (4, true));
+    let opts = EvalOptions {
+        batch_words: 0,
+        ..EvalOptions::default()
+    };
+    assert!(matches!(run(&opts), Err(RpqError::Options(_))));
 }
 
 #[test]

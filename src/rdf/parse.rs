@@ -725,26 +725,10 @@ mod tests {
         for i in 0..500 {
             text.push_str(&format!("<http://e/{i}> <http://p> \"v{i}\" .\n"));
         }
-        let path = std::env::temp_dir().join(format!("k2rpq-parse-{}.nt", std::process::id()));
-        std::fs::write(&path, &text).unwrap();
-        let options = ReadOptions {
-            chunk_bytes: 4096,
-            ..ReadOptions::default()
-        };
-        let mut seen = Vec::new();
-        read_input(
-            &Input::Path(path.clone()),
-            &options,
-            Arc::default(),
-            &mut |b| {
-                for q in &b.quads {
-                    seen.push(terms::decode(b.key(q[2] as usize)).unwrap().to_string());
-                }
-                Ok(())
-            },
-        )
-        .unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let seen: Vec<String> = loaded_keys(&text, "order", "nt")
+            .iter()
+            .map(|k| terms::decode(&k[2]).unwrap().to_string())
+            .collect();
         let expect: Vec<String> = (0..500).map(|i| format!("<http://e/{i}>")).collect();
         assert_eq!(seen, expect);
     }
@@ -815,8 +799,8 @@ mod tests {
 
     /// Every statement of `text` as `[g, p, s, o]` keys, read through `read_input` in
     /// 4 KiB chunks (so both the scanner and the per-line oxttl fallback run).
-    fn loaded_keys(text: &str, ext: &str) -> Vec<[Vec<u8>; 4]> {
-        let path = std::env::temp_dir().join(format!("k2rpq-mixed-{}.{ext}", std::process::id()));
+    fn loaded_keys(text: &str, tag: &str, ext: &str) -> Vec<[Vec<u8>; 4]> {
+        let path = std::env::temp_dir().join(format!("k2rpq-{tag}-{}.{ext}", std::process::id()));
         std::fs::write(&path, text).unwrap();
         let options = ReadOptions {
             chunk_bytes: 4096,
@@ -907,8 +891,8 @@ mod tests {
             600 + 428,
             "two odd lines in seven hold no statement"
         );
-        assert_eq!(loaded_keys(&nt, "nt"), expect_nt);
-        assert_eq!(loaded_keys(&nq, "nq"), expect_nq);
+        assert_eq!(loaded_keys(&nt, "mixed", "nt"), expect_nt);
+        assert_eq!(loaded_keys(&nq, "mixed", "nq"), expect_nq);
     }
 
     #[test]

@@ -232,15 +232,9 @@ pub(super) fn evaluate_sparse(
                 if trees.is_empty() {
                     continue;
                 }
-                input.clear();
-                for &i in &sources_of[j] {
-                    input.extend_from_slice(&frontier[i]);
-                }
-                if input.is_empty() {
+                if !gather(&mut input, &frontier, &sources_of[j]) {
                     continue;
                 }
-                input.sort_unstable();
-                input.dedup();
                 input_total += input.len() as u64;
                 products += 1;
                 let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
@@ -364,15 +358,9 @@ pub(super) fn evaluate_sparse_joint(
             if trees.is_empty() {
                 continue;
             }
-            entries.clear();
-            for &i in &sources_of[j] {
-                entries.extend_from_slice(&frontier[i]);
-            }
-            if entries.is_empty() {
+            if !gather(&mut entries, &frontier, &sources_of[j]) {
                 continue;
             }
-            entries.sort_unstable();
-            entries.dedup();
             active.clear();
             active.extend(entries.iter().map(|&(v, _)| v));
             active.dedup();
@@ -462,6 +450,17 @@ fn relations_of(graph: &dyn PathGraph, plan: &Plan) -> Vec<(Vec<Arc<K2Tree>>, Di
             }
         })
         .collect()
+}
+
+/// The frontiers of states `sources` as one sorted set in `out`; whether it is non-empty.
+fn gather<T: Copy + Ord>(out: &mut Vec<T>, frontier: &[Vec<T>], sources: &[usize]) -> bool {
+    out.clear();
+    for &i in sources {
+        out.extend_from_slice(&frontier[i]);
+    }
+    out.sort_unstable();
+    out.dedup();
+    !out.is_empty()
 }
 
 /// Nodes of the distinct trees of `rels`.
