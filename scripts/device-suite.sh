@@ -182,9 +182,12 @@ for line in sys.stdin:
             "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
         fi
         grep -E '^fwd' sparql/cnr-2000.rpq > "$tmp/fwd.rpq"
-        step "cnr-2000 <c> p+ ?y: gpu vs oxigraph"
-        timeout 130 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,oxigraph --repeats 2 --warmup 0 \
-            --timeout 20 --quiet --json "$out/fwd.json" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
+        step "cnr-2000 <c> p+ ?y: gpu (auto: host walk first), cpu, oxigraph"
+        timeout 150 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
+            --timeout 20 --quiet --json "$out/fwd.json" --csv "$out/fwd.csv" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
+        step "cnr-2000 <c> p+ ?y: gpu, every product on the device (--no-host-walk)"
+        timeout 60 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu --no-host-walk --repeats 3 --warmup 1 \
+            --timeout 20 --quiet --csv "$out/fwd-device.csv" > "$out/fwd-device.txt" 2>&1; tail -4 "$out/fwd-device.txt" | tee -a "$out/summary.txt"
         "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:223625> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
         grep -E "^engine" "$out/explain-fwd.txt" | tee -a "$out/summary.txt"
         rm -rf "$tmp/cm.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/cm.store" --quiet > /dev/null 2>&1

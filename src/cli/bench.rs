@@ -37,6 +37,10 @@ pub struct Args {
     /// Time limit per run, seconds.
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+    /// Run every product of a GPU-run query on the device: no host walk of a constant
+    /// start in front (measures the device alone; the default is what `--engine auto` does).
+    #[arg(long)]
+    pub no_host_walk: bool,
     /// Write every figure as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -103,6 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         warmup: args.warmup,
         limit: args.limit,
         timeout: Duration::from_secs_f64(args.timeout),
+        host_walk: !args.no_host_walk,
         progress: !args.quiet,
     };
     eprintln!(

@@ -26,7 +26,7 @@ mod words;
 
 use std::sync::OnceLock;
 
-pub use query::Lines;
+pub use query::{Lines, LINE_READS_PER_VISIT};
 pub use words::Words;
 
 /// Default sampling period of the [`Directory`], in nodes.

@@ -28,8 +28,13 @@ const MIN_BUDGET: u64 = 1 << 16;
 
 /// The budget of a walk tried in front of a device engine: a query that reaches a few
 /// hundred nodes is answered from the host trees in well under a millisecond, less than
-/// one query's device round trips (start batch, a launch and a count read-back per step);
-/// a walk that gives up has wasted about that much before the device takes over.
+/// one query's device round trips (start batch, a launch and a count read-back per step).
+/// Once a tree has its line lists the same budget covers [`LINE_READS_PER_VISIT`] times as
+/// many cell reads: on cnr-2000 an answer of ~40k nodes (~4·10^5 cells, a few ms on the
+/// host, where the device takes 30-60 steps of 0.2-0.5 ms). A walk that gives up has
+/// wasted about that much before the device takes over.
+///
+/// [`LINE_READS_PER_VISIT`]: crate::k2tree::LINE_READS_PER_VISIT
 pub(super) const DEVICE_FRONT_BUDGET: u64 = 1 << 16;
 
 /// The work budget (tree nodes visited) of sparse walks from `starts` start nodes through
@@ -84,9 +89,17 @@ impl NodeSet {
 
     /// ORs the set into `out`.
     fn add_to(&self, out: &mut RoaringBitmap) {
-        let mut sorted = self.members.clone();
-        sorted.sort_unstable();
-        *out |= RoaringBitmap::from_sorted_iter(sorted).expect("distinct ids, sorted");
+        // Sorting the members costs ~m·log m, reading the bitset its n/64 words: a large
+        // set (a giant component's answer) is read off the bitset.
+        let set = if self.members.len() * 16 > self.words.len() {
+            let bytes: Vec<u8> = self.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            RoaringBitmap::from_lsb0_bytes(0, &bytes)
+        } else {
+            let mut sorted = self.members.clone();
+            sorted.sort_unstable();
+            RoaringBitmap::from_sorted_iter(sorted).expect("distinct ids, sorted")
+        };
+        *out |= set;
     }
 }
 
@@ -120,12 +133,14 @@ fn expand(
     let mut stack: Vec<(u64, u32, u64, u64, usize, usize)> = vec![(0, 0, 0, 0, 0, active.len())];
     while let Some((j, d, r0, c0, lo, hi)) = stack.pop() {
         *work += 1;
-        if *work > budget {
-            return false;
-        }
         // A long descent must not overrun the timeout: give up on it (the caller's
         // batches then report the timeout).
-        if work.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
+        if *work > budget
+            || (work.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d))
+        {
+            // What a walk that gives up spent counts too: walks in front of a device
+            // engine give up on every large answer, and must still earn the lists.
+            tree.lines_after(by_column, *work - before);
             return false;
         }
         let s = tree.signature(j);

@@ -257,7 +257,8 @@ impl Segment {
         let bytes = self.block_bytes(block);
         let n =
             (self.count as usize - block * self.block_size as usize).min(self.block_size as usize);
-        let mut key: Vec<u8> = Vec::new();
+        // Room for typical keys up front: one allocation per scan instead of regrowth.
+        let mut key: Vec<u8> = Vec::with_capacity(128);
         let mut pos = 0;
         for i in 0..n {
             let shared = if i == 0 {
@@ -293,6 +294,11 @@ impl Segment {
 
     /// The key of `id`, if the segment holds it.
     pub fn key(&self, id: u32) -> Option<Vec<u8>> {
+        self.with_key(id, <[u8]>::to_vec)
+    }
+
+    /// `f` of the key of `id` (borrowed from the decoding buffer), if the segment holds it.
+    fn with_key<T>(&self, id: u32, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         let rank = id.checked_sub(self.first_id)?;
         if rank >= self.count {
             return None;
@@ -301,10 +307,10 @@ impl Segment {
             (rank / self.block_size) as usize,
             (rank % self.block_size) as usize,
         );
-        let mut found = None;
+        let (mut f, mut found) = (Some(f), None);
         self.scan(block, |i, k| {
             if i == within {
-                found = Some(k.to_vec());
+                found = f.take().map(|f| f(k));
                 false
             } else {
                 true
@@ -381,13 +387,19 @@ impl Dictionary {
 
     /// The term of `id`.
     pub fn term(&self, id: u32) -> Option<Term> {
-        terms::decode(&self.key(id)?)
+        // Decoded from the block's buffer: answers decode a term per row.
+        self.segment_of(id)?.with_key(id, terms::decode)?
     }
 
     /// The key of `id`.
     pub fn key(&self, id: u32) -> Option<Vec<u8>> {
+        self.segment_of(id)?.key(id)
+    }
+
+    /// The segment whose id range would hold `id`.
+    fn segment_of(&self, id: u32) -> Option<&Segment> {
         let i = self.segments.partition_point(|s| s.first_id <= id);
-        self.segments.get(i.checked_sub(1)?)?.key(id)
+        self.segments.get(i.checked_sub(1)?)
     }
 
     /// Number of terms (= the store's node count).
