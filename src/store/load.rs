@@ -6,13 +6,17 @@
 //! keys in parallel; edges go as `(relation, s, o)` records
 //! into an [`EdgeCollector`] that spills sorted runs to disk beyond `--memory`. At the end
 //! the new terms are sorted and numbered after the old ones (so each load's terms form one
-//! front-coded segment with ids in key order), the runs are merged one relation at a time,
-//! ids remapped, and each relation's k²-tree built and written.
+//! front-coded segment with ids in key order) and written on a thread of its own, while
+//! the relations' k²-trees are built and written concurrently: each relation's edges are
+//! read from the buffer and every run ([`SortedEdges::relation`]), remapped, and built, in
+//! waves of at most `--memory / 16` edges (a larger relation runs alone).
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
 //! triple); the term table grows with the distinct *new* terms (their key bytes, in one
-//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building a tree holds that relation's cells (8 bytes per edge, plus
-//! the old cells of an incremental rebuild).
+//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building
+//! trees holds the cells of the relations in flight (16 bytes per edge: pairs, then codes;
+//! plus the old cells of an incremental rebuild), at most `--memory` of them unless one
+//! relation alone is larger.
 //!
 //! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
 //! inputs, or in two loads, is one node; give inputs distinct labels if they must not meet.
@@ -23,11 +27,11 @@
 //! removes the temporary folder and leaves the old store as it was; temporaries of killed
 //! loads (dead PID) are removed by the next load into the same target.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,7 +47,7 @@ use super::{
     FORMAT_VERSION, MANIFEST,
 };
 use crate::k2tree::{height_for, morton, K2Tree};
-use crate::rdf::edges::EdgeCollector;
+use crate::rdf::edges::{EdgeCollector, SortedEdges};
 use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
 use crate::rdf::terms;
 
@@ -546,7 +550,10 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     } = numbering;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    let mut new_keys: Vec<(&[u8], u32)> = shards.iter().flat_map(|s| s.new_terms(old_n)).collect();
+    let mut new_keys: Vec<(&[u8], u32)> = shards
+        .par_iter()
+        .flat_map_iter(|s| s.new_terms(old_n))
+        .collect();
     new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut perm = vec![0u32; span];
     for (rank, (_, prov)) in new_keys.iter().enumerate() {
@@ -567,20 +574,29 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         let to = tmp.path.join(&s.file);
         link_or_copy(&dir.join(&s.file), &to).map_err(io_err(&to))?;
     }
-    if !new_keys.is_empty() || segments.is_empty() {
+    // The new segment is written on its own thread while the trees are built (below):
+    // front-coding is sequential, and on many cores it would otherwise add its whole
+    // time to the build phase.
+    let new_segment = (!new_keys.is_empty() || segments.is_empty()).then(|| {
         let file = format!("dict-{:04}.fc", segments.len());
         let path = tmp.path.join(&file);
+        (file, path)
+    });
+    let write_dictionary = || -> Result<Option<SegmentInfo>, LoadError> {
+        let Some((file, path)) = &new_segment else {
+            return Ok(None);
+        };
         let (bytes, crc32) =
-            super::dictionary::write_segment(&path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
-                .map_err(io_err(&path))?;
-        segments.push(SegmentInfo {
-            file,
+            super::dictionary::write_segment(path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
+                .map_err(io_err(path))?;
+        Ok(Some(SegmentInfo {
+            file: file.clone(),
             first_id: old_n,
             count: new_keys.len() as u32,
             bytes,
             crc32,
-        });
-    }
+        }))
+    };
     // Terms of ids, for predicate IRIs and graph names in the manifest.
     let term_of = |id: u32| -> Option<oxrdf::Term> {
         if id >= old_n {
@@ -638,95 +654,137 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     }
     let graph_of = |g: u32| graph_index[&(if g == DEFAULT_GRAPH { None } else { Some(g) })];
 
-    // ---- Trees of touched relations.
-    let mut touched: BTreeMap<(usize, u32), ()> = BTreeMap::new();
+    // ---- Trees: one job per touched relation, plus the untouched ones to rebuild when
+    // the padded side grew; the others are carried over as files.
     let mut new_preds: Vec<BTreeMap<u32, PredicateInfo>> = graphs
         .iter()
         .map(|g| g.predicates.iter().map(|p| (p.id, p.clone())).collect())
         .collect();
     let mut node_sets: Vec<Option<RoaringBitmap>> = vec![None; graphs.len()];
-    let pb = bar(
-        options.progress,
-        Some(relation_keys.len() as u64),
-        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
-    );
-    let mut stream = edges.finish().map_err(io_err(&runs_dir))?;
-    let mut distinct_edges = 0u64;
-    let mut written = 0usize;
+    let sorted = edges.finish();
     let side_changed =
         height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
-    let nodes_of =
-        |gi: usize, node_sets: &mut Vec<Option<RoaringBitmap>>| -> Result<(), LoadError> {
-            if node_sets[gi].is_none() {
-                node_sets[gi] = Some(match &old {
-                    Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
-                    _ => RoaringBitmap::new(),
-                });
-            }
-            Ok(())
-        };
-    while let Some((rel, cells)) = stream.next_relation().map_err(io_err(&runs_dir))? {
+    let mut jobs: Vec<TreeJob> = Vec::new();
+    let mut touched: HashSet<(usize, u32)> = HashSet::new();
+    for &(rel, records) in sorted.relations() {
         let (g, p) = relation_keys[rel as usize];
         let (gi, pid) = (graph_of(remap(g)), remap(p));
-        distinct_edges += cells.len() as u64;
-        nodes_of(gi, &mut node_sets)?;
-        let nodes = node_sets[gi].as_mut().unwrap();
-        let mut codes: Vec<u64> = cells
-            .into_iter()
-            .map(|(s, o)| {
-                let (s, o) = (remap(s), remap(o));
-                nodes.insert(s);
-                nodes.insert(o);
-                morton::encode(s, o)
-            })
-            .collect();
-        if new_preds[gi].contains_key(&pid) {
-            // Incremental: the old cells join the new edges (ids of old terms are stable).
-            let old_tree = old_tree(&old, gi, pid)?;
-            codes.extend(
-                old_tree
-                    .cells()
-                    .into_iter()
-                    .map(|(s, o)| morton::encode(s, o)),
-            );
+        if node_sets[gi].is_none() {
+            // Graphs that get edges start from their old node sets.
+            node_sets[gi] = Some(match &old {
+                Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
+                _ => RoaringBitmap::new(),
+            });
         }
-        let info = build_and_write(&tmp.path, gi, pid, iri_of(pid), new_n, &mut codes)?;
-        new_preds[gi].insert(pid, info);
-        touched.insert((gi, pid), ());
-        written += 1;
-        pb.inc(1);
-        if options.fail_after_trees == Some(written) {
-            return Err(LoadError::Injected);
-        }
+        let old_edges = new_preds[gi].get(&pid).map(|info| info.edges);
+        touched.insert((gi, pid));
+        jobs.push(TreeJob {
+            gi,
+            pid,
+            iri: iri_of(pid),
+            rel: Some(rel),
+            incremental: old_edges.is_some(),
+            weight: records + old_edges.unwrap_or(0),
+        });
     }
-    drop(stream);
-    std::fs::remove_dir(&runs_dir).map_err(io_err(&runs_dir))?;
-
-    // ---- Untouched relations: carried over as files, or rebuilt when the padded side grew.
     let mut relations_kept = 0;
-    for (gi, preds) in new_preds.iter_mut().enumerate() {
-        for (&pid, info) in preds.iter_mut() {
-            if touched.contains_key(&(gi, pid)) {
+    for (gi, preds) in new_preds.iter().enumerate() {
+        for (&pid, info) in preds {
+            if touched.contains(&(gi, pid)) {
                 continue;
             }
             if side_changed {
-                let t = old_tree(&old, gi, pid)?;
-                let mut codes: Vec<u64> = t
-                    .cells()
-                    .into_iter()
-                    .map(|(s, o)| morton::encode(s, o))
-                    .collect();
-                *info = build_and_write(&tmp.path, gi, pid, info.iri.clone(), new_n, &mut codes)?;
-                written += 1;
-                if options.fail_after_trees == Some(written) {
-                    return Err(LoadError::Injected);
-                }
+                jobs.push(TreeJob {
+                    gi,
+                    pid,
+                    iri: info.iri.clone(),
+                    rel: None,
+                    incremental: true,
+                    weight: info.edges,
+                });
             } else {
                 let to = tmp.path.join(&info.file);
                 link_or_copy(&dir.join(&info.file), &to).map_err(io_err(&to))?;
                 relations_kept += 1;
             }
         }
+    }
+    let pb = bar(
+        options.progress,
+        Some(jobs.len() as u64),
+        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
+    );
+    let ctx = TreeContext {
+        sorted: &sorted,
+        remap: &remap,
+        old: &old,
+        tmp: &tmp.path,
+        runs_dir: &runs_dir,
+        n: new_n,
+        written: AtomicUsize::new(0),
+        fail_after: options.fail_after_trees,
+        pb: &pb,
+    };
+    // Jobs run in waves of at most `budget` edges (16 bytes each in flight: cells, then
+    // codes), largest first; a relation larger than the budget runs alone. Within a
+    // wave, relations are built concurrently and each also sorts and builds in parallel.
+    let budget = (options.memory / 16).max(1) as u64;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&j| (std::cmp::Reverse(jobs[j].weight), j));
+    let (dictionary, built) = std::thread::scope(|scope| {
+        let dictionary = scope.spawn(write_dictionary);
+        let mut built: Vec<Option<Built>> = (0..jobs.len()).map(|_| None).collect();
+        let mut result = Ok(());
+        let mut i = 0;
+        while i < order.len() && result.is_ok() {
+            let mut j = i + 1;
+            let mut weight = jobs[order[i]].weight;
+            while j < order.len() && weight + jobs[order[j]].weight <= budget {
+                weight += jobs[order[j]].weight;
+                j += 1;
+            }
+            let wave: Vec<(usize, Result<Built, LoadError>)> = order[i..j]
+                .par_iter()
+                .map(|&k| (k, ctx.build(&jobs[k])))
+                .collect();
+            // The error of the first job in relation order, whatever finished first.
+            let mut first: Option<(usize, LoadError)> = None;
+            for (k, r) in wave {
+                match r {
+                    Ok(b) => built[k] = Some(b),
+                    Err(e) if first.as_ref().is_none_or(|f| k < f.0) => first = Some((k, e)),
+                    Err(_) => {}
+                }
+            }
+            if let Some((_, e)) = first {
+                result = Err(e);
+            }
+            i = j;
+        }
+        let dictionary = match dictionary.join() {
+            Ok(d) => d,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (dictionary, result.map(|()| built))
+    });
+    // A dictionary error first, as when the dictionary was written before the trees.
+    if let Some(segment) = dictionary? {
+        segments.push(segment);
+    }
+    let built = built?;
+    drop(sorted);
+    std::fs::remove_dir(&runs_dir).map_err(io_err(&runs_dir))?;
+    let written = jobs.len();
+    let mut distinct_edges = 0u64;
+    for (job, b) in jobs.iter().zip(built) {
+        let b = b.expect("every job of a successful load was built");
+        distinct_edges += b.distinct;
+        if let Some(nodes) = b.nodes {
+            if let Some(set) = node_sets[job.gi].as_mut() {
+                *set |= nodes;
+            }
+        }
+        new_preds[job.gi].insert(job.pid, b.info);
     }
     pb.finish_and_clear();
 
@@ -812,6 +870,97 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     commit(&tmp.path, dir, replace).map_err(io_err(dir))?;
     tmp.keep = true;
     Ok(report)
+}
+
+/// One tree to build: a relation with new edges (`rel`), or an untouched one rebuilt
+/// from its old tree because the padded side grew (`rel` is `None`).
+struct TreeJob {
+    gi: usize,
+    pid: u32,
+    iri: String,
+    /// The relation's number in the edge stream, when it has new edges.
+    rel: Option<u32>,
+    /// Whether the old tree's cells join the new edges.
+    incremental: bool,
+    /// Edges it holds in memory at most (new records plus old cells), for budgeting.
+    weight: u64,
+}
+
+/// What building one [`TreeJob`] gives.
+struct Built {
+    info: PredicateInfo,
+    /// Nodes of the new edges (merged into the graph's node set afterwards).
+    nodes: Option<RoaringBitmap>,
+    /// Distinct new edges.
+    distinct: u64,
+}
+
+/// What every tree job shares (read-only, but for the written-trees counter).
+struct TreeContext<'a, R> {
+    sorted: &'a SortedEdges,
+    remap: &'a R,
+    old: &'a Option<Store>,
+    tmp: &'a Path,
+    runs_dir: &'a Path,
+    n: u32,
+    written: AtomicUsize,
+    fail_after: Option<usize>,
+    pb: &'a ProgressBar,
+}
+
+/// Edges remapped and encoded per parallel piece (each piece also fills its own node
+/// bitmap, merged afterwards: roaring's union is container by container, cheap).
+const REMAP_CHUNK: usize = 1 << 16;
+
+impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
+    fn build(&self, job: &TreeJob) -> Result<Built, LoadError> {
+        let (mut codes, nodes, distinct) = match job.rel {
+            Some(rel) => {
+                let cells = self.sorted.relation(rel).map_err(io_err(self.runs_dir))?;
+                let mut codes = vec![0u64; cells.len()];
+                let remap = self.remap;
+                let nodes = codes
+                    .par_chunks_mut(REMAP_CHUNK)
+                    .zip(cells.par_chunks(REMAP_CHUNK))
+                    .map(|(out, cells)| {
+                        let mut nodes = RoaringBitmap::new();
+                        for (code, &(s, o)) in out.iter_mut().zip(cells) {
+                            let (s, o) = (remap(s), remap(o));
+                            nodes.insert(s);
+                            nodes.insert(o);
+                            *code = morton::encode(s, o);
+                        }
+                        nodes
+                    })
+                    .reduce(RoaringBitmap::new, |a, b| a | b);
+                (codes, Some(nodes), cells.len() as u64)
+            }
+            None => (Vec::new(), None, 0),
+        };
+        if job.incremental {
+            // The old cells join the new edges (ids of old terms are stable).
+            let cells = old_tree(self.old, job.gi, job.pid)?.cells();
+            codes.par_extend(cells.par_iter().map(|&(s, o)| morton::encode(s, o)));
+        }
+        let info = build_and_write(
+            self.tmp,
+            job.gi,
+            job.pid,
+            job.iri.clone(),
+            self.n,
+            &mut codes,
+        )?;
+        self.pb.inc(1);
+        let written = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_after == Some(written) {
+            return Err(LoadError::Injected);
+        }
+        Ok(Built {
+            info,
+            nodes,
+            distinct,
+        })
+    }
 }
 
 fn old_tree(old: &Option<Store>, gi: usize, pid: u32) -> Result<Arc<K2Tree>, LoadError> {
