@@ -908,8 +908,10 @@ struct TreeContext<'a, R> {
     pb: &'a ProgressBar,
 }
 
-/// Edges remapped and encoded per parallel piece (each piece also fills its own node
-/// bitmap, merged afterwards: roaring's union is container by container, cheap).
+/// Fewest edges remapped and encoded per parallel piece. Each piece fills its own node
+/// bitmap, merged afterwards (roaring's union is container by container, cheap); pieces
+/// are otherwise as large as the threads allow, because a small bitmap keeps its
+/// containers as sorted arrays (insertion by `memmove`) for longer than one big one.
 const REMAP_CHUNK: usize = 1 << 16;
 
 impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
@@ -919,9 +921,13 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
                 let cells = self.sorted.relation(rel).map_err(io_err(self.runs_dir))?;
                 let mut codes = vec![0u64; cells.len()];
                 let remap = self.remap;
+                let piece = cells
+                    .len()
+                    .div_ceil(rayon::current_num_threads())
+                    .max(REMAP_CHUNK);
                 let nodes = codes
-                    .par_chunks_mut(REMAP_CHUNK)
-                    .zip(cells.par_chunks(REMAP_CHUNK))
+                    .par_chunks_mut(piece)
+                    .zip(cells.par_chunks(piece))
                     .map(|(out, cells)| {
                         let mut nodes = RoaringBitmap::new();
                         for (code, &(s, o)) in out.iter_mut().zip(cells) {
