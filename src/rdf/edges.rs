@@ -76,6 +76,19 @@ impl EdgeCollector {
         Ok(())
     }
 
+    /// Adds edges in order, as [`EdgeCollector::push`] of each would (same spills).
+    pub fn extend(&mut self, mut records: &[Record]) -> io::Result<()> {
+        while !records.is_empty() {
+            if self.buf.len() >= self.cap {
+                self.spill()?;
+            }
+            let take = (self.cap - self.buf.len()).min(records.len());
+            self.buf.extend_from_slice(&records[..take]);
+            records = &records[take..];
+        }
+        Ok(())
+    }
+
     fn spill(&mut self) -> io::Result<()> {
         self.buf.par_sort_unstable();
         self.buf.dedup();

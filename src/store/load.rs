@@ -47,7 +47,7 @@ use super::{
     FORMAT_VERSION, MANIFEST,
 };
 use crate::k2tree::{height_for, morton, K2Tree};
-use crate::rdf::edges::{EdgeCollector, SortedEdges};
+use crate::rdf::edges::{EdgeCollector, Record, SortedEdges};
 use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
 use crate::rdf::terms;
 
@@ -397,52 +397,137 @@ struct Numbering<'a> {
     relations: FxHashMap<(u32, u32), u32>,
     relation_keys: Vec<(u32, u32)>,
     statements: u64,
+    /// Batches parsed but not numbered yet.
+    pending: Vec<Batch>,
+    /// Batches numbered together (see [`Numbering::flush`]).
+    group: usize,
 }
 
 impl Numbering<'_> {
+    /// Queues a batch; numbers the queue once it holds [`Numbering::group`] batches.
     fn add(&mut self, batch: Batch, edges: &mut EdgeCollector) -> Result<(), String> {
-        let n = batch.term_count();
-        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
-        for i in 0..n {
-            buckets[shard_of(batch.hashes[i])].push(i as u32);
+        self.pending.push(batch);
+        if self.pending.len() >= self.group {
+            self.flush(edges)?;
         }
-        let (old, old_n, keys) = (self.old, self.old_n, &batch);
-        let numbered: Vec<Result<Vec<(u32, u32)>, String>> = self
-            .shards
-            .par_iter_mut()
-            .zip(buckets.par_iter())
-            .enumerate()
-            .map(|(s, (shard, idx))| {
-                idx.iter()
-                    .map(|&i| {
-                        let (key, hash) = (keys.key(i as usize), keys.hashes[i as usize]);
-                        Ok((i, shard.id(key, hash, s, old, old_n)?))
-                    })
-                    .collect()
+        Ok(())
+    }
+
+    /// Numbers the queued batches' terms and hands their edges to `edges`, in statement
+    /// order.
+    ///
+    /// A group of batches, not one batch, is numbered per fork-join: the pool is busy
+    /// parsing chunks (tasks of tens of milliseconds), so one batch's 64 small shard
+    /// tasks mostly ran one after another on the worker that took the job — numbering
+    /// was in effect sequential. A group gives each shard task as much work as a parse
+    /// task and keeps the sequential part (relation numbers, copying records) small.
+    fn flush(&mut self, edges: &mut EdgeCollector) -> Result<(), String> {
+        let batches = std::mem::take(&mut self.pending);
+        if batches.is_empty() {
+            return Ok(());
+        }
+        // 1. Per batch: its term indices ordered by shard (a counting sort).
+        let buckets: Vec<(Vec<u32>, Vec<u32>)> = batches
+            .par_iter()
+            .map(|batch| {
+                let shard: Vec<u8> = batch.hashes.iter().map(|&h| shard_of(h) as u8).collect();
+                let mut starts = vec![0u32; SHARDS + 1];
+                for &s in &shard {
+                    starts[s as usize + 1] += 1;
+                }
+                for s in 0..SHARDS {
+                    starts[s + 1] += starts[s];
+                }
+                let mut pos = starts.clone();
+                let mut order = vec![0u32; shard.len()];
+                for (i, &s) in shard.iter().enumerate() {
+                    order[pos[s as usize] as usize] = i as u32;
+                    pos[s as usize] += 1;
+                }
+                (order, starts)
             })
             .collect();
-        let mut ids = vec![0u32; n];
-        for part in numbered {
-            for (i, id) in part? {
-                ids[i as usize] = id;
+        // 2. Per shard: its keys of every batch, in batch order (so provisional ids do
+        // not depend on scheduling).
+        let (old, old_n) = (self.old, self.old_n);
+        let numbered: Vec<Result<Vec<u32>, String>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                let mut out = Vec::new();
+                for (batch, (order, starts)) in batches.iter().zip(&buckets) {
+                    for &i in &order[starts[s] as usize..starts[s + 1] as usize] {
+                        let i = i as usize;
+                        out.push(shard.id(batch.key(i), batch.hashes[i], s, old, old_n)?);
+                    }
+                }
+                Ok(out)
+            })
+            .collect();
+        let numbered: Vec<Vec<u32>> = numbered.into_iter().collect::<Result<_, _>>()?;
+        // Where batch `b`'s ids start in each shard's output.
+        let mut offsets: Vec<[u32; SHARDS]> = Vec::with_capacity(batches.len());
+        let mut at = [0u32; SHARDS];
+        for (_, starts) in &buckets {
+            offsets.push(at);
+            for (s, a) in at.iter_mut().enumerate() {
+                *a += starts[s + 1] - starts[s];
             }
         }
-        for [g, p, s, o] in batch.quads {
-            let g = if g == DEFAULT_GRAPH {
-                DEFAULT_GRAPH
-            } else {
-                ids[g as usize]
-            };
-            let key = (g, ids[p as usize]);
-            let next = self.relation_keys.len() as u32;
-            let rel = *self.relations.entry(key).or_insert(next);
-            if rel == next {
-                self.relation_keys.push(key);
+        // 3. Per batch: ids scattered back, statements turned into records; relations
+        // already numbered are looked up here, the others marked for step 4.
+        let relations = &self.relations;
+        let records: Vec<(Vec<Record>, Vec<(usize, (u32, u32))>)> = batches
+            .par_iter()
+            .zip(&buckets)
+            .zip(&offsets)
+            .map(|((batch, (order, starts)), offs)| {
+                let mut ids = vec![0u32; batch.term_count()];
+                for s in 0..SHARDS {
+                    let part = &order[starts[s] as usize..starts[s + 1] as usize];
+                    let from = &numbered[s][offs[s] as usize..offs[s] as usize + part.len()];
+                    for (&i, &id) in part.iter().zip(from) {
+                        ids[i as usize] = id;
+                    }
+                }
+                let mut unknown = Vec::new();
+                let records = batch
+                    .quads
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &[g, p, s, o])| {
+                        let g = if g == DEFAULT_GRAPH {
+                            DEFAULT_GRAPH
+                        } else {
+                            ids[g as usize]
+                        };
+                        let key = (g, ids[p as usize]);
+                        let rel = relations.get(&key).copied().unwrap_or_else(|| {
+                            unknown.push((k, key));
+                            u32::MAX
+                        });
+                        [rel, ids[s as usize], ids[o as usize]]
+                    })
+                    .collect();
+                (records, unknown)
+            })
+            .collect();
+        // 4. In statement order: new relations numbered as they first occur, records
+        // copied into the collector.
+        for (mut records, unknown) in records {
+            for (k, key) in unknown {
+                let next = self.relation_keys.len() as u32;
+                let rel = *self.relations.entry(key).or_insert(next);
+                if rel == next {
+                    self.relation_keys.push(key);
+                }
+                records[k][0] = rel;
             }
             edges
-                .push([rel, ids[s as usize], ids[o as usize]])
+                .extend(&records)
                 .map_err(|e| format!("spilling edges: {e}"))?;
-            self.statements += 1;
+            self.statements += records.len() as u64;
         }
         Ok(())
     }
@@ -511,6 +596,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         relations: FxHashMap::default(),
         relation_keys: Vec::new(),
         statements: 0,
+        pending: Vec::new(),
+        group: 2 * rayon::current_num_threads().max(1),
     };
     let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
@@ -535,6 +622,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             ));
             Ok(())
         })?;
+        numbering.flush(&mut edges).map_err(ParseError::Sink)?;
     }
     pb.finish_and_clear();
     let parse_seconds = start.elapsed().as_secs_f64();
