@@ -272,4 +272,27 @@ mod tests {
             "runs removed"
         );
     }
+
+    #[test]
+    fn extend_spills_as_pushes_do() {
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut a = EdgeCollector::new(da.path().to_path_buf(), 1);
+        let mut b = EdgeCollector::new(db.path().to_path_buf(), 1);
+        let records: Vec<Record> = (0..150_000u32)
+            .map(|i| [i % 7, i.wrapping_mul(2_654_435_761) % 5000, i % 913])
+            .collect();
+        for r in &records {
+            a.push(*r).unwrap();
+        }
+        // Uneven slices, some crossing the 64 Ki-record spill boundary.
+        for part in records.chunks(40_000) {
+            b.extend(part).unwrap();
+        }
+        assert_eq!((a.runs(), a.spilled()), (b.runs(), b.spilled()));
+        let (a, b) = (a.finish(), b.finish());
+        assert_eq!(a.relations(), b.relations());
+        for &(rel, _) in a.relations() {
+            assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+        }
+    }
 }
