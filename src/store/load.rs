@@ -389,6 +389,10 @@ impl Shard {
     }
 }
 
+/// A batch's edge records, and the statements (index, `(graph, predicate)`) whose
+/// relation had no number yet (their record's relation is left to fill in).
+type BatchRecords = (Vec<Record>, Vec<(usize, (u32, u32))>);
+
 /// Parsing state: provisional term ids and relation numbers.
 struct Numbering<'a> {
     old: Option<&'a Store>,
@@ -478,7 +482,7 @@ impl Numbering<'_> {
         // 3. Per batch: ids scattered back, statements turned into records; relations
         // already numbered are looked up here, the others marked for step 4.
         let relations = &self.relations;
-        let records: Vec<(Vec<Record>, Vec<(usize, (u32, u32))>)> = batches
+        let records: Vec<BatchRecords> = batches
             .par_iter()
             .zip(&buckets)
             .zip(&offsets)
