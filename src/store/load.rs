@@ -642,15 +642,23 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     } = numbering;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    let mut new_keys: Vec<(&[u8], u32)> = shards
-        .par_iter()
-        .flat_map_iter(|s| s.new_terms(old_n))
-        .collect();
-    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut perm = vec![0u32; span];
-    for (rank, (_, prov)) in new_keys.iter().enumerate() {
-        perm[(*prov - old_n) as usize] = old_n + rank as u32;
-    }
+    // The edge buffer is sorted at the same time as the keys: both sorts are parallel,
+    // but the numbering of the sorted keys (`perm`, random writes) is not, and overlaps.
+    let (sorted, (new_keys, perm)) = rayon::join(
+        move || edges.finish(),
+        || {
+            let mut new_keys: Vec<(&[u8], u32)> = shards
+                .par_iter()
+                .flat_map_iter(|s| s.new_terms(old_n))
+                .collect();
+            new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut perm = vec![0u32; span];
+            for (rank, (_, prov)) in new_keys.iter().enumerate() {
+                perm[(*prov - old_n) as usize] = old_n + rank as u32;
+            }
+            (new_keys, perm)
+        },
+    );
     let new_n = old_n + new_keys.len() as u32;
     let remap = |id: u32| {
         if id < old_n || id == DEFAULT_GRAPH {
@@ -753,7 +761,6 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         .map(|g| g.predicates.iter().map(|p| (p.id, p.clone())).collect())
         .collect();
     let mut node_sets: Vec<Option<RoaringBitmap>> = vec![None; graphs.len()];
-    let sorted = edges.finish();
     let side_changed =
         height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
     let mut jobs: Vec<TreeJob> = Vec::new();
