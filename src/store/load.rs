@@ -60,7 +60,9 @@ pub struct LoadOptions {
     /// N-Quads skip exactly the bad line; Turtle and TriG resume where oxttl's error
     /// recovery does, which may drop the rest of the bad statement.
     pub lenient: bool,
-    /// Bytes of edges buffered in memory before sorted runs are spilled to disk.
+    /// Bytes of edges buffered in memory before sorted runs are spilled to disk; also the
+    /// budget of the relations whose trees are built concurrently (16 bytes an edge; a
+    /// relation over it is built alone).
     pub memory: usize,
     /// Show progress bars on stderr (hidden when stderr is not a terminal).
     pub progress: bool,
