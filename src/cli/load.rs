@@ -20,8 +20,9 @@ pub struct Args {
     /// Format of every input (nt, nq, ttl, trig) instead of guessing from the names.
     #[arg(long)]
     pub format: Option<String>,
-    /// Bytes of edges kept in memory before sorted runs spill to disk (suffixes K, M, G;
-    /// default: a quarter of physical memory).
+    /// Bytes of edges kept in memory before sorted runs spill to disk, and of relations
+    /// whose trees are built at once (16 bytes an edge; suffixes K, M, G; default: a
+    /// quarter of physical memory).
     #[arg(long)]
     pub memory: Option<String>,
     /// Size of the line-aligned pieces N-Triples/N-Quads are cut into and parsed in

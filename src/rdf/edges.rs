@@ -1,14 +1,16 @@
 //! Edge collection in bounded memory: `(relation, subject, object)` records buffered up
-//! to a budget, then sorted and spilled to run files; at the end a k-way merge hands out
-//! each relation's edges in turn, so only one relation's edges are in memory at a time.
+//! to a budget, then sorted and spilled to run files; at the end [`SortedEdges`] hands out
+//! any relation's edges on request, from any thread, so that relations can be built
+//! concurrently while only the relations asked for are in memory.
 //!
 //! A record is 12 bytes (three `u32`). Runs are sorted by relation then cells and
-//! deduplicated, so repeated triples cost disk only within a run.
+//! deduplicated, so repeated triples cost disk only within a run. Each run keeps an index
+//! of where each relation's records start, so one relation is read from every run by a
+//! seek and a sequential read, independently of the other relations (no global k-way
+//! merge, which would be one thread's work for the whole edge set).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use rayon::prelude::*;
@@ -16,18 +18,38 @@ use rayon::prelude::*;
 /// One edge of relation `rel`: `[rel, subject, object]`.
 pub type Record = [u32; 3];
 
-/// One relation's number and its distinct `(subject, object)` edges, sorted.
-pub type RelationEdges = (u32, Vec<(u32, u32)>);
-
 /// Bytes per buffered or spilled record.
 pub const RECORD_BYTES: usize = 12;
+
+/// Where each relation's records lie in a sorted sequence: `(relation, first, count)`.
+type Index = Vec<(u32, u64, u64)>;
+
+/// The relation ranges of `records`, sorted by relation. O(relations × log records):
+/// each range's end is found by binary search, not by a scan.
+fn index_of(records: &[Record]) -> Index {
+    let mut index = Vec::new();
+    let mut a = 0;
+    while a < records.len() {
+        let rel = records[a][0];
+        let len = records[a..].partition_point(|r| r[0] == rel);
+        index.push((rel, a as u64, len as u64));
+        a += len;
+    }
+    index
+}
+
+/// One spilled run: its file and the relations' ranges in it.
+struct Run {
+    path: PathBuf,
+    index: Index,
+}
 
 /// Buffers records and spills sorted runs to `dir` when the buffer is full.
 pub struct EdgeCollector {
     buf: Vec<Record>,
     cap: usize,
     dir: PathBuf,
-    runs: Vec<PathBuf>,
+    runs: Vec<Run>,
     spilled: u64,
 }
 
@@ -54,13 +76,22 @@ impl EdgeCollector {
         Ok(())
     }
 
-    fn sort_buffer(&mut self) {
-        self.buf.par_sort_unstable();
-        self.buf.dedup();
+    /// Adds edges in order, as [`EdgeCollector::push`] of each would (same spills).
+    pub fn extend(&mut self, mut records: &[Record]) -> io::Result<()> {
+        while !records.is_empty() {
+            if self.buf.len() >= self.cap {
+                self.spill()?;
+            }
+            let take = (self.cap - self.buf.len()).min(records.len());
+            self.buf.extend_from_slice(&records[..take]);
+            records = &records[take..];
+        }
+        Ok(())
     }
 
     fn spill(&mut self) -> io::Result<()> {
-        self.sort_buffer();
+        self.buf.par_sort_unstable();
+        self.buf.dedup();
         let path = self.dir.join(format!("run-{:05}.edges", self.runs.len()));
         let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
         for r in &self.buf {
@@ -72,8 +103,9 @@ impl EdgeCollector {
         }
         w.flush()?;
         self.spilled += self.buf.len() as u64;
+        let index = index_of(&self.buf);
         self.buf.clear();
-        self.runs.push(path);
+        self.runs.push(Run { path, index });
         Ok(())
     }
 
@@ -87,91 +119,107 @@ impl EdgeCollector {
         self.spilled
     }
 
-    /// Ends collection: a stream of relations in increasing order.
-    pub fn finish(mut self) -> io::Result<RelationStream> {
-        self.sort_buffer();
-        let mut sources = Vec::with_capacity(self.runs.len() + 1);
-        for p in &self.runs {
-            sources.push(Source::Run(BufReader::with_capacity(
-                1 << 20,
-                File::open(p)?,
-            )));
-        }
-        sources.push(Source::Memory(std::mem::take(&mut self.buf).into_iter()));
-        let mut heap = BinaryHeap::new();
-        for (i, s) in sources.iter_mut().enumerate() {
-            if let Some(r) = s.next()? {
-                heap.push(Reverse((r, i)));
+    /// Ends collection: the records sorted by relation, readable one relation at a time.
+    pub fn finish(mut self) -> SortedEdges {
+        // Not deduplicated here: `relation` dedups each relation's edges, in parallel
+        // across relations, instead of one pass over all records on this thread.
+        self.buf.par_sort_unstable();
+        let mem_index = index_of(&self.buf);
+        let mut sizes: Vec<(u32, u64)> = mem_index
+            .iter()
+            .chain(self.runs.iter().flat_map(|r| r.index.iter()))
+            .map(|&(rel, _, n)| (rel, n))
+            .collect();
+        sizes.sort_unstable();
+        let mut relations: Vec<(u32, u64)> = Vec::new();
+        for (rel, n) in sizes {
+            match relations.last_mut() {
+                Some(last) if last.0 == rel => last.1 += n,
+                _ => relations.push((rel, n)),
             }
         }
-        Ok(RelationStream {
-            sources,
-            heap,
-            run_files: self.runs,
-        })
-    }
-}
-
-enum Source {
-    Run(BufReader<File>),
-    Memory(std::vec::IntoIter<Record>),
-}
-
-impl Source {
-    fn next(&mut self) -> io::Result<Option<Record>> {
-        match self {
-            Source::Memory(it) => Ok(it.next()),
-            Source::Run(r) => {
-                let mut b = [0u8; RECORD_BYTES];
-                match r.read_exact(&mut b) {
-                    Ok(()) => Ok(Some([
-                        u32::from_le_bytes(b[0..4].try_into().unwrap()),
-                        u32::from_le_bytes(b[4..8].try_into().unwrap()),
-                        u32::from_le_bytes(b[8..12].try_into().unwrap()),
-                    ])),
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
+        SortedEdges {
+            mem: std::mem::take(&mut self.buf),
+            mem_index,
+            runs: std::mem::take(&mut self.runs),
+            relations,
         }
     }
 }
 
-/// Merged, deduplicated edges, one relation at a time.
-pub struct RelationStream {
-    sources: Vec<Source>,
-    heap: BinaryHeap<Reverse<(Record, usize)>>,
-    run_files: Vec<PathBuf>,
+/// The collected edges, sorted: each relation's distinct edges on request.
+///
+/// [`SortedEdges::relation`] takes `&self` and opens its own file handles, so several
+/// threads may read different relations at once; the caller bounds how many it holds.
+pub struct SortedEdges {
+    mem: Vec<Record>,
+    mem_index: Index,
+    runs: Vec<Run>,
+    relations: Vec<(u32, u64)>,
 }
 
-impl RelationStream {
-    /// The next relation and its distinct `(subject, object)` edges, sorted.
-    pub fn next_relation(&mut self) -> io::Result<Option<RelationEdges>> {
-        let Some(&Reverse((first, _))) = self.heap.peek() else {
-            return Ok(None);
+/// The range of `rel` in a sorted index, if present.
+fn range_of(index: &Index, rel: u32) -> Option<(u64, u64)> {
+    index
+        .binary_search_by_key(&rel, |&(r, _, _)| r)
+        .ok()
+        .map(|i| (index[i].1, index[i].2))
+}
+
+impl SortedEdges {
+    /// Every relation present, in increasing order, with its number of records over all
+    /// runs and the buffer: an upper bound on its distinct edges (exact without spills
+    /// and duplicates), for budgeting memory before reading it.
+    pub fn relations(&self) -> &[(u32, u64)] {
+        &self.relations
+    }
+
+    /// The distinct `(subject, object)` edges of `rel`, sorted (empty when absent).
+    pub fn relation(&self, rel: u32) -> io::Result<Vec<(u32, u32)>> {
+        let mut edges: Vec<(u32, u32)> = match range_of(&self.mem_index, rel) {
+            Some((a, n)) => self.mem[a as usize..(a + n) as usize]
+                .par_iter()
+                .map(|r| (r[1], r[2]))
+                .collect(),
+            None => Vec::new(),
         };
-        let rel = first[0];
-        let mut edges: Vec<(u32, u32)> = Vec::new();
-        while let Some(&Reverse((r, i))) = self.heap.peek() {
-            if r[0] != rel {
-                break;
-            }
-            self.heap.pop();
-            if edges.last() != Some(&(r[1], r[2])) {
-                edges.push((r[1], r[2]));
-            }
-            if let Some(next) = self.sources[i].next()? {
-                self.heap.push(Reverse((next, i)));
+        let mut sources = usize::from(!edges.is_empty());
+        for run in &self.runs {
+            let Some((a, n)) = range_of(&run.index, rel) else {
+                continue;
+            };
+            sources += 1;
+            let mut f = File::open(&run.path)?;
+            f.seek(SeekFrom::Start(a * RECORD_BYTES as u64))?;
+            let mut left = n as usize;
+            let mut b = vec![0u8; RECORD_BYTES * left.min(1 << 16)];
+            edges.reserve(left);
+            while left > 0 {
+                let k = left.min(1 << 16);
+                f.read_exact(&mut b[..k * RECORD_BYTES])?;
+                edges.extend(b[..k * RECORD_BYTES].chunks_exact(RECORD_BYTES).map(|c| {
+                    (
+                        u32::from_le_bytes(c[4..8].try_into().unwrap()),
+                        u32::from_le_bytes(c[8..12].try_into().unwrap()),
+                    )
+                }));
+                left -= k;
             }
         }
-        Ok(Some((rel, edges)))
+        // Each source is sorted; several are concatenated and sorted again (in parallel:
+        // cheaper on many cores than a one-thread k-way merge).
+        if sources > 1 {
+            edges.par_sort_unstable();
+        }
+        edges.dedup();
+        Ok(edges)
     }
 }
 
-impl Drop for RelationStream {
+impl Drop for SortedEdges {
     fn drop(&mut self) {
-        for p in &self.run_files {
-            let _ = std::fs::remove_file(p);
+        for r in &self.runs {
+            let _ = std::fs::remove_file(&r.path);
         }
     }
 }
@@ -202,20 +250,49 @@ mod tests {
         assert!(c.runs() >= 3);
         expect.sort();
         expect.dedup();
-        let mut s = c.finish().unwrap();
+        let s = c.finish();
+        let rels: Vec<u32> = s.relations().iter().map(|&(r, _)| r).collect();
+        assert!(rels.windows(2).all(|w| w[0] < w[1]), "increasing");
+        // Read in reverse order, as concurrent workers may.
         let mut got: Vec<Record> = Vec::new();
-        let mut last_rel = None;
-        while let Some((rel, edges)) = s.next_relation().unwrap() {
-            assert!(last_rel < Some(rel));
-            last_rel = Some(rel);
-            got.extend(edges.into_iter().map(|(a, b)| [rel, a, b]));
+        for &rel in rels.iter().rev() {
+            let edges = s.relation(rel).unwrap();
+            let mut part: Vec<Record> = edges.into_iter().map(|(a, b)| [rel, a, b]).collect();
+            part.extend(got);
+            got = part;
         }
         assert_eq!(got, expect);
+        assert!(s.relation(1 << 20).unwrap().is_empty(), "absent relation");
+        let records: u64 = s.relations().iter().map(|&(_, n)| n).sum();
+        assert!(records >= expect.len() as u64, "sizes bound the edges");
         drop(s);
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             0,
             "runs removed"
         );
+    }
+
+    #[test]
+    fn extend_spills_as_pushes_do() {
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut a = EdgeCollector::new(da.path().to_path_buf(), 1);
+        let mut b = EdgeCollector::new(db.path().to_path_buf(), 1);
+        let records: Vec<Record> = (0..150_000u32)
+            .map(|i| [i % 7, i.wrapping_mul(2_654_435_761) % 5000, i % 913])
+            .collect();
+        for r in &records {
+            a.push(*r).unwrap();
+        }
+        // Uneven slices, some crossing the 64 Ki-record spill boundary.
+        for part in records.chunks(40_000) {
+            b.extend(part).unwrap();
+        }
+        assert_eq!((a.runs(), a.spilled()), (b.runs(), b.spilled()));
+        let (a, b) = (a.finish(), b.finish());
+        assert_eq!(a.relations(), b.relations());
+        for &(rel, _) in a.relations() {
+            assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+        }
     }
 }

@@ -6,13 +6,17 @@
 //! keys in parallel; edges go as `(relation, s, o)` records
 //! into an [`EdgeCollector`] that spills sorted runs to disk beyond `--memory`. At the end
 //! the new terms are sorted and numbered after the old ones (so each load's terms form one
-//! front-coded segment with ids in key order), the runs are merged one relation at a time,
-//! ids remapped, and each relation's k²-tree built and written.
+//! front-coded segment with ids in key order) and written on a thread of its own, while
+//! the relations' k²-trees are built and written concurrently: each relation's edges are
+//! read from the buffer and every run ([`SortedEdges::relation`]), remapped, and built, in
+//! waves of at most `--memory / 16` edges (a larger relation runs alone).
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
 //! triple); the term table grows with the distinct *new* terms (their key bytes, in one
-//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building a tree holds that relation's cells (8 bytes per edge, plus
-//! the old cells of an incremental rebuild).
+//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building
+//! trees holds the cells of the relations in flight (16 bytes per edge: pairs, then codes;
+//! plus the old cells of an incremental rebuild), at most `--memory` of them unless one
+//! relation alone is larger.
 //!
 //! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
 //! inputs, or in two loads, is one node; give inputs distinct labels if they must not meet.
@@ -23,11 +27,11 @@
 //! removes the temporary folder and leaves the old store as it was; temporaries of killed
 //! loads (dead PID) are removed by the next load into the same target.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,7 +47,7 @@ use super::{
     FORMAT_VERSION, MANIFEST,
 };
 use crate::k2tree::{height_for, morton, K2Tree};
-use crate::rdf::edges::EdgeCollector;
+use crate::rdf::edges::{EdgeCollector, Record, SortedEdges};
 use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
 use crate::rdf::terms;
 
@@ -56,7 +60,9 @@ pub struct LoadOptions {
     /// N-Quads skip exactly the bad line; Turtle and TriG resume where oxttl's error
     /// recovery does, which may drop the rest of the bad statement.
     pub lenient: bool,
-    /// Bytes of edges buffered in memory before sorted runs are spilled to disk.
+    /// Bytes of edges buffered in memory before sorted runs are spilled to disk; also the
+    /// budget of the relations whose trees are built concurrently (16 bytes an edge; a
+    /// relation over it is built alone).
     pub memory: usize,
     /// Show progress bars on stderr (hidden when stderr is not a terminal).
     pub progress: bool,
@@ -385,6 +391,10 @@ impl Shard {
     }
 }
 
+/// A batch's edge records, and the statements (index, `(graph, predicate)`) whose
+/// relation had no number yet (their record's relation is left to fill in).
+type BatchRecords = (Vec<Record>, Vec<(usize, (u32, u32))>);
+
 /// Parsing state: provisional term ids and relation numbers.
 struct Numbering<'a> {
     old: Option<&'a Store>,
@@ -393,52 +403,137 @@ struct Numbering<'a> {
     relations: FxHashMap<(u32, u32), u32>,
     relation_keys: Vec<(u32, u32)>,
     statements: u64,
+    /// Batches parsed but not numbered yet.
+    pending: Vec<Batch>,
+    /// Batches numbered together (see [`Numbering::flush`]).
+    group: usize,
 }
 
 impl Numbering<'_> {
+    /// Queues a batch; numbers the queue once it holds [`Numbering::group`] batches.
     fn add(&mut self, batch: Batch, edges: &mut EdgeCollector) -> Result<(), String> {
-        let n = batch.term_count();
-        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
-        for i in 0..n {
-            buckets[shard_of(batch.hashes[i])].push(i as u32);
+        self.pending.push(batch);
+        if self.pending.len() >= self.group {
+            self.flush(edges)?;
         }
-        let (old, old_n, keys) = (self.old, self.old_n, &batch);
-        let numbered: Vec<Result<Vec<(u32, u32)>, String>> = self
-            .shards
-            .par_iter_mut()
-            .zip(buckets.par_iter())
-            .enumerate()
-            .map(|(s, (shard, idx))| {
-                idx.iter()
-                    .map(|&i| {
-                        let (key, hash) = (keys.key(i as usize), keys.hashes[i as usize]);
-                        Ok((i, shard.id(key, hash, s, old, old_n)?))
-                    })
-                    .collect()
+        Ok(())
+    }
+
+    /// Numbers the queued batches' terms and hands their edges to `edges`, in statement
+    /// order.
+    ///
+    /// A group of batches, not one batch, is numbered per fork-join: the pool is busy
+    /// parsing chunks (tasks of tens of milliseconds), so one batch's 64 small shard
+    /// tasks mostly ran one after another on the worker that took the job — numbering
+    /// was in effect sequential. A group gives each shard task as much work as a parse
+    /// task and keeps the sequential part (relation numbers, copying records) small.
+    fn flush(&mut self, edges: &mut EdgeCollector) -> Result<(), String> {
+        let batches = std::mem::take(&mut self.pending);
+        if batches.is_empty() {
+            return Ok(());
+        }
+        // 1. Per batch: its term indices ordered by shard (a counting sort).
+        let buckets: Vec<(Vec<u32>, Vec<u32>)> = batches
+            .par_iter()
+            .map(|batch| {
+                let shard: Vec<u8> = batch.hashes.iter().map(|&h| shard_of(h) as u8).collect();
+                let mut starts = vec![0u32; SHARDS + 1];
+                for &s in &shard {
+                    starts[s as usize + 1] += 1;
+                }
+                for s in 0..SHARDS {
+                    starts[s + 1] += starts[s];
+                }
+                let mut pos = starts.clone();
+                let mut order = vec![0u32; shard.len()];
+                for (i, &s) in shard.iter().enumerate() {
+                    order[pos[s as usize] as usize] = i as u32;
+                    pos[s as usize] += 1;
+                }
+                (order, starts)
             })
             .collect();
-        let mut ids = vec![0u32; n];
-        for part in numbered {
-            for (i, id) in part? {
-                ids[i as usize] = id;
+        // 2. Per shard: its keys of every batch, in batch order (so provisional ids do
+        // not depend on scheduling).
+        let (old, old_n) = (self.old, self.old_n);
+        let numbered: Vec<Result<Vec<u32>, String>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                let mut out = Vec::new();
+                for (batch, (order, starts)) in batches.iter().zip(&buckets) {
+                    for &i in &order[starts[s] as usize..starts[s + 1] as usize] {
+                        let i = i as usize;
+                        out.push(shard.id(batch.key(i), batch.hashes[i], s, old, old_n)?);
+                    }
+                }
+                Ok(out)
+            })
+            .collect();
+        let numbered: Vec<Vec<u32>> = numbered.into_iter().collect::<Result<_, _>>()?;
+        // Where batch `b`'s ids start in each shard's output.
+        let mut offsets: Vec<[u32; SHARDS]> = Vec::with_capacity(batches.len());
+        let mut at = [0u32; SHARDS];
+        for (_, starts) in &buckets {
+            offsets.push(at);
+            for (s, a) in at.iter_mut().enumerate() {
+                *a += starts[s + 1] - starts[s];
             }
         }
-        for [g, p, s, o] in batch.quads {
-            let g = if g == DEFAULT_GRAPH {
-                DEFAULT_GRAPH
-            } else {
-                ids[g as usize]
-            };
-            let key = (g, ids[p as usize]);
-            let next = self.relation_keys.len() as u32;
-            let rel = *self.relations.entry(key).or_insert(next);
-            if rel == next {
-                self.relation_keys.push(key);
+        // 3. Per batch: ids scattered back, statements turned into records; relations
+        // already numbered are looked up here, the others marked for step 4.
+        let relations = &self.relations;
+        let records: Vec<BatchRecords> = batches
+            .par_iter()
+            .zip(&buckets)
+            .zip(&offsets)
+            .map(|((batch, (order, starts)), offs)| {
+                let mut ids = vec![0u32; batch.term_count()];
+                for s in 0..SHARDS {
+                    let part = &order[starts[s] as usize..starts[s + 1] as usize];
+                    let from = &numbered[s][offs[s] as usize..offs[s] as usize + part.len()];
+                    for (&i, &id) in part.iter().zip(from) {
+                        ids[i as usize] = id;
+                    }
+                }
+                let mut unknown = Vec::new();
+                let records = batch
+                    .quads
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &[g, p, s, o])| {
+                        let g = if g == DEFAULT_GRAPH {
+                            DEFAULT_GRAPH
+                        } else {
+                            ids[g as usize]
+                        };
+                        let key = (g, ids[p as usize]);
+                        let rel = relations.get(&key).copied().unwrap_or_else(|| {
+                            unknown.push((k, key));
+                            u32::MAX
+                        });
+                        [rel, ids[s as usize], ids[o as usize]]
+                    })
+                    .collect();
+                (records, unknown)
+            })
+            .collect();
+        // 4. In statement order: new relations numbered as they first occur, records
+        // copied into the collector.
+        for (mut records, unknown) in records {
+            for (k, key) in unknown {
+                let next = self.relation_keys.len() as u32;
+                let rel = *self.relations.entry(key).or_insert(next);
+                if rel == next {
+                    self.relation_keys.push(key);
+                }
+                records[k][0] = rel;
             }
             edges
-                .push([rel, ids[s as usize], ids[o as usize]])
+                .extend(&records)
                 .map_err(|e| format!("spilling edges: {e}"))?;
-            self.statements += 1;
+            self.statements += records.len() as u64;
         }
         Ok(())
     }
@@ -507,6 +602,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         relations: FxHashMap::default(),
         relation_keys: Vec::new(),
         statements: 0,
+        pending: Vec::new(),
+        group: 2 * rayon::current_num_threads().max(1),
     };
     let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
@@ -531,6 +628,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             ));
             Ok(())
         })?;
+        numbering.flush(&mut edges).map_err(ParseError::Sink)?;
     }
     pb.finish_and_clear();
     let parse_seconds = start.elapsed().as_secs_f64();
@@ -546,12 +644,23 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     } = numbering;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    let mut new_keys: Vec<(&[u8], u32)> = shards.iter().flat_map(|s| s.new_terms(old_n)).collect();
-    new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut perm = vec![0u32; span];
-    for (rank, (_, prov)) in new_keys.iter().enumerate() {
-        perm[(*prov - old_n) as usize] = old_n + rank as u32;
-    }
+    // The edge buffer is sorted at the same time as the keys: both sorts are parallel,
+    // but the numbering of the sorted keys (`perm`, random writes) is not, and overlaps.
+    let (sorted, (new_keys, perm)) = rayon::join(
+        move || edges.finish(),
+        || {
+            let mut new_keys: Vec<(&[u8], u32)> = shards
+                .par_iter()
+                .flat_map_iter(|s| s.new_terms(old_n))
+                .collect();
+            new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut perm = vec![0u32; span];
+            for (rank, (_, prov)) in new_keys.iter().enumerate() {
+                perm[(*prov - old_n) as usize] = old_n + rank as u32;
+            }
+            (new_keys, perm)
+        },
+    );
     let new_n = old_n + new_keys.len() as u32;
     let remap = |id: u32| {
         if id < old_n || id == DEFAULT_GRAPH {
@@ -567,20 +676,29 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         let to = tmp.path.join(&s.file);
         link_or_copy(&dir.join(&s.file), &to).map_err(io_err(&to))?;
     }
-    if !new_keys.is_empty() || segments.is_empty() {
+    // The new segment is written on its own thread while the trees are built (below):
+    // front-coding is sequential, and on many cores it would otherwise add its whole
+    // time to the build phase.
+    let new_segment = (!new_keys.is_empty() || segments.is_empty()).then(|| {
         let file = format!("dict-{:04}.fc", segments.len());
         let path = tmp.path.join(&file);
+        (file, path)
+    });
+    let write_dictionary = || -> Result<Option<SegmentInfo>, LoadError> {
+        let Some((file, path)) = &new_segment else {
+            return Ok(None);
+        };
         let (bytes, crc32) =
-            super::dictionary::write_segment(&path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
-                .map_err(io_err(&path))?;
-        segments.push(SegmentInfo {
-            file,
+            super::dictionary::write_segment(path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
+                .map_err(io_err(path))?;
+        Ok(Some(SegmentInfo {
+            file: file.clone(),
             first_id: old_n,
             count: new_keys.len() as u32,
             bytes,
             crc32,
-        });
-    }
+        }))
+    };
     // Terms of ids, for predicate IRIs and graph names in the manifest.
     let term_of = |id: u32| -> Option<oxrdf::Term> {
         if id >= old_n {
@@ -638,95 +756,136 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     }
     let graph_of = |g: u32| graph_index[&(if g == DEFAULT_GRAPH { None } else { Some(g) })];
 
-    // ---- Trees of touched relations.
-    let mut touched: BTreeMap<(usize, u32), ()> = BTreeMap::new();
+    // ---- Trees: one job per touched relation, plus the untouched ones to rebuild when
+    // the padded side grew; the others are carried over as files.
     let mut new_preds: Vec<BTreeMap<u32, PredicateInfo>> = graphs
         .iter()
         .map(|g| g.predicates.iter().map(|p| (p.id, p.clone())).collect())
         .collect();
     let mut node_sets: Vec<Option<RoaringBitmap>> = vec![None; graphs.len()];
-    let pb = bar(
-        options.progress,
-        Some(relation_keys.len() as u64),
-        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
-    );
-    let mut stream = edges.finish().map_err(io_err(&runs_dir))?;
-    let mut distinct_edges = 0u64;
-    let mut written = 0usize;
     let side_changed =
         height_for(old_n as u64, old_n as u64) != height_for(new_n as u64, new_n as u64);
-    let nodes_of =
-        |gi: usize, node_sets: &mut Vec<Option<RoaringBitmap>>| -> Result<(), LoadError> {
-            if node_sets[gi].is_none() {
-                node_sets[gi] = Some(match &old {
-                    Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
-                    _ => RoaringBitmap::new(),
-                });
-            }
-            Ok(())
-        };
-    while let Some((rel, cells)) = stream.next_relation().map_err(io_err(&runs_dir))? {
+    let mut jobs: Vec<TreeJob> = Vec::new();
+    let mut touched: HashSet<(usize, u32)> = HashSet::new();
+    for &(rel, records) in sorted.relations() {
         let (g, p) = relation_keys[rel as usize];
         let (gi, pid) = (graph_of(remap(g)), remap(p));
-        distinct_edges += cells.len() as u64;
-        nodes_of(gi, &mut node_sets)?;
-        let nodes = node_sets[gi].as_mut().unwrap();
-        let mut codes: Vec<u64> = cells
-            .into_iter()
-            .map(|(s, o)| {
-                let (s, o) = (remap(s), remap(o));
-                nodes.insert(s);
-                nodes.insert(o);
-                morton::encode(s, o)
-            })
-            .collect();
-        if new_preds[gi].contains_key(&pid) {
-            // Incremental: the old cells join the new edges (ids of old terms are stable).
-            let old_tree = old_tree(&old, gi, pid)?;
-            codes.extend(
-                old_tree
-                    .cells()
-                    .into_iter()
-                    .map(|(s, o)| morton::encode(s, o)),
-            );
+        if node_sets[gi].is_none() {
+            // Graphs that get edges start from their old node sets.
+            node_sets[gi] = Some(match &old {
+                Some(s) if gi < s.graphs().len() => s.graph_nodes(gi)?,
+                _ => RoaringBitmap::new(),
+            });
         }
-        let info = build_and_write(&tmp.path, gi, pid, iri_of(pid), new_n, &mut codes)?;
-        new_preds[gi].insert(pid, info);
-        touched.insert((gi, pid), ());
-        written += 1;
-        pb.inc(1);
-        if options.fail_after_trees == Some(written) {
-            return Err(LoadError::Injected);
-        }
+        let old_edges = new_preds[gi].get(&pid).map(|info| info.edges);
+        touched.insert((gi, pid));
+        jobs.push(TreeJob {
+            gi,
+            pid,
+            iri: iri_of(pid),
+            rel: Some(rel),
+            incremental: old_edges.is_some(),
+            weight: records + old_edges.unwrap_or(0),
+        });
     }
-    drop(stream);
-    std::fs::remove_dir(&runs_dir).map_err(io_err(&runs_dir))?;
-
-    // ---- Untouched relations: carried over as files, or rebuilt when the padded side grew.
     let mut relations_kept = 0;
-    for (gi, preds) in new_preds.iter_mut().enumerate() {
-        for (&pid, info) in preds.iter_mut() {
-            if touched.contains_key(&(gi, pid)) {
+    for (gi, preds) in new_preds.iter().enumerate() {
+        for (&pid, info) in preds {
+            if touched.contains(&(gi, pid)) {
                 continue;
             }
             if side_changed {
-                let t = old_tree(&old, gi, pid)?;
-                let mut codes: Vec<u64> = t
-                    .cells()
-                    .into_iter()
-                    .map(|(s, o)| morton::encode(s, o))
-                    .collect();
-                *info = build_and_write(&tmp.path, gi, pid, info.iri.clone(), new_n, &mut codes)?;
-                written += 1;
-                if options.fail_after_trees == Some(written) {
-                    return Err(LoadError::Injected);
-                }
+                jobs.push(TreeJob {
+                    gi,
+                    pid,
+                    iri: info.iri.clone(),
+                    rel: None,
+                    incremental: true,
+                    weight: info.edges,
+                });
             } else {
                 let to = tmp.path.join(&info.file);
                 link_or_copy(&dir.join(&info.file), &to).map_err(io_err(&to))?;
                 relations_kept += 1;
             }
         }
+    }
+    let pb = bar(
+        options.progress,
+        Some(jobs.len() as u64),
+        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
+    );
+    let ctx = TreeContext {
+        sorted: &sorted,
+        remap: &remap,
+        old: &old,
+        tmp: &tmp.path,
+        runs_dir: &runs_dir,
+        n: new_n,
+        written: AtomicUsize::new(0),
+        fail_after: options.fail_after_trees,
+        pb: &pb,
+    };
+    // Jobs run in waves of at most `budget` edges (16 bytes each in flight: cells, then
+    // codes), largest first; a relation larger than the budget runs alone. Within a
+    // wave, relations are built concurrently and each also sorts and builds in parallel.
+    let budget = (options.memory / 16).max(1) as u64;
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&j| (std::cmp::Reverse(jobs[j].weight), j));
+    let (dictionary, built) = std::thread::scope(|scope| {
+        let dictionary = scope.spawn(write_dictionary);
+        let mut built: Vec<Option<Built>> = (0..jobs.len()).map(|_| None).collect();
+        let mut result = Ok(());
+        let mut i = 0;
+        while i < order.len() && result.is_ok() {
+            let mut j = i + 1;
+            let mut weight = jobs[order[i]].weight;
+            while j < order.len() && weight + jobs[order[j]].weight <= budget {
+                weight += jobs[order[j]].weight;
+                j += 1;
+            }
+            let wave: Vec<(usize, Result<Built, LoadError>)> = order[i..j]
+                .par_iter()
+                .map(|&k| (k, ctx.build(&jobs[k])))
+                .collect();
+            // The error of the first job in relation order, whatever finished first.
+            let mut first: Option<(usize, LoadError)> = None;
+            for (k, r) in wave {
+                match r {
+                    Ok(b) => built[k] = Some(b),
+                    Err(e) if first.as_ref().is_none_or(|f| k < f.0) => first = Some((k, e)),
+                    Err(_) => {}
+                }
+            }
+            if let Some((_, e)) = first {
+                result = Err(e);
+            }
+            i = j;
+        }
+        let dictionary = match dictionary.join() {
+            Ok(d) => d,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (dictionary, result.map(|()| built))
+    });
+    // A dictionary error first, as when the dictionary was written before the trees.
+    if let Some(segment) = dictionary? {
+        segments.push(segment);
+    }
+    let built = built?;
+    drop(sorted);
+    std::fs::remove_dir(&runs_dir).map_err(io_err(&runs_dir))?;
+    let written = jobs.len();
+    let mut distinct_edges = 0u64;
+    for (job, b) in jobs.iter().zip(built) {
+        let b = b.expect("every job of a successful load was built");
+        distinct_edges += b.distinct;
+        if let Some(nodes) = b.nodes {
+            if let Some(set) = node_sets[job.gi].as_mut() {
+                *set |= nodes;
+            }
+        }
+        new_preds[job.gi].insert(job.pid, b.info);
     }
     pb.finish_and_clear();
 
@@ -812,6 +971,103 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     commit(&tmp.path, dir, replace).map_err(io_err(dir))?;
     tmp.keep = true;
     Ok(report)
+}
+
+/// One tree to build: a relation with new edges (`rel`), or an untouched one rebuilt
+/// from its old tree because the padded side grew (`rel` is `None`).
+struct TreeJob {
+    gi: usize,
+    pid: u32,
+    iri: String,
+    /// The relation's number in the edge stream, when it has new edges.
+    rel: Option<u32>,
+    /// Whether the old tree's cells join the new edges.
+    incremental: bool,
+    /// Edges it holds in memory at most (new records plus old cells), for budgeting.
+    weight: u64,
+}
+
+/// What building one [`TreeJob`] gives.
+struct Built {
+    info: PredicateInfo,
+    /// Nodes of the new edges (merged into the graph's node set afterwards).
+    nodes: Option<RoaringBitmap>,
+    /// Distinct new edges.
+    distinct: u64,
+}
+
+/// What every tree job shares (read-only, but for the written-trees counter).
+struct TreeContext<'a, R> {
+    sorted: &'a SortedEdges,
+    remap: &'a R,
+    old: &'a Option<Store>,
+    tmp: &'a Path,
+    runs_dir: &'a Path,
+    n: u32,
+    written: AtomicUsize,
+    fail_after: Option<usize>,
+    pb: &'a ProgressBar,
+}
+
+/// Fewest edges remapped and encoded per parallel piece. Each piece fills its own node
+/// bitmap, merged afterwards (roaring's union is container by container, cheap); pieces
+/// are otherwise as large as the threads allow, because a small bitmap keeps its
+/// containers as sorted arrays (insertion by `memmove`) for longer than one big one.
+const REMAP_CHUNK: usize = 1 << 16;
+
+impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
+    fn build(&self, job: &TreeJob) -> Result<Built, LoadError> {
+        let (mut codes, nodes, distinct) = match job.rel {
+            Some(rel) => {
+                let cells = self.sorted.relation(rel).map_err(io_err(self.runs_dir))?;
+                let mut codes = vec![0u64; cells.len()];
+                let remap = self.remap;
+                let piece = cells
+                    .len()
+                    .div_ceil(rayon::current_num_threads())
+                    .max(REMAP_CHUNK);
+                let nodes = codes
+                    .par_chunks_mut(piece)
+                    .zip(cells.par_chunks(piece))
+                    .map(|(out, cells)| {
+                        let mut nodes = RoaringBitmap::new();
+                        for (code, &(s, o)) in out.iter_mut().zip(cells) {
+                            let (s, o) = (remap(s), remap(o));
+                            nodes.insert(s);
+                            nodes.insert(o);
+                            *code = morton::encode(s, o);
+                        }
+                        nodes
+                    })
+                    .reduce(RoaringBitmap::new, |a, b| a | b);
+                (codes, Some(nodes), cells.len() as u64)
+            }
+            None => (Vec::new(), None, 0),
+        };
+        if job.incremental {
+            // The old cells join the new edges (ids of old terms are stable).
+            let cells = old_tree(self.old, job.gi, job.pid)?.cells();
+            codes.par_extend(cells.par_iter().map(|&(s, o)| morton::encode(s, o)));
+        }
+        let info = build_and_write(
+            self.tmp,
+            job.gi,
+            job.pid,
+            job.iri.clone(),
+            self.n,
+            &mut codes,
+        )?;
+        self.pb.inc(1);
+        let written = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_after == Some(written) {
+            return Err(LoadError::Injected);
+        }
+        Ok(Built {
+            info,
+            nodes,
+            distinct,
+        })
+    }
 }
 
 fn old_tree(old: &Option<Store>, gi: usize, pid: u32) -> Result<Arc<K2Tree>, LoadError> {
