@@ -22,8 +22,10 @@
 #           batched var→var, 100 constants) and bench-spmv --gpus all on a 200M-edge web graph
 #   load    load throughput (issue 5): gen wikidata-like 20M (.nt and .nt.gz) and 100M (.nt),
 #           load each under /usr/bin/time; prints statements/s end to end and per CPU-second
-#   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, cnr-2000
-#           `<c> p+ ?y` GPU vs Oxigraph (2 repeats), five CoDEx-M queries, then gpu_engine
+#   fwd     cnr-2000 `<c> p+ ?y`: gpu (auto), cpu and Oxigraph (2 repeats), then the GPU with
+#           every product on the device (--no-host-walk), and one explain trace
+#   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, fwd, five
+#           CoDEx-M queries, then gpu_engine
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,7 +79,29 @@ for line in sys.stdin:
              { b = substr($0, 41, 4) + 0; d = substr($0, 39, 1) }
              (d == "R" || d == "L") && (b == 1 || b == 64) && !/^(cpu|bcsr)/' "$1"
     }
+    # cnr-2000 `<c> p+ ?y` (issue 6): the GPU engine as `--engine auto` runs it (host walk
+    # first), the CPU engine and Oxigraph side by side; then every product on the device.
+    fwd_part() {
+        if [ ! -d "$tmp/cnr.store" ]; then
+            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
+        fi
+        grep -E '^fwd' sparql/cnr-2000.rpq > "$tmp/fwd.rpq"
+        step "cnr-2000 <c> p+ ?y: gpu (auto: host walk first), cpu, oxigraph"
+        timeout 150 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
+            --timeout 20 --quiet --json "$out/fwd.json" --csv "$out/fwd.csv" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
+        step "cnr-2000 <c> p+ ?y: gpu, every product on the device (--no-host-walk)"
+        timeout 60 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu --no-host-walk --repeats 3 --warmup 1 \
+            --timeout 20 --quiet --csv "$out/fwd-device.csv" > "$out/fwd-device.txt" 2>&1; tail -4 "$out/fwd-device.txt" | tee -a "$out/summary.txt"
+        grep -E '^bwd0' sparql/cnr-2000.rpq > "$tmp/bwd.rpq"
+        step "cnr-2000 ?x p* <c> (10 of the 50): gpu (auto), cpu, oxigraph"
+        timeout 100 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/bwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
+            --timeout 20 --quiet --csv "$out/bwd.csv" > "$out/bwd.txt" 2>&1; tail -6 "$out/bwd.txt" | tee -a "$out/summary.txt"
+        "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:223625> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
+        grep -E "^engine" "$out/explain-fwd.txt" | tee -a "$out/summary.txt"
+    }
     for part in $parts; do case "$part" in
+    fwd) fwd_part ;;
     tests)
         for t in "$bin"/*; do
             name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base) continue ;; esac
@@ -177,19 +201,7 @@ for line in sys.stdin:
                 echo FAILED | tee -a "$out/summary.txt"; grep -E "panicked|failed" "$out/test-$x.log" | head -5; status=1
             fi
         done
-        if [ ! -d "$tmp/cnr.store" ]; then
-            zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
-            "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
-        fi
-        grep -E '^fwd' sparql/cnr-2000.rpq > "$tmp/fwd.rpq"
-        step "cnr-2000 <c> p+ ?y: gpu (auto: host walk first), cpu, oxigraph"
-        timeout 150 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
-            --timeout 20 --quiet --json "$out/fwd.json" --csv "$out/fwd.csv" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
-        step "cnr-2000 <c> p+ ?y: gpu, every product on the device (--no-host-walk)"
-        timeout 60 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu --no-host-walk --repeats 3 --warmup 1 \
-            --timeout 20 --quiet --csv "$out/fwd-device.csv" > "$out/fwd-device.txt" 2>&1; tail -4 "$out/fwd-device.txt" | tee -a "$out/summary.txt"
-        "$k2" explain --store "$tmp/cnr.store" --engine gpu '<urn:k2rpq:n:223625> <urn:k2rpq:p>+ ?y' > "$out/explain-fwd.txt" 2>&1
-        grep -E "^engine" "$out/explain-fwd.txt" | tee -a "$out/summary.txt"
+        fwd_part
         rm -rf "$tmp/cm.store"; "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/cm.store" --quiet > /dev/null 2>&1
         grep -E '^(q14|q27|q37|q16|q03),' sparql/codex-m.rpq > "$tmp/neg.rpq"
         step "CoDEx-M q03 q14 q16 q27 q37: cpu vs oxigraph"
@@ -227,5 +239,5 @@ for line in sys.stdin:
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv codex cnr wd build cache multi load latency quick]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv spmvweb codex cnr fwd wd build cache multi load latency quick]" >&2; exit 2 ;;
 esac

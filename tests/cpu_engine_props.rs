@@ -86,7 +86,9 @@ fn check_all_semirings(tree: &Arc<K2Tree>, csr: &Csr, seed: u64) -> Result<(), T
                 (r.next() % 1_000_000) as f32 / 1000.0 - 100.0
             }
         },
-        |a, b| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0),
+        // Entries reach ±100, so partial sums reach hundreds: summed in another order a
+        // result differs by a few ulps of those (~1e-5), however small it ends up.
+        |a, b| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1000.0),
     )?;
     check_semiring::<Counting>(
         tree,
