@@ -260,6 +260,15 @@ pub(super) fn evaluate_sparse(
                         }
                     });
                     if !fits {
+                        if cap.is_some() {
+                            // In front of a device, a walk that gives up hands the rest of
+                            // the answer to the device; with the lists the walk would have
+                            // got much further (×LINE_READS_PER_VISIT). Count the give-up as
+                            // a whole tree's worth of descents, so the next queries get them.
+                            for t in trees {
+                                t.lines_after(*dir == Dir::Inverse, t.nodes());
+                            }
+                        }
                         return None;
                     }
                 }
