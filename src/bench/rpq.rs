@@ -635,10 +635,75 @@ impl BenchReport {
                 f(e.worst_ratio)
             );
         }
+        s.push_str(&self.shape_table());
         if self.disagreements.is_empty() {
             let _ = writeln!(s, "All engines agree on every query they completed.");
         } else {
             let _ = writeln!(s, "DISAGREEMENT on: {}", self.disagreements.join(", "));
+        }
+        s
+    }
+
+    /// Per query class (shape): queries, each engine's median of its per-query medians
+    /// (completed runs), and for each k2rpq engine that median over Oxigraph's median of
+    /// all its completed queries (the issue's "no query class slower than Oxigraph's
+    /// median": ≤ 1 is met).
+    pub fn shape_table(&self) -> String {
+        let mut s = String::new();
+        let ox_k = self
+            .options
+            .engines
+            .iter()
+            .position(|&e| e == BenchEngine::Oxigraph);
+        let ox_median = ox_k.and_then(|k| {
+            self.engines
+                .get(k)
+                .filter(|e| e.completed > 0)
+                .map(|e| e.time_ms.median)
+        });
+        let _ = write!(
+            s,
+            "\nPer query class (median ms of per-query medians):\n{:<18} {:>3}",
+            "shape", "n"
+        );
+        for e in &self.options.engines {
+            let _ = write!(s, " {:>12}", e.name());
+        }
+        if ox_median.is_some() {
+            for e in self
+                .options
+                .engines
+                .iter()
+                .filter(|&&e| e != BenchEngine::Oxigraph)
+            {
+                let _ = write!(s, " {:>14}", format!("{}/oxi-med", &e.name()[6..]));
+            }
+        }
+        let _ = writeln!(s);
+        for (shape, medians) in &self.shapes {
+            let n = self.queries.iter().filter(|q| &q.shape == shape).count();
+            let _ = write!(s, "{:<18} {:>3}", truncate(shape, 18), n);
+            for e in &self.options.engines {
+                let cell = medians
+                    .get(e.name())
+                    .map_or("-".to_string(), |m| format!("{m:.3}"));
+                let _ = write!(s, " {cell:>12}");
+            }
+            if let Some(om) = ox_median {
+                for e in self
+                    .options
+                    .engines
+                    .iter()
+                    .filter(|&&e| e != BenchEngine::Oxigraph)
+                {
+                    let cell = medians
+                        .get(e.name())
+                        .filter(|_| om > 0.0)
+                        .map_or("-".to_string(), |m| format!("{:.3}x", m / om));
+                    let _ = write!(s, " {cell:>14}");
+                }
+            }
+            let _ = writeln!(s);
         }
         s
     }

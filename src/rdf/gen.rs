@@ -400,4 +400,37 @@ mod tests {
             .count();
         assert!(p279 > 0);
     }
+
+    #[test]
+    fn workload_constants_exist_and_the_shipped_100m_file_is_current() {
+        // Every query parses, and every entity it names occurs in data of that size (a
+        // constant outside the data would make the query trivially empty).
+        let triples = 400_000;
+        let text = wikidata_like_workload(triples);
+        let mut data = Vec::new();
+        write_wikidata_like(
+            &mut data,
+            &GenOptions {
+                triples,
+                seed: 42,
+                gzip: false,
+            },
+        )
+        .unwrap();
+        let data = String::from_utf8(data).unwrap();
+        let mut lines = 0;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            crate::rpq::parse_log_line(line).unwrap();
+            lines += 1;
+            for iri in line.split(['<', '>']).filter(|t| t.starts_with(ENTITY)) {
+                assert!(data.contains(&format!("<{iri}>")), "{iri} of {line}");
+            }
+        }
+        assert_eq!(lines, 34);
+        let shipped = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sparql/wikidata-like-100m.rpq"),
+        )
+        .unwrap();
+        assert_eq!(shipped, wikidata_like_workload(100_000_000));
+    }
 }
