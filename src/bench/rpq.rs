@@ -416,13 +416,28 @@ pub fn run_bench(
                     continue;
                 }
                 bar.set_message(format!("{} on {}", wq.id, e.name()));
-                runs[q][k] = Some(match e {
+                let run = match e {
                     BenchEngine::Cpu => run_k2rpq(cpu_db, e, wq, options),
                     BenchEngine::Gpu => run_k2rpq(gpu_db.unwrap_or(cpu_db), e, wq, options),
                     BenchEngine::Oxigraph => {
                         run_oxigraph(ox.expect("loaded before its queries"), wq, options)
                     }
-                });
+                };
+                if !options.progress {
+                    // Without a bar, a line per finished run: a run cut off by an outer
+                    // time limit still leaves every figure measured so far.
+                    eprintln!(
+                        "done {} {} {:?}: median {:.3} ms, cold {:.3} ms, {} rows (on {})",
+                        wq.id,
+                        e.name(),
+                        run.status,
+                        run.median_ms,
+                        run.cold_ms,
+                        run.distinct,
+                        run.ran_on
+                    );
+                }
+                runs[q][k] = Some(run);
                 bar.inc(1);
             }
         }
