@@ -402,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn workload_constants_exist_and_the_shipped_100m_file_is_current() {
+    fn workload_constants_exist_and_the_shipped_files_are_current() {
         // Every query parses, and every entity it names occurs in data of that size (a
         // constant outside the data would make the query trivially empty).
         let triples = 400_000;
@@ -427,10 +427,15 @@ mod tests {
             }
         }
         assert_eq!(lines, 34);
-        let shipped = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sparql/wikidata-like-100m.rpq"),
-        )
-        .unwrap();
-        assert_eq!(shipped, wikidata_like_workload(100_000_000));
+        for (file, size) in [
+            ("sparql/wikidata-like.rpq", 20_000_000),
+            ("sparql/wikidata-like-100m.rpq", 100_000_000),
+        ] {
+            let shipped = std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file),
+            )
+            .unwrap();
+            assert_eq!(shipped, wikidata_like_workload(size), "{file}");
+        }
     }
 }
