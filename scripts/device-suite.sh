@@ -171,11 +171,11 @@ for line in sys.stdin:
         ( time "$k2" gen wikidata-like --triples "$n" -o "$tmp/wd.nt" --workload "$out/wd-queries.rpq" ) 2>&1 | tail -5 | tee -a "$out/summary.txt"
         ( time "$k2" load "$tmp/wd.nt" --store "$tmp/wd.store" --quiet ) 2>&1 | tail -6 | tee -a "$out/summary.txt"
         rm -f "$tmp/wd.nt"
-        timeout "${WD_BENCH_LIMIT:-420}" "$k2" bench --store "$tmp/wd.store" --queries "$out/wd-queries.rpq" \
+        timeout "${WD_BENCH_LIMIT:-480}" "$k2" bench --store "$tmp/wd.store" --queries "$out/wd-queries.rpq" \
             --engines gpu,cpu,oxigraph --overlap-load --quiet --stats --warmup 0 \
             --repeats "${WD_REPEATS:-1}" --timeout "${WD_TIMEOUT:-10}" \
             --json "$out/bench-wd.json" --csv "$out/bench-wd.csv" --svg "$out/bench-wd.svg" > "$out/bench-wd.txt" 2>&1
-        rc=$?; [ $rc -eq 0 ] || { echo "bench exit $rc (124: the ${WD_BENCH_LIMIT:-420} s limit)" | tee -a "$out/summary.txt"; status=1; }
+        rc=$?; [ $rc -eq 0 ] || { echo "bench exit $rc (124: the ${WD_BENCH_LIMIT:-480} s limit)" | tee -a "$out/summary.txt"; status=1; }
         sed -n '/^Summary/,$p' "$out/bench-wd.txt" | tee -a "$out/summary.txt"
         grep -E '^(query|w[0-9])' "$out/bench-wd.txt" | head -60 ;;
     build)
