@@ -134,8 +134,8 @@ pub struct OxigraphCopy {
     pub terms: u64,
     /// Seconds to decode every term of the dictionary (in parallel).
     pub decode_s: f64,
-    /// Seconds to insert the quads (one thread: Oxigraph's in-memory store takes one
-    /// writer at a time), the extraction of the relations' cells overlapped with it.
+    /// Seconds to extract and sort the relations' cells and insert the quads (one thread:
+    /// Oxigraph's in-memory store takes one writer at a time).
     pub insert_s: f64,
 }
 
@@ -146,13 +146,14 @@ const QUADS_PER_TRANSACTION: usize = 1 << 22;
 /// Copies every triple of the store (all graphs) into an in-memory Oxigraph store.
 ///
 /// Nothing is re-parsed: every term of the dictionary is decoded once, in parallel, into
-/// a table; the relations' `(subject, object)` cells are extracted on a second thread; the
-/// calling thread inserts borrowed quads (`QuadRef`s into that table) through Oxigraph's
-/// transaction API. Oxigraph 0.5's memory store serialises writers (one transaction at a
-/// time; its bulk loader is the same single-threaded insert for this backend), so the
-/// insertion is the floor; everything else is taken off that thread. The former version
-/// looked both terms of every triple up in the dictionary (a front-coded block scan and a
-/// fresh `Term` each) and built owned quads on the inserting thread.
+/// a table; the relations' `(subject, object)` cells are extracted in parallel and sorted
+/// by subject; the calling thread inserts borrowed quads (`QuadRef`s into that table)
+/// through Oxigraph's transaction API. Oxigraph 0.5's memory store serialises writers
+/// (one transaction at a time; its bulk loader is the same single-threaded insert for
+/// this backend), so the insertion is the floor; everything else is taken off that
+/// thread. The former version looked both terms of every triple up in the dictionary (a
+/// front-coded block scan and a fresh `Term` each) and built owned quads on the
+/// inserting thread.
 pub fn oxigraph_copy(db: &Database) -> Result<OxigraphCopy, BenchError> {
     let err = |e: &dyn std::fmt::Display| BenchError::Oxigraph(e.to_string());
     let ox = Store::new().map_err(|e| err(&e))?;
@@ -176,58 +177,61 @@ pub fn oxigraph_copy(db: &Database) -> Result<OxigraphCopy, BenchError> {
             relations.push((g, info.name.clone(), p.id, p.iri.clone()));
         }
     }
-    let triples = std::thread::scope(|scope| -> Result<u64, BenchError> {
-        // One relation's cells ahead of the inserter: extraction overlaps insertion.
-        let (tx, rx) = mpsc::sync_channel::<Result<_, BenchError>>(1);
-        scope.spawn(move || {
-            for (g, name, pid, iri) in relations {
-                let cells = match store.relation(g, pid) {
-                    Ok(Some(tree)) => tree.cells(),
-                    Ok(None) => continue,
-                    Err(e) => {
-                        let _ = tx.send(Err(BenchError::Oxigraph(e.to_string())));
-                        return;
-                    }
-                };
-                if tx.send(Ok((name, iri, cells))).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut count = 0u64;
-        let mut pending = 0usize;
-        let mut txn = ox.start_transaction().map_err(|e| err(&e))?;
-        for item in rx {
-            let (name, iri, cells) = item?;
-            let pred = NamedNodeRef::new_unchecked(&iri);
-            let graph = match &name {
-                None => GraphNameRef::DefaultGraph,
-                Some(n) => n.as_ref().into(),
-            };
-            for (s, o) in cells {
-                let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
-                    return Err(BenchError::Oxigraph(format!(
-                        "node id {s} or {o} not in the dictionary"
-                    )));
-                };
-                let subject = match s {
-                    Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
-                    Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
-                    _ => return Err(BenchError::Oxigraph(format!("literal subject {s}"))),
-                };
-                txn.insert(QuadRef::new(subject, pred, o.as_ref(), graph));
-                count += 1;
-                pending += 1;
-                if pending >= QUADS_PER_TRANSACTION {
-                    txn.commit().map_err(|e| err(&e))?;
-                    txn = ox.start_transaction().map_err(|e| err(&e))?;
-                    pending = 0;
-                }
-            }
+    // Every (subject, relation, object), sorted by subject: consecutive inserts then hit
+    // the same subject entries of Oxigraph's indexes (its per-subject list head and the
+    // subject's string), which stay in cache.
+    let cells: Vec<Vec<(u32, u32)>> = relations
+        .par_iter()
+        .map(|(g, _, pid, _)| match store.relation(*g, *pid) {
+            Ok(Some(tree)) => Ok(tree.cells()),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(BenchError::Oxigraph(e.to_string())),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(cells.iter().map(Vec::len).sum());
+    for (r, c) in cells.into_iter().enumerate() {
+        all.extend(c.into_iter().map(|(s, o)| (s, r as u32, o)));
+    }
+    all.par_sort_unstable();
+    let preds: Vec<NamedNodeRef<'_>> = relations
+        .iter()
+        .map(|(_, _, _, iri)| NamedNodeRef::new_unchecked(iri))
+        .collect();
+    let graphs: Vec<GraphNameRef<'_>> = relations
+        .iter()
+        .map(|(_, name, _, _)| match name {
+            None => GraphNameRef::DefaultGraph,
+            Some(n) => n.as_ref().into(),
+        })
+        .collect();
+    let mut txn = ox.start_transaction().map_err(|e| err(&e))?;
+    let mut pending = 0usize;
+    for &(s, r, o) in &all {
+        let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
+            return Err(BenchError::Oxigraph(format!(
+                "node id {s} or {o} not in the dictionary"
+            )));
+        };
+        let subject = match s {
+            Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
+            Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
+            _ => return Err(BenchError::Oxigraph(format!("literal subject {s}"))),
+        };
+        txn.insert(QuadRef::new(
+            subject,
+            preds[r as usize],
+            o.as_ref(),
+            graphs[r as usize],
+        ));
+        pending += 1;
+        if pending >= QUADS_PER_TRANSACTION {
+            txn.commit().map_err(|e| err(&e))?;
+            txn = ox.start_transaction().map_err(|e| err(&e))?;
+            pending = 0;
         }
-        txn.commit().map_err(|e| err(&e))?;
-        Ok(count)
-    })?;
+    }
+    txn.commit().map_err(|e| err(&e))?;
+    let triples = all.len() as u64;
     Ok(OxigraphCopy {
         store: ox,
         triples,
