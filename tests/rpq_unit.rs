@@ -595,7 +595,12 @@ fn many_candidates_walk_in_chunks_and_agree_with_products() {
                 (b.count, b.truncated),
                 "limit {limit}"
             );
-            assert_eq!(a.pairs, b.pairs, "limit {limit}");
+            // A truncated answer is `limit` correct pairs; which ones may differ (the
+            // batched executor stops a batch's fixed point early, walks finish starts).
+            let full: std::collections::HashSet<_> = chunked.pairs.iter().collect();
+            assert!(a.pairs.iter().all(|p| full.contains(p)), "limit {limit}");
+            let distinct: std::collections::HashSet<_> = a.pairs.iter().collect();
+            assert_eq!(distinct.len() as u64, a.count, "limit {limit}");
         }
     }
 }

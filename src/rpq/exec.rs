@@ -364,7 +364,9 @@ const MIN_CHUNK_STARTS: usize = 512;
 /// sparse relation (e.g. `?x P737+ ?y`, thousands of candidates, a few pairs each) spent
 /// ~250 ms per batch on a 0.5 M-node store where the walks of the same starts take
 /// milliseconds. The answer is the batched one: the same pairs in the same order (chunks
-/// ascending, each grouped by start), cut at the limit after the same prefix.
+/// ascending, each grouped by start); cut at the limit, `limit` correct pairs of the
+/// first starts (the batched executor may stop a batch's fixed point early instead, so a
+/// truncated answer can hold other pairs).
 fn joint_walk_chunks<E: Engine>(
     engine: &E,
     graph: &dyn PathGraph,
