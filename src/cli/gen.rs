@@ -5,7 +5,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use k2rpq::rdf::gen::{write_wikidata_like, GenOptions};
+use k2rpq::rdf::gen::{wikidata_like_workload, write_wikidata_like, GenOptions};
 
 /// Arguments of `k2rpq gen`.
 #[derive(clap::Args)]
@@ -30,8 +30,12 @@ pub enum Kind {
         #[arg(long, default_value_t = 42)]
         seed: u64,
         /// Output file (.nt, or .nt.gz for multi-member gzip).
-        #[arg(short, long)]
-        output: PathBuf,
+        #[arg(short, long, required_unless_present = "workload")]
+        output: Option<PathBuf>,
+        /// Also write the property-path workload for this size here (`k2rpq bench
+        /// --queries` format), its constants taken from the generator's layout.
+        #[arg(long)]
+        workload: Option<PathBuf>,
     },
 }
 
@@ -42,7 +46,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             triples,
             seed,
             output,
+            workload,
         } => {
+            if let Some(w) = &workload {
+                std::fs::write(w, wikidata_like_workload(triples))
+                    .with_context(|| format!("writing {}", w.display()))?;
+                eprintln!(
+                    "wrote the workload for {triples} triples to {}",
+                    w.display()
+                );
+            }
+            let Some(output) = output else {
+                return Ok(());
+            };
             let gzip = output.extension().is_some_and(|e| e == "gz");
             let file = File::create(&output)
                 .with_context(|| format!("cannot create {}", output.display()))?;

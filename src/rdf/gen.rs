@@ -256,6 +256,123 @@ pub fn write_wikidata_like(out: &mut dyn Write, options: &GenOptions) -> io::Res
     Ok(written)
 }
 
+/// The entities a workload names, as positions in the generator's layout (relative to
+/// its ranges, so the same entity plays the same part at every `--triples`).
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    /// `class(0)`: the root of the `P279` DAG (everything is a subclass of it).
+    ClassRoot,
+    /// `class(classes/250)`: a class near the roots (a few ancestors, most classes below it).
+    ClassHigh,
+    /// `class(classes/2)`: a middle class (about ten direct subclasses at every size).
+    ClassMid,
+    /// `class(classes − classes/50)`: a class near the leaves (many ancestors, few
+    /// descendants, few instances).
+    ClassLow,
+    /// `country(0)`: the most frequent `P17` object.
+    CountryHot,
+    /// `country(100)`: a country of middling frequency.
+    CountryMid,
+    /// `country(199)`: the rarest country.
+    CountryCold,
+    /// `admin(0)`: the root of the `P131` tree.
+    AdminRoot,
+    /// `admin(admins/100)`: an administrative entity with a subtree of its own.
+    AdminMid,
+    /// `admin(admins − 1)`: the deepest-numbered one (a leaf of the tree).
+    AdminLeaf,
+    /// `person(0)`: the most frequent author.
+    PersonHot,
+    /// `person(people/100)`: an author of a few works.
+    PersonMid,
+    /// `work(works − 1)`: the newest work (cites older ones, cited by none).
+    WorkNew,
+    /// `work(0)`: the oldest work, where citation chains end.
+    WorkFirst,
+}
+
+impl Layout {
+    /// The index (Q number − 1) of `role`.
+    fn role(&self, role: Role) -> u64 {
+        match role {
+            Role::ClassRoot => self.class(0),
+            Role::ClassHigh => self.class(self.classes / 250),
+            Role::ClassMid => self.class(self.classes / 2),
+            Role::ClassLow => self.class(self.classes - self.classes / 50),
+            Role::CountryHot => self.country(0),
+            Role::CountryMid => self.country(self.countries / 2),
+            Role::CountryCold => self.country(self.countries - 1),
+            Role::AdminRoot => self.admin(0),
+            Role::AdminMid => self.admin(self.admins / 100),
+            Role::AdminLeaf => self.admin(self.admins - 1),
+            Role::PersonHot => self.person(0),
+            Role::PersonMid => self.person(self.people / 100),
+            Role::WorkNew => self.work(self.works - 1),
+            Role::WorkFirst => self.work(0),
+        }
+    }
+}
+
+/// The property-path workload over `gen wikidata-like --triples N` data: one query per
+/// line, `id, S REGEX O` (the format of `k2rpq bench --queries`), covering the query
+/// shapes of a Wikidata log (c→v, v→c, v→v, c→c; `*`, `+`, `/`, `|`, `^`, `?`, negated
+/// sets). Its constants are derived from the generator's layout for `triples` (see
+/// [`Role`]), so they name entities of the intended kind at every size; the layout
+/// scales with `triples`, so answer sizes grow about linearly with it.
+pub fn wikidata_like_workload(triples: u64) -> String {
+    use Role::*;
+    let l = Layout::new(triples);
+    let q = |r: Role| format!("<{ENTITY}{}>", l.role(r) + 1);
+    let p = |n: u32| format!("<{PROP}{n}>");
+    let (p31, p279, p131, p17, p530) = (p(31), p(279), p(131), p(17), p(530));
+    let (p2860, p50, p737, p361) = (p(2860), p(50), p(737), p(361));
+    let queries: Vec<String> = vec![
+        format!("?x {p31}/{p279}* {}", q(ClassLow)),
+        format!("?x {p279}* {}", q(ClassHigh)),
+        format!("?x {p279}+ {}", q(ClassMid)),
+        format!("{} {p279}+ ?y", q(ClassHigh)),
+        format!("{} {p279}* ?y", q(ClassLow)),
+        format!("{} {p131}+ ?y", q(AdminLeaf)),
+        format!("{} {p131}*/{p17} ?y", q(AdminLeaf)),
+        format!("?x {p131}* {}", q(AdminMid)),
+        format!("?x {p131}/{p17} {}", q(CountryCold)),
+        format!("{} {p530} ?y", q(CountryMid)),
+        format!("{} {p530}/{p530} ?y", q(CountryMid)),
+        format!("{} {p530}+ ?y", q(CountryCold)),
+        format!("?x {p17} {}", q(CountryMid)),
+        format!("?x ^{p17} {}", q(AdminMid)),
+        format!("{} {p2860}+ ?y", q(WorkNew)),
+        format!("{} {p2860}/{p50} ?y", q(WorkNew)),
+        format!("?x {p50} {}", q(PersonHot)),
+        format!("?x {p2860}/{p50} {}", q(PersonHot)),
+        format!("?x {p2860}+/{p50} {}", q(PersonMid)),
+        format!("{} ({p2860}|{p50})+ ?y", q(WorkNew)),
+        format!("{} ({p131}|{p361})+ ?y", q(AdminLeaf)),
+        format!("{} !({p131}) ?y", q(AdminMid)),
+        format!("{} {p279}? ?y", q(ClassHigh)),
+        format!("{} {p2860}+ {}", q(WorkNew), q(WorkFirst)),
+        format!("{} {p131}+ {}", q(AdminLeaf), q(AdminRoot)),
+        format!("?x {p530}+ ?y"),
+        format!("?x {p737}+ ?y"),
+        format!("?x {p530}/{p530} ?y"),
+        format!("{} !({p530}|^{p530}) ?y", q(CountryCold)),
+        format!("{} ^{p50}/{p2860} ?y", q(PersonMid)),
+        format!("?x {p131}?/{p131} {}", q(AdminMid)),
+        format!("?x {p279}* {}", q(ClassRoot)),
+        format!("?x {p737}* {}", q(PersonMid)),
+        format!("?x ({p17}|^{p17}) {}", q(CountryHot)),
+    ];
+    let mut out = format!(
+        "# Property-path workload over `k2rpq gen wikidata-like --triples {triples}` (synthetic!).\n\
+         # Written by `k2rpq gen wikidata-like --triples {triples} --workload FILE`: constants are\n\
+         # positions in the generator's layout for that size (src/rdf/gen.rs, `Role`).\n"
+    );
+    for (i, text) in queries.iter().enumerate() {
+        out.push_str(&format!("w{:02}, {text}\n", i + 1));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +399,43 @@ mod tests {
             .filter(|t| t.predicate.as_str().ends_with("/P279"))
             .count();
         assert!(p279 > 0);
+    }
+
+    #[test]
+    fn workload_constants_exist_and_the_shipped_files_are_current() {
+        // Every query parses, and every entity it names occurs in data of that size (a
+        // constant outside the data would make the query trivially empty).
+        let triples = 400_000;
+        let text = wikidata_like_workload(triples);
+        let mut data = Vec::new();
+        write_wikidata_like(
+            &mut data,
+            &GenOptions {
+                triples,
+                seed: 42,
+                gzip: false,
+            },
+        )
+        .unwrap();
+        let data = String::from_utf8(data).unwrap();
+        let mut lines = 0;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            crate::rpq::parse_log_line(line).unwrap();
+            lines += 1;
+            for iri in line.split(['<', '>']).filter(|t| t.starts_with(ENTITY)) {
+                assert!(data.contains(&format!("<{iri}>")), "{iri} of {line}");
+            }
+        }
+        assert_eq!(lines, 34);
+        for (file, size) in [
+            ("sparql/wikidata-like.rpq", 20_000_000),
+            ("sparql/wikidata-like-100m.rpq", 100_000_000),
+        ] {
+            let shipped = std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file),
+            )
+            .unwrap();
+            assert_eq!(shipped, wikidata_like_workload(size), "{file}");
+        }
     }
 }

@@ -297,6 +297,12 @@ pub fn evaluate_with<E: Engine>(
                 let starts: Vec<u32> = cands.iter().collect();
                 sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
             }
+            StartNodes::Candidates(cands) if host => {
+                let starts: Vec<u32> = cands.iter().collect();
+                return joint_walk_chunks(
+                    engine, graph, plan, options, relations, &starts, started,
+                );
+            }
             StartNodes::Candidates(_) => None,
         };
         if let Some(mut result) = walked {
@@ -341,6 +347,106 @@ pub fn evaluate_with<E: Engine>(
     }
     result.trace.elapsed = started.elapsed();
     Ok(result)
+}
+
+/// Start nodes per joint walk when a host engine walks many candidates in chunks: at
+/// least this many so that a walk's shared descents pay, and at most
+/// [`sparse::MAX_JOINT_STARTS`] so that a walk that gives up has wasted little.
+const MIN_CHUNK_STARTS: usize = 512;
+
+/// A var→var plan with more candidate start nodes than one joint walk takes, on a host
+/// engine: joint walks over consecutive chunks of the candidates, a wave of chunks at a
+/// time in parallel (one walk per thread), the chunks' answers concatenated in candidate
+/// order; a chunk whose walk gives up runs the batched executor on its candidates alone.
+///
+/// Why: the batched executor pays per step for `node_count`-row bit batches of 512
+/// sources (zeroing, OR-ing, masking), whatever the frontier; a var→var closure over a
+/// sparse relation (e.g. `?x P737+ ?y`, thousands of candidates, a few pairs each) spent
+/// ~250 ms per batch on a 0.5 M-node store where the walks of the same starts take
+/// milliseconds. The answer is the batched one: the same pairs in the same order (chunks
+/// ascending, each grouped by start); cut at the limit, `limit` correct pairs of the
+/// first starts (the batched executor may stop a batch's fixed point early instead, so a
+/// truncated answer can hold other pairs).
+fn joint_walk_chunks<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    relations: &mut dyn RelationSource<E>,
+    starts: &[u32],
+    started: Instant,
+) -> Result<PathResult, RpqError> {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    let chunk =
+        (starts.len() / (4 * threads)).clamp(MIN_CHUNK_STARTS, sparse::MAX_JOINT_STARTS as usize);
+    let chunks: Vec<&[u32]> = starts.chunks(chunk).collect();
+    let limit = options.limit.unwrap_or(u64::MAX);
+    let mut result = PathResult::default();
+    let mut run: Option<Run<'_, E>> = None;
+    let mut loads = (0u32, Duration::ZERO);
+    let mut batch_index = 0u64;
+    // Waves of a few chunks per thread: a query that hits the limit early does not walk
+    // every chunk.
+    'waves: for wave in chunks.chunks(2 * threads) {
+        let walked: Vec<Option<PathResult>> = wave
+            .par_iter()
+            .map(|c| sparse::evaluate_sparse_joint(graph, plan, options, c, started))
+            .collect();
+        for (c, w) in wave.iter().zip(walked) {
+            let part = match w {
+                Some(mut part) => {
+                    part.trace.engine = engine.name().to_string();
+                    part
+                }
+                None => {
+                    // This chunk's walk gave up: its candidates in batches, as the
+                    // batched executor would run them.
+                    if run.is_none() {
+                        let r = Run::prepare(engine, graph, plan, options, relations, started)?;
+                        loads = (r.result.trace.loads, r.result.trace.load_time);
+                        run = Some(r);
+                    }
+                    let r = run.as_mut().expect("prepared above");
+                    r.result = PathResult::default();
+                    for b in c.chunks(64 * plan.batch_words) {
+                        r.batch(batch_index, b, plan.batch_words)?;
+                        batch_index += 1;
+                        if r.stopped() {
+                            break;
+                        }
+                    }
+                    std::mem::take(&mut r.result)
+                }
+            };
+            absorb(&mut result, part, limit);
+            if result.truncated || result.timed_out {
+                break 'waves;
+            }
+        }
+    }
+    drop(run);
+    (result.trace.loads, result.trace.load_time) = loads;
+    result.trace.engine = engine.name().to_string();
+    if plan.direction == EvalDirection::Backward && !options.count_only {
+        result.pairs.sort_unstable();
+    }
+    result.trace.elapsed = started.elapsed();
+    Ok(result)
+}
+
+/// Appends `part`, the answer of the next start nodes in plan order, to `result`, cut at
+/// `limit` pairs in all.
+fn absorb(result: &mut PathResult, part: PathResult, limit: u64) {
+    let room = limit.saturating_sub(result.count);
+    let take = part.count.min(room);
+    result.truncated |= part.truncated || part.count > room;
+    result.timed_out |= part.timed_out;
+    result.count += take;
+    result
+        .pairs
+        .extend(part.pairs.into_iter().take(take as usize));
+    result.trace.append(part.trace);
 }
 
 /// Records the pairs `(start, end)` of source `src` and nodes `ends` in `result`, in
