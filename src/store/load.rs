@@ -723,7 +723,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         };
         let t = Instant::now();
         let (bytes, crc32) =
-            super::dictionary::write_segment(path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
+            super::dictionary::write_segment_of(path, old_n, &new_keys, |(k, _)| k)
                 .map_err(io_err(path))?;
         let segment = SegmentInfo {
             file: file.clone(),
