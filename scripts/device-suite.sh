@@ -239,6 +239,8 @@ for line in sys.stdin:
             { time $tv "$k2" load "$f" --store "$tmp/wl.store" --quiet ; } >"$log.txt" 2>&1
             end=$(date +%s.%N)
             cat "$log.txt" | grep -vE '^\s+(Page size|Exit status|Swaps|File system|Socket|Signals|Average)' | tail -30
+            # The load's own lines (phases and their stages) also go to the summary.
+            grep -E '^(loaded |  parse: )' "$log.txt" | tee -a "$out/summary.txt"
             awk -v n="$n" -v s="$start" -v e="$end" -v nproc="$(nproc)" '
                 /bash-time/ { u=$5; y=$7 }
                 /Maximum resident set size/ { rss=$6 }

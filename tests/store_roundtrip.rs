@@ -140,7 +140,14 @@ fn store_contents(dir: &Path) -> (Vec<(String, Vec<u8>)>, serde_json::Value) {
         let l = l.as_object_mut().unwrap();
         for k in [
             "parse_seconds",
+            "parse_read_seconds",
+            "parse_chunks_seconds",
+            "parse_wait_seconds",
+            "number_seconds",
             "build_seconds",
+            "sort_seconds",
+            "dictionary_seconds",
+            "trees_seconds",
             "total_seconds",
             "peak_rss_bytes",
             "runs_spilled",

@@ -88,6 +88,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.statements as f64 / report.parse_seconds.max(1e-9) / 1e6,
         report.build_seconds,
     );
+    // Where the phases went; the parse stages overlap, so each is a busy time.
+    eprintln!(
+        "  parse: read {:.2}s, parse chunks {:.2}s, number {:.2}s, numbering waited {:.2}s; build: sort terms {:.2}s, trees {:.2}s, dictionary {:.2}s (beside the trees)",
+        report.parse_read_seconds,
+        report.parse_chunks_seconds,
+        report.number_seconds,
+        report.parse_wait_seconds,
+        report.sort_seconds,
+        report.trees_seconds,
+        report.dictionary_seconds,
+    );
     eprintln!(
         "  {} new terms ({} nodes), {} distinct edges, {} relations built, {} kept, {} runs spilled, store {:.1} MiB, peak RSS {}",
         report.new_terms,

@@ -21,7 +21,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hashbrown::HashTable;
 use oxrdf::{GraphNameRef, QuadRef, TermRef, TripleRef};
@@ -365,6 +367,32 @@ pub fn input_size(input: &Input) -> Option<u64> {
     }
 }
 
+/// Where the parse phase of one input spent its time (seconds, wall clock), so that a
+/// load report can say which stage bounds it. The stages overlap: a reader cuts while the
+/// pool parses while the consumer numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadTimes {
+    /// The serial reader: reading, decompressing, copying and cutting the stream into
+    /// chunks (0 for a memory-mapped file, whose chunks are cut in place).
+    pub read_seconds: f64,
+    /// Parsing chunks on the pool (from a group's start to its last chunk parsed).
+    pub parse_seconds: f64,
+    /// The consumer waiting for parsed batches (the stages upstream are the bottleneck).
+    pub wait_seconds: f64,
+    /// The consumer inside `sink` (numbering terms, buffering edges).
+    pub sink_seconds: f64,
+}
+
+impl ReadTimes {
+    /// Adds `other`'s times to these (several inputs in one load).
+    pub fn add(&mut self, other: &ReadTimes) {
+        self.read_seconds += other.read_seconds;
+        self.parse_seconds += other.parse_seconds;
+        self.wait_seconds += other.wait_seconds;
+        self.sink_seconds += other.sink_seconds;
+    }
+}
+
 /// Reads `input` and hands its statements to `sink` in input order, batch by batch.
 ///
 /// `read_bytes` grows with the bytes taken from the file (before decompression).
@@ -375,13 +403,44 @@ pub fn read_input(
     read_bytes: Arc<AtomicU64>,
     sink: &mut dyn FnMut(Batch) -> Result<(), String>,
 ) -> Result<u64, ParseError> {
+    read_input_timed(input, options, read_bytes, sink).map(|(bad, _)| bad)
+}
+
+/// [`read_input`], also saying where the time went.
+///
+/// An uncompressed N-Triples/N-Quads file is memory-mapped and cut into line-aligned
+/// slices in place (no reader thread, no copy); stdin, `.gz` and `.bz2` go through the
+/// streaming reader.
+pub fn read_input_timed(
+    input: &Input,
+    options: &ReadOptions,
+    read_bytes: Arc<AtomicU64>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+) -> Result<(u64, ReadTimes), ParseError> {
     let (format, compression) = resolve_format(input, options)?;
     let file = input.name();
+    let open_err = |source| ParseError::Open {
+        file: file.clone(),
+        source,
+    };
+    if let (Input::Path(p), Compression::None, true) = (input, compression, format.is_line_based())
+    {
+        let f = File::open(p).map_err(open_err)?;
+        let meta = f.metadata().map_err(open_err)?;
+        // Only non-empty regular files: a pipe or device cannot be mapped, and an empty
+        // mapping is an error on some systems.
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the map is only read. A file truncated by another process while it
+            // is read would fault (SIGBUS), as for any mapped input (the dictionary and
+            // trees of a store are mapped the same way); appended bytes are not seen.
+            let map = unsafe { memmap2::Mmap::map(&f) }.map_err(open_err)?;
+            // Read-ahead helps the page faults of the first touch; advice is a hint.
+            let _ = map.advise(memmap2::Advice::Sequential);
+            return read_lines_mapped(&map, format, &file, options, &read_bytes, sink);
+        }
+    }
     let raw: Box<dyn Read + Send> = match input {
-        Input::Path(p) => Box::new(File::open(p).map_err(|source| ParseError::Open {
-            file: file.clone(),
-            source,
-        })?),
+        Input::Path(p) => Box::new(File::open(p).map_err(open_err)?),
         Input::Stdin => Box::new(io::stdin()),
     };
     let counted = BufReader::with_capacity(
@@ -399,7 +458,22 @@ pub fn read_input(
     if format.is_line_based() {
         read_lines(reader, format, &file, options, sink)
     } else {
-        read_sequential(reader, format, &file, options, sink)
+        let t0 = Instant::now();
+        let mut sink_time = Duration::ZERO;
+        let bad = read_sequential(reader, format, &file, options, &mut |batch| {
+            let t = Instant::now();
+            let r = sink(batch);
+            sink_time += t.elapsed();
+            r
+        })?;
+        // One thread parses and hands on, so everything but the sink is parsing.
+        let total = t0.elapsed();
+        let times = ReadTimes {
+            parse_seconds: total.saturating_sub(sink_time).as_secs_f64(),
+            sink_seconds: sink_time.as_secs_f64(),
+            ..ReadTimes::default()
+        };
+        Ok((bad, times))
     }
 }
 
@@ -423,13 +497,14 @@ fn parse_chunk(
     lenient: bool,
 ) -> Result<Batch, ParseError> {
     match parse_chunk_fast(chunk, format) {
-        Some(batch) => Ok(batch),
+        Some((batch, _)) => Ok(batch),
         None => parse_chunk_strict(chunk, format, first_line, file, lenient),
     }
 }
 
-/// The lenient parse of a chunk, or `None` when the strict parser must decide.
-fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<Batch> {
+/// The lenient parse of a chunk and its number of line breaks, or `None` when the strict
+/// parser must decide.
+fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<(Batch, u64)> {
     // Surrogate escapes: strict rejects a lone `\uD800`, lenient pairs them up.
     if memchr::memmem::find(chunk, b"\\uD").is_some()
         || memchr::memmem::find(chunk, b"\\ud").is_some()
@@ -439,9 +514,13 @@ fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<Batch> {
     let mut b = BatchBuilder::for_text(chunk.len());
     let quads = format == Format::NQuads;
     let mut start = 0;
+    // Counted here, in the pass that finds the lines anyway, for the next chunk's first
+    // line number (the mapped reader cuts without counting).
+    let mut breaks = 0u64;
     for end in memchr::memchr_iter(b'\n', chunk).chain(std::iter::once(chunk.len())) {
         let line = &chunk[start..end];
         start = end + 1;
+        breaks += 1;
         if let Some(scanned) = ntfast::scan_line(line, quads) {
             b.scanned(scanned);
             continue;
@@ -462,9 +541,11 @@ fn parse_chunk_fast(chunk: &[u8], format: Format) -> Option<Batch> {
         }
     }
     let batch = b.finish();
+    // The chained end of the chunk is not a line break.
+    let breaks = breaks - 1;
     (0..batch.term_count())
         .all(|i| terms::is_strict_key(batch.key(i)))
-        .then_some(batch)
+        .then_some((batch, breaks))
 }
 
 /// The strict parse of a chunk: errors with file, line and reason, or skipped and counted.
@@ -543,7 +624,7 @@ fn read_lines(
     file: &str,
     options: &ReadOptions,
     sink: &mut dyn FnMut(Batch) -> Result<(), String>,
-) -> Result<u64, ParseError> {
+) -> Result<(u64, ReadTimes), ParseError> {
     // Enough chunks in flight to keep every thread busy. Memory: up to three groups of
     // `2 × threads × chunk_bytes` of text (one being cut, one queued, one parsing) and up
     // to three groups of batches (one being made, one queued, one being consumed).
@@ -564,7 +645,10 @@ fn read_lines(
         // that it does not allocate and page-fault a fresh `chunk_bytes` buffer per chunk
         // on the one thread every chunk passes through.
         let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(in_flight);
-        scope.spawn(move || {
+        let reader = scope.spawn(move || {
+            // Busy time only: waiting for the parser to take a group is not reading.
+            let mut busy = Duration::ZERO;
+            let mut t = Instant::now();
             let read_err = |source| ParseError::Read {
                 file: file.to_string(),
                 source,
@@ -609,13 +693,18 @@ fn read_lines(
                     next_line += lines;
                 }
                 let stop = failed.is_some();
+                busy += t.elapsed();
                 if chunk_tx.send((chunks, failed)).is_err() || stop {
                     break;
                 }
+                t = Instant::now();
             }
+            busy
         });
-        scope.spawn(move || {
+        let parser = scope.spawn(move || {
+            let mut busy = Duration::ZERO;
             for (chunks, failed) in chunk_rx {
+                let t = Instant::now();
                 let mut batches: Vec<Result<Batch, ParseError>> = chunks
                     .par_iter()
                     .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
@@ -626,21 +715,172 @@ fn read_lines(
                 }
                 let stop = failed.is_some() || batches.iter().any(|b| b.is_err());
                 batches.extend(failed.map(Err));
+                busy += t.elapsed();
                 if batch_tx.send(batches).is_err() || stop {
                     break;
                 }
             }
+            busy
         });
-        let mut bad = 0u64;
-        for group in batch_rx {
-            for batch in group {
-                let batch = batch?;
-                bad += batch.bad;
-                sink(batch).map_err(ParseError::Sink)?;
-            }
-        }
-        Ok(bad)
+        let mut times = ReadTimes::default();
+        let bad = consume(&batch_rx, sink, &mut times)?;
+        drop(batch_rx);
+        times.read_seconds = join(reader).as_secs_f64();
+        times.parse_seconds = join(parser).as_secs_f64();
+        Ok((bad, times))
     })
+}
+
+/// The result of a scoped thread, its panic passed on.
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    match handle.join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Hands every parsed group's batches to `sink` in order, timing the waits and the sink;
+/// stops at the first error. Returns the bad statements skipped.
+fn consume(
+    batch_rx: &Receiver<Vec<Result<Batch, ParseError>>>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    times: &mut ReadTimes,
+) -> Result<u64, ParseError> {
+    let mut bad = 0u64;
+    let (mut wait, mut in_sink) = (Duration::ZERO, Duration::ZERO);
+    let result = loop {
+        let t = Instant::now();
+        let Ok(group) = batch_rx.recv() else {
+            break Ok(bad);
+        };
+        wait += t.elapsed();
+        let t = Instant::now();
+        let step = group.into_iter().try_for_each(|batch| {
+            let batch = batch?;
+            bad += batch.bad;
+            sink(batch).map_err(ParseError::Sink)
+        });
+        in_sink += t.elapsed();
+        if let Err(e) = step {
+            break Err(e);
+        }
+    };
+    times.wait_seconds = wait.as_secs_f64();
+    times.sink_seconds = in_sink.as_secs_f64();
+    result
+}
+
+/// [`read_lines`] for a whole file in memory (mapped): chunks are line-aligned slices of
+/// `text`, cut where the pool can take them, so no thread reads, copies or counts ahead.
+///
+/// Each chunk is parsed by the fast path, which also counts its lines; chunks are cut
+/// without counting, so a chunk's first line number is only known once the chunks before
+/// it are parsed. Hence the chunks that need the strict parser (its errors name lines) are
+/// parsed in a second, parallel pass of their group, with their exact first lines.
+fn read_lines_mapped(
+    text: &memmap2::Mmap,
+    format: Format,
+    file: &str,
+    options: &ReadOptions,
+    read_bytes: &AtomicU64,
+    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+) -> Result<(u64, ReadTimes), ParseError> {
+    let in_flight = 2 * rayon::current_num_threads().max(1);
+    let chunk_bytes = options.chunk_bytes.max(1 << 12);
+    let lenient = options.lenient;
+    let page = page_size();
+    std::thread::scope(|scope| {
+        let (batch_tx, batch_rx) =
+            std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        let parser = scope.spawn(move || {
+            let mut busy = Duration::ZERO;
+            let mut at = 0usize;
+            let mut dropped = 0usize;
+            let mut next_line = 1u64;
+            while at < text.len() {
+                let t = Instant::now();
+                let mut chunks: Vec<&[u8]> = Vec::with_capacity(in_flight);
+                while at < text.len() && chunks.len() < in_flight {
+                    let end = chunk_end(text, at, chunk_bytes);
+                    chunks.push(&text[at..end]);
+                    at = end;
+                }
+                let fast: Vec<Option<(Batch, u64)>> = chunks
+                    .par_iter()
+                    .map(|chunk| parse_chunk_fast(chunk, format))
+                    .collect();
+                // First line of each chunk; chunks the fast path refused count theirs now.
+                let mut firsts = Vec::with_capacity(chunks.len());
+                for (chunk, f) in chunks.iter().zip(&fast) {
+                    firsts.push(next_line);
+                    next_line += match f {
+                        Some((_, breaks)) => *breaks,
+                        None => memchr::memchr_iter(b'\n', chunk).count() as u64,
+                    };
+                }
+                let batches: Vec<Result<Batch, ParseError>> = fast
+                    .into_par_iter()
+                    .zip(chunks.par_iter().zip(&firsts))
+                    .map(|(f, (chunk, &first))| match f {
+                        Some((batch, _)) => Ok(batch),
+                        None => parse_chunk_strict(chunk, format, first, file, lenient),
+                    })
+                    .collect();
+                read_bytes.fetch_add(
+                    chunks.iter().map(|c| c.len() as u64).sum::<u64>(),
+                    Ordering::Relaxed,
+                );
+                // The parsed text is not read again: unmapping its pages keeps the
+                // process's resident set (and its peak) from growing by the file's size.
+                // File pages stay in the page cache; a page touched again is faulted back
+                // in with the same bytes, so dropping is safe for a read-only map.
+                let upto = at / page * page;
+                if upto > dropped {
+                    // SAFETY: a read-only file mapping; see above.
+                    let _ = unsafe {
+                        text.unchecked_advise_range(
+                            memmap2::UncheckedAdvice::DontNeed,
+                            dropped,
+                            upto - dropped,
+                        )
+                    };
+                    dropped = upto;
+                }
+                let stop = batches.iter().any(|b| b.is_err());
+                busy += t.elapsed();
+                if batch_tx.send(batches).is_err() || stop {
+                    break;
+                }
+            }
+            busy
+        });
+        let mut times = ReadTimes::default();
+        let bad = consume(&batch_rx, sink, &mut times)?;
+        drop(batch_rx);
+        times.parse_seconds = join(parser).as_secs_f64();
+        Ok((bad, times))
+    })
+}
+
+/// End of the chunk that starts at `at`: just after the first line break at or beyond
+/// `at + chunk_bytes - 1`, or the end of `text`.
+fn chunk_end(text: &[u8], at: usize, chunk_bytes: usize) -> usize {
+    let from = at + chunk_bytes - 1;
+    if from >= text.len() {
+        return text.len();
+    }
+    memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |i| from + i + 1)
+}
+
+/// The system's page size (4 KiB when it cannot be read).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
 }
 
 /// Statements per batch from the sequential parsers.
@@ -893,6 +1133,92 @@ mod tests {
         );
         assert_eq!(loaded_keys(&nt, "mixed", "nt"), expect_nt);
         assert_eq!(loaded_keys(&nq, "mixed", "nq"), expect_nq);
+    }
+
+    /// Objects of every statement of `path` read in 4 KiB chunks, or the error.
+    fn read_path(path: &Path, lenient: bool) -> Result<(Vec<String>, u64), ParseError> {
+        let options = ReadOptions {
+            chunk_bytes: 4096,
+            lenient,
+            ..ReadOptions::default()
+        };
+        let mut objects = Vec::new();
+        let read = Arc::new(AtomicU64::new(0));
+        let result = read_input(&Input::Path(path.to_path_buf()), &options, read, &mut |b| {
+            for q in &b.quads {
+                objects.push(terms::decode(b.key(q[3] as usize)).unwrap().to_string());
+            }
+            Ok(())
+        });
+        result.map(|bad| (objects, bad))
+    }
+
+    #[test]
+    fn mapped_and_streamed_files_give_the_same_statements_and_error_lines() {
+        // 3000 lines in ~30 chunks of 4 KiB; some chunks hold an escaped line break (they go
+        // to the strict parser, whose line count the mapped reader must take over), the
+        // last line has no line break, and `bad` (when given) is line 2501: the error must
+        // name it whether chunks before it took the fast or the strict path.
+        let text = |bad: Option<&str>| {
+            let mut t = String::new();
+            for i in 1..=3000 {
+                match (i, bad) {
+                    (2501, Some(b)) => t.push_str(b),
+                    _ if i % 700 == 0 => {
+                        t.push_str(&format!("<http://e/{i}> <http://p> \"a\\nb{i}\" .\n"))
+                    }
+                    _ => t.push_str(&format!("<http://e/{i}> <http://p> \"v{i}\" .\n")),
+                }
+            }
+            t.pop();
+            t
+        };
+        let dir = std::env::temp_dir();
+        let id = std::process::id();
+        for (k, bad) in [None, Some("<http://e/s> <http://p> <relative> .\n")]
+            .into_iter()
+            .enumerate()
+        {
+            let t = text(bad);
+            let plain = dir.join(format!("k2rpq-mapped-{k}-{id}.nt"));
+            let gz = dir.join(format!("k2rpq-streamed-{k}-{id}.nt.gz"));
+            std::fs::write(&plain, &t).unwrap();
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut enc, t.as_bytes()).unwrap();
+            std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+            for lenient in [false, true] {
+                let (m, s) = (read_path(&plain, lenient), read_path(&gz, lenient));
+                match (bad, lenient, &m, &s) {
+                    (None, _, Ok(a), Ok(b)) | (Some(_), true, Ok(a), Ok(b)) => {
+                        assert_eq!(a, b);
+                        let expect = 3000 - bad.map_or(0, |_| 1);
+                        assert_eq!((a.0.len(), a.1), (expect, 3000 - expect as u64));
+                        assert_eq!(a.0[699], "\"a\\nb700\"");
+                        assert_eq!(a.0.last().unwrap(), "\"v3000\"");
+                    }
+                    (
+                        Some(_),
+                        false,
+                        Err(ParseError::Syntax { line: a, .. }),
+                        Err(ParseError::Syntax { line: b, .. }),
+                    ) => assert_eq!((*a, *b), (2501, 2501)),
+                    _ => panic!("case {k} lenient {lenient}: {m:?} / {s:?}"),
+                }
+            }
+            std::fs::remove_file(&plain).unwrap();
+            std::fs::remove_file(&gz).unwrap();
+        }
+    }
+
+    #[test]
+    fn chunks_end_after_a_line_break_or_at_the_end() {
+        let text = b"aaaa\nbb\ncccccc\nd";
+        assert_eq!(chunk_end(text, 0, 1), 5);
+        assert_eq!(chunk_end(text, 0, 5), 5);
+        assert_eq!(chunk_end(text, 0, 6), 8);
+        assert_eq!(chunk_end(text, 5, 4), 15);
+        assert_eq!(chunk_end(text, 15, 1), 16);
+        assert_eq!(chunk_end(text, 8, 100), 16);
     }
 
     #[test]

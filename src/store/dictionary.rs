@@ -96,7 +96,29 @@ pub fn write_segment<'a>(
     first_id: u32,
     keys: impl ExactSizeIterator<Item = &'a [u8]>,
 ) -> io::Result<(u64, u32)> {
-    let count = keys.len() as u32;
+    let keys: Vec<&[u8]> = keys.collect();
+    write_segment_of(path, first_id, &keys, |k| k)
+}
+
+/// Keys front-coded per parallel piece of [`write_segment_of`] (a multiple of
+/// [`BLOCK_SIZE`]): large enough that a piece outweighs its task, small enough that the
+/// pieces in flight stay a few MiB.
+const PIECE_KEYS: usize = 1 << 16;
+
+/// [`write_segment`] of the keys `key(&items[i])`, front-coded in parallel.
+///
+/// Blocks are independent (each starts with a whole key), so pieces of blocks are encoded
+/// on the rayon pool and only the writing and the checksum are sequential: a load of
+/// tens of millions of new terms otherwise spends seconds front-coding on one thread. The
+/// bytes are the same as a sequential encoding's.
+pub fn write_segment_of<T: Sync>(
+    path: &Path,
+    first_id: u32,
+    items: &[T],
+    key: impl Fn(&T) -> &[u8] + Sync,
+) -> io::Result<(u64, u32)> {
+    use rayon::prelude::*;
+    let count = u32::try_from(items.len()).map_err(io::Error::other)?;
     let file = File::create(path)?;
     let mut out = CrcWriter {
         inner: BufWriter::with_capacity(1 << 20, file),
@@ -111,27 +133,41 @@ pub fn write_segment<'a>(
     header.extend_from_slice(&[0; 4]);
     out.write_all(&header)?;
     let mut offsets = Vec::with_capacity((count / BLOCK_SIZE + 2) as usize);
-    let mut block = Vec::new();
-    let mut prev: &[u8] = &[];
     let mut data_len = 0u64;
-    for (i, key) in keys.enumerate() {
-        if (i as u32).is_multiple_of(BLOCK_SIZE) {
-            out.write_all(&block)?;
-            data_len += block.len() as u64;
-            block.clear();
-            offsets.push(data_len);
-            put_varint(&mut block, key.len() as u64);
-            block.extend_from_slice(key);
-        } else {
-            let shared = common_prefix(prev, key);
-            put_varint(&mut block, shared as u64);
-            put_varint(&mut block, (key.len() - shared) as u64);
-            block.extend_from_slice(&key[shared..]);
+    // A group of pieces per round, so that one round's encoded bytes are bounded.
+    let group = PIECE_KEYS * rayon::current_num_threads().max(1);
+    for round in items.chunks(group) {
+        let pieces: Vec<(Vec<u8>, Vec<u64>)> = round
+            .par_chunks(PIECE_KEYS)
+            .map(|piece| {
+                let mut bytes = Vec::new();
+                let mut starts = Vec::with_capacity(piece.len() / BLOCK_SIZE as usize + 1);
+                for block in piece.chunks(BLOCK_SIZE as usize) {
+                    starts.push(bytes.len() as u64);
+                    let mut prev: &[u8] = &[];
+                    for (i, item) in block.iter().enumerate() {
+                        let k = key(item);
+                        if i == 0 {
+                            put_varint(&mut bytes, k.len() as u64);
+                            bytes.extend_from_slice(k);
+                        } else {
+                            let shared = common_prefix(prev, k);
+                            put_varint(&mut bytes, shared as u64);
+                            put_varint(&mut bytes, (k.len() - shared) as u64);
+                            bytes.extend_from_slice(&k[shared..]);
+                        }
+                        prev = k;
+                    }
+                }
+                (bytes, starts)
+            })
+            .collect();
+        for (bytes, starts) in pieces {
+            offsets.extend(starts.iter().map(|s| data_len + s));
+            out.write_all(&bytes)?;
+            data_len += bytes.len() as u64;
         }
-        prev = key;
     }
-    out.write_all(&block)?;
-    data_len += block.len() as u64;
     offsets.push(data_len);
     let offsets_at = out.written;
     for o in &offsets {
@@ -465,6 +501,46 @@ mod tests {
         // Prefix sharing pays: far fewer bytes than the raw keys.
         let raw: usize = keys.iter().map(|k| k.len()).sum();
         assert!((bytes as usize) < raw / 2, "{bytes} vs {raw}");
+    }
+
+    #[test]
+    fn parallel_pieces_read_back_across_piece_and_round_boundaries() {
+        // 300_001 keys: several rounds of 3 pieces of `PIECE_KEYS`, the last piece and the
+        // last block partial; every key must come back under its id.
+        let n = 300_001u32;
+        let keys: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("<http://www.wikidata.org/entity/Q{i:09}").into_bytes())
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let (bytes, crc) = pool
+            .install(|| write_segment_of(&path, 5, &keys, |k| k.as_slice()))
+            .unwrap();
+        assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
+        let seg = Segment::open(&path, Some(crc)).unwrap();
+        assert!(seg.check_blocks());
+        assert_eq!(seg.count(), n);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(seg.key(5 + i as u32).as_ref(), Some(k), "key {i}");
+        }
+        assert_eq!(
+            seg.id(&keys[PIECE_KEYS * 3]),
+            Some(5 + PIECE_KEYS as u32 * 3)
+        );
+        // The same bytes as one sequential piece would give.
+        let one = dir.path().join("one");
+        let one_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        one_pool
+            .install(|| write_segment(&one, 5, keys.iter().map(|k| k.as_slice())))
+            .unwrap();
+        assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&path).unwrap());
     }
 
     #[test]

@@ -122,8 +122,33 @@ pub struct LoadReport {
     pub runs_spilled: usize,
     /// Seconds parsing and numbering terms.
     pub parse_seconds: f64,
+    /// Of the parse phase: seconds the serial reader spent reading, decompressing and
+    /// cutting chunks (0 for memory-mapped files). Stages overlap, so these sub-times are
+    /// each a stage's busy time, not parts of a sum.
+    #[serde(default)]
+    pub parse_read_seconds: f64,
+    /// Of the parse phase: seconds the pool was parsing groups of chunks.
+    #[serde(default)]
+    pub parse_chunks_seconds: f64,
+    /// Of the parse phase: seconds the numbering waited for parsed batches.
+    #[serde(default)]
+    pub parse_wait_seconds: f64,
+    /// Of the parse phase: seconds numbering terms and buffering edges.
+    #[serde(default)]
+    pub number_seconds: f64,
     /// Seconds building and writing trees, dictionary and manifest.
     pub build_seconds: f64,
+    /// Of the build phase: seconds sorting and numbering the new terms (with the edge
+    /// buffer's sort beside it).
+    #[serde(default)]
+    pub sort_seconds: f64,
+    /// Of the build phase: seconds writing the new dictionary segment (on its own thread,
+    /// beside the trees).
+    #[serde(default)]
+    pub dictionary_seconds: f64,
+    /// Of the build phase: seconds building and writing the trees.
+    #[serde(default)]
+    pub trees_seconds: f64,
     /// Seconds end to end.
     pub total_seconds: f64,
     /// Bytes of the finished store.
@@ -614,21 +639,27 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         "{spinner} parse [{elapsed_precise}] [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
     );
     let mut skipped = 0;
+    let mut times = parse::ReadTimes::default();
     for input in inputs {
         let t0 = Instant::now();
         let before = numbering.statements;
-        skipped += parse::read_input(input, &read_options, read_bytes.clone(), &mut |batch| {
-            numbering.add(batch, &mut edges)?;
-            pb.set_position(read_bytes.load(Ordering::Relaxed));
-            let secs = t0.elapsed().as_secs_f64().max(1e-9);
-            pb.set_message(format!(
-                "{} statements, {:.2} M/s",
-                numbering.statements,
-                (numbering.statements - before) as f64 / secs / 1e6
-            ));
-            Ok(())
-        })?;
+        let (bad, t) =
+            parse::read_input_timed(input, &read_options, read_bytes.clone(), &mut |batch| {
+                numbering.add(batch, &mut edges)?;
+                pb.set_position(read_bytes.load(Ordering::Relaxed));
+                let secs = t0.elapsed().as_secs_f64().max(1e-9);
+                pb.set_message(format!(
+                    "{} statements, {:.2} M/s",
+                    numbering.statements,
+                    (numbering.statements - before) as f64 / secs / 1e6
+                ));
+                Ok(())
+            })?;
+        skipped += bad;
+        times.add(&t);
+        let t = Instant::now();
         numbering.flush(&mut edges).map_err(ParseError::Sink)?;
+        times.sink_seconds += t.elapsed().as_secs_f64();
     }
     pb.finish_and_clear();
     let parse_seconds = start.elapsed().as_secs_f64();
@@ -646,6 +677,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
     // The edge buffer is sorted at the same time as the keys: both sorts are parallel,
     // but the numbering of the sorted keys (`perm`, random writes) is not, and overlaps.
+    let sort_start = Instant::now();
     let (sorted, (new_keys, perm)) = rayon::join(
         move || edges.finish(),
         || {
@@ -661,6 +693,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             (new_keys, perm)
         },
     );
+    let sort_seconds = sort_start.elapsed().as_secs_f64();
     let new_n = old_n + new_keys.len() as u32;
     let remap = |id: u32| {
         if id < old_n || id == DEFAULT_GRAPH {
@@ -684,20 +717,22 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         let path = tmp.path.join(&file);
         (file, path)
     });
-    let write_dictionary = || -> Result<Option<SegmentInfo>, LoadError> {
+    let write_dictionary = || -> Result<(Option<SegmentInfo>, f64), LoadError> {
         let Some((file, path)) = &new_segment else {
-            return Ok(None);
+            return Ok((None, 0.0));
         };
+        let t = Instant::now();
         let (bytes, crc32) =
-            super::dictionary::write_segment(path, old_n, new_keys.iter().map(|(k, _)| &k[..]))
+            super::dictionary::write_segment_of(path, old_n, &new_keys, |(k, _)| k)
                 .map_err(io_err(path))?;
-        Ok(Some(SegmentInfo {
+        let segment = SegmentInfo {
             file: file.clone(),
             first_id: old_n,
             count: new_keys.len() as u32,
             bytes,
             crc32,
-        }))
+        };
+        Ok((Some(segment), t.elapsed().as_secs_f64()))
     };
     // Terms of ids, for predicate IRIs and graph names in the manifest.
     let term_of = |id: u32| -> Option<oxrdf::Term> {
@@ -832,6 +867,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let budget = (options.memory / 16).max(1) as u64;
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&j| (std::cmp::Reverse(jobs[j].weight), j));
+    let trees_start = Instant::now();
     let (dictionary, built) = std::thread::scope(|scope| {
         let dictionary = scope.spawn(write_dictionary);
         let mut built: Vec<Option<Built>> = (0..jobs.len()).map(|_| None).collect();
@@ -868,8 +904,10 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         };
         (dictionary, result.map(|()| built))
     });
+    let trees_seconds = trees_start.elapsed().as_secs_f64();
     // A dictionary error first, as when the dictionary was written before the trees.
-    if let Some(segment) = dictionary? {
+    let (segment, dictionary_seconds) = dictionary?;
+    if let Some(segment) = segment {
         segments.push(segment);
     }
     let built = built?;
@@ -932,7 +970,14 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         relations_kept,
         runs_spilled,
         parse_seconds,
+        parse_read_seconds: times.read_seconds,
+        parse_chunks_seconds: times.parse_seconds,
+        parse_wait_seconds: times.wait_seconds,
+        number_seconds: times.sink_seconds,
         build_seconds: 0.0,
+        sort_seconds,
+        dictionary_seconds,
+        trees_seconds,
         total_seconds: 0.0,
         store_bytes: 0,
         peak_rss_bytes: None,
