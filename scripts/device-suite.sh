@@ -17,6 +17,8 @@
 #           run the same way first, for before/after in one run; explain traces of one query
 #   wd      gen wikidata-like (WD_TRIPLES, default 100M) + its workload, load, bench gpu,cpu,oxigraph
 #           (Oxigraph's load overlapped, --warmup 0 --repeats WD_REPEATS=1 --timeout WD_TIMEOUT=10)
+#   wdtrace wikidata-like 100M: load (timed), explain traces of small constant queries on
+#           the GPU and the CPU (where a device query's fixed cost goes)
 #   build   bench-build on cnr-2000 and a 1G-edge web-like graph
 #   cache   bench-cache --engine gpu at 100/50/10% budgets
 #   multi   several GPUs: the gpu_multi test binary, bench --scaling on cnr-2000 (all pairs,
@@ -178,6 +180,27 @@ for line in sys.stdin:
         rc=$?; [ $rc -eq 0 ] || { echo "bench exit $rc (124: the ${WD_BENCH_LIMIT:-480} s limit)" | tee -a "$out/summary.txt"; status=1; }
         sed -n '/^Summary/,$p' "$out/bench-wd.txt" | tee -a "$out/summary.txt"
         grep -E '^(query|w[0-9])' "$out/bench-wd.txt" | head -60 ;;
+    wdtrace)
+        # Where a GPU query's time goes on a 100M wikidata-like store (21.7M nodes): explain
+        # traces (relation loads, per-step ms, total) of small constant queries on the GPU
+        # and the CPU, with the wall time of each command. The load doubles as issue 5's.
+        n="${WD_TRIPLES:-100000000}"
+        step "wdtrace: wikidata-like $n: load, then explain traces"
+        rm -rf "$tmp/wd.store" "$tmp/wd.nt"
+        "$k2" gen wikidata-like --triples "$n" -o "$tmp/wd.nt" --workload "$tmp/wd.rpq" 2>&1 | tail -1
+        TIMEFORMAT='load wall %R s, user %U s, sys %S s'
+        { time "$k2" load "$tmp/wd.nt" --store "$tmp/wd.store" --quiet ; } 2>&1 | tail -5 | tee -a "$out/summary.txt"
+        rm -f "$tmp/wd.nt"
+        TIMEFORMAT='wall %R s'
+        for q in w06 w24 w13 w10; do
+            text="$(grep -E "^$q," "$tmp/wd.rpq" | cut -d, -f2-)"
+            for e in gpu cpu; do
+                echo "--- $q $e: $text" | tee -a "$out/summary.txt"
+                { time "$k2" explain --store "$tmp/wd.store" --engine "$e" "$text" > "$out/explain-wd-$q-$e.txt" 2>&1 ; } 2>&1 | tee -a "$out/summary.txt"
+                grep -E "^(engine|result)" "$out/explain-wd-$q-$e.txt" | tee -a "$out/summary.txt"
+            done
+        done
+        rm -rf "$tmp/wd.store" ;;
     build)
         step "bench-build"
         "$k2" bench-build --input "$cnr" --synthetic web --edges 1G --frontier 2>&1 | tee "$out/bench-build.txt" | tail -8 ;;
@@ -254,5 +277,5 @@ for line in sys.stdin:
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv spmvweb codex cnr fwd wd build cache multi load latency quick]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv spmvweb codex cnr fwd wd wdtrace build cache multi load latency quick]" >&2; exit 2 ;;
 esac
