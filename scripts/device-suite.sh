@@ -166,7 +166,8 @@ for line in sys.stdin:
         # (gen ~7 s, load ~40 s, then the bench; Oxigraph's single-threaded in-memory copy is
         # overlapped with the k2rpq engines' queries). The workload is written by the same
         # binary for the same size (for 100M it equals sparql/wikidata-like-100m.rpq).
-        # WD_TIMEOUT: per-run query timeout (s); WD_REPEATS: timed repeats after the cold run.
+        # WD_TIMEOUT: per-run query timeout (s); WD_REPEATS: timed repeats after the cold run;
+        # WD_ENGINES: the bench's engines (default gpu,cpu,oxigraph).
         n="${WD_TRIPLES:-100000000}"
         step "wikidata-like $n triples: gen, load, bench gpu,cpu,oxigraph (workload: wd-queries.rpq)"
         rm -rf "$tmp/wd.store" "$tmp/wd.nt"
@@ -174,7 +175,7 @@ for line in sys.stdin:
         ( time "$k2" load "$tmp/wd.nt" --store "$tmp/wd.store" --quiet ) 2>&1 | tail -6 | tee -a "$out/summary.txt"
         rm -f "$tmp/wd.nt"
         timeout "${WD_BENCH_LIMIT:-480}" "$k2" bench --store "$tmp/wd.store" --queries "$out/wd-queries.rpq" \
-            --engines gpu,cpu,oxigraph --overlap-load --quiet --stats --warmup 0 \
+            --engines "${WD_ENGINES:-gpu,cpu,oxigraph}" --overlap-load --quiet --stats --warmup 0 \
             --repeats "${WD_REPEATS:-1}" --timeout "${WD_TIMEOUT:-10}" \
             --json "$out/bench-wd.json" --csv "$out/bench-wd.csv" --svg "$out/bench-wd.svg" > "$out/bench-wd.txt" 2>&1
         rc=$?; [ $rc -eq 0 ] || { echo "bench exit $rc (124: the ${WD_BENCH_LIMIT:-480} s limit)" | tee -a "$out/summary.txt"; status=1; }

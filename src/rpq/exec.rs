@@ -291,7 +291,7 @@ pub fn evaluate_with<E: Engine>(
                 &mut std::iter::once(*c),
                 1,
                 started,
-                (!host).then_some(sparse::DEVICE_FRONT_BUDGET),
+                (!host).then(|| sparse::device_front_budget(graph.node_count())),
             ),
             StartNodes::Candidates(cands) if host && cands.len() <= sparse::MAX_JOINT_STARTS => {
                 let starts: Vec<u32> = cands.iter().collect();
