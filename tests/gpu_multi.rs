@@ -13,11 +13,11 @@ use k2rpq::database::{Database, DatabaseError, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::{device_count, GpuEngine, GpuSelection};
 use k2rpq::rpq::terms::{load_rdf, resolve_log_query};
-use k2rpq::rpq::{
-    evaluate_split, execute, parse_log_line, plan, EvalOptions, PerQueryRelations, Share,
-    TraversalPolicy,
-};
+use k2rpq::rpq::{execute, parse_log_line, plan, EvalOptions, TraversalPolicy};
 use k2rpq::store::{load, Input, LoadOptions};
+
+mod rpq_support;
+use rpq_support::split;
 
 const WDT: &str = "http://www.wikidata.org/prop/direct/";
 
@@ -87,19 +87,7 @@ fn split_on_gpus_equals_cpu() {
             let p = plan(&graph, &rq.path, rq.subject, rq.object, &o);
             let want = execute(&cpu, &graph, &p, &o).unwrap();
             for k in [1, n] {
-                let mut rels: Vec<_> = gpus[..k]
-                    .iter()
-                    .map(|g| PerQueryRelations::new(g, &graph, o.config))
-                    .collect();
-                let mut shares: Vec<Share<'_, GpuEngine>> = gpus[..k]
-                    .iter()
-                    .zip(rels.iter_mut())
-                    .map(|(engine, r)| Share {
-                        engine,
-                        relations: r,
-                    })
-                    .collect();
-                let got = evaluate_split(&graph, &p, &o, &mut shares).unwrap();
+                let got = split(&gpus[..k], &graph, &p, &o).unwrap();
                 assert_eq!(got.pairs, want.pairs, "{text} {traversal:?} on {k} GPUs");
                 // The CPU reference may answer by a sparse walk (one "batch" per start
                 // set); the GPUs run the plan's batches.

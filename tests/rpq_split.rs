@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 mod rpq_support;
-use rpq_support::random_path;
+use rpq_support::{random_path, split};
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::Engine;
 use k2rpq::rpq::{
     evaluate_split, execute, plan, runs_on_one, Endpoint, EvalOptions, Loaded, MemoryGraph, Path,
-    PathResult, PerQueryRelations, Plan, RelKey, RelationSource, RpqError, Share, TraversalPolicy,
+    PerQueryRelations, RelKey, RelationSource, RpqError, Share, TraversalPolicy,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -34,28 +34,6 @@ fn random_graph(rng: &mut StdRng) -> MemoryGraph {
         })
         .collect();
     MemoryGraph::with_node_count(n, triples)
-}
-
-/// `plan` split over `n` CPU engines, each with its own per-query relations.
-fn split(
-    engines: &[CpuEngine],
-    g: &MemoryGraph,
-    p: &Plan,
-    o: &EvalOptions,
-) -> Result<PathResult, RpqError> {
-    let mut rels: Vec<PerQueryRelations<'_, CpuEngine>> = engines
-        .iter()
-        .map(|e| PerQueryRelations::new(e, g, o.config))
-        .collect();
-    let mut shares: Vec<Share<'_, CpuEngine>> = engines
-        .iter()
-        .zip(rels.iter_mut())
-        .map(|(engine, r)| Share {
-            engine,
-            relations: r,
-        })
-        .collect();
-    evaluate_split(g, p, o, &mut shares)
 }
 
 fn options(traversal: TraversalPolicy, batch_words: usize) -> EvalOptions {

@@ -5,9 +5,13 @@
 use std::collections::BTreeSet;
 
 use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::TermDict;
 use k2rpq::rpq::Path;
-use k2rpq::rpq::{evaluate, parse_path_expr, Endpoint, EvalOptions, MemoryGraph, PathGraph};
+use k2rpq::rpq::{
+    evaluate, evaluate_split, parse_path_expr, Endpoint, EvalOptions, MemoryGraph, PathGraph,
+    PathResult, PerQueryRelations, Plan, RpqError, Share,
+};
 use oxigraph::model::{GraphNameRef, NamedNodeRef, QuadRef};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
@@ -258,4 +262,26 @@ pub fn random_path(rng: &mut rand::rngs::StdRng, depth: u32) -> Path {
         4 => Path::OneOrMore(sub()),
         _ => Path::ZeroOrOne(sub()),
     }
+}
+
+/// `plan` split over `engines`, each with its own per-query relations.
+pub fn split<E: Engine>(
+    engines: &[E],
+    g: &dyn PathGraph,
+    p: &Plan,
+    o: &EvalOptions,
+) -> Result<PathResult, RpqError> {
+    let mut rels: Vec<PerQueryRelations<'_, E>> = engines
+        .iter()
+        .map(|e| PerQueryRelations::new(e, g, o.config))
+        .collect();
+    let mut shares: Vec<Share<'_, E>> = engines
+        .iter()
+        .zip(rels.iter_mut())
+        .map(|(engine, r)| Share {
+            engine,
+            relations: r,
+        })
+        .collect();
+    evaluate_split(g, p, o, &mut shares)
 }
