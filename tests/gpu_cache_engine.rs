@@ -91,16 +91,8 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
         assert_eq!(got, want, "product {i} on relation {k}");
         drop((xd, yd, working, a));
     }
-    let s = cache.stats();
-    drop(cache);
-    watch.check("dropping the cache", 0);
-    println!("{s}");
-    println!(
-        "device: at most {} bytes in use for a budget of {budget} (data {data} bytes)",
-        watch.max_in_use
-    );
-    assert!(s.evictions > 0);
-    assert!(s.peak_bytes <= budget);
+    let stats = cache.stats();
+    watch.finish(cache, stats, data);
 }
 
 #[path = "harness/mod.rs"]

@@ -107,4 +107,19 @@ impl DeviceMemoryWatch {
         );
         assert!(cache_used <= budget);
     }
+
+    /// Ends a budget test: checks that dropping the cache (whose `stats` were taken just
+    /// before) gave every byte back, prints what the device saw, and asserts the workload
+    /// both evicted (so the budget was exercised) and peaked within the budget.
+    pub fn finish<C>(mut self, cache: C, stats: k2rpq::cache::CacheStats, data: u64) {
+        drop(cache);
+        self.check("dropping the cache", 0);
+        println!("{stats}");
+        println!(
+            "device: at most {} bytes in use for a budget of {} (data {data} bytes)",
+            self.max_in_use, self.budget
+        );
+        assert!(stats.evictions > 0);
+        assert!(stats.peak_bytes <= self.budget);
+    }
 }

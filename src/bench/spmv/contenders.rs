@@ -61,6 +61,13 @@ pub trait BitsProduct {
     fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing>;
 }
 
+/// Working set of a CSR-style product: the matrix plus dense `f32` inputs and outputs
+/// (`batch` of each).
+fn matrix_and_vectors(matrix: u64, (rows, cols): (u64, u64), dir: Direction, batch: usize) -> u64 {
+    let (i, o) = dir.lengths(rows, cols);
+    matrix + 4 * (i + o) * batch as u64
+}
+
 /// cuSPARSE CSR: SpMV for single vectors, the three SpMM algorithms for batches.
 pub struct CusparseContender(pub Arc<CusparseMatrix>);
 
@@ -79,9 +86,7 @@ impl Contender for CusparseContender {
         self.0.bytes()
     }
     fn predicted_working_set(&self, dir: Direction, batch: usize) -> u64 {
-        let (rows, cols) = self.0.shape();
-        let (i, o) = dir.lengths(rows, cols);
-        self.0.bytes() + 4 * (i + o) * batch as u64
+        matrix_and_vectors(self.0.bytes(), self.0.shape(), dir, batch)
     }
     fn prepare(
         &self,
@@ -120,9 +125,7 @@ impl Contender for BcsrContender {
         self.0.bytes()
     }
     fn predicted_working_set(&self, dir: Direction, batch: usize) -> u64 {
-        let (rows, cols) = self.0.shape();
-        let (i, o) = dir.lengths(rows, cols);
-        self.0.bytes() + 4 * (i + o) * batch as u64
+        matrix_and_vectors(self.0.bytes(), self.0.shape(), dir, batch)
     }
     fn prepare(
         &self,

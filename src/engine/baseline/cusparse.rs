@@ -290,7 +290,7 @@ impl CusparseMatrix {
             p.buffer = Some(dev.zeros::<u8>(size, "cuSPARSE external buffer")?);
             p.buffer_bytes = size as u64;
         }
-        p.preprocess()?;
+        p.call(Pass::Preprocess)?;
         Ok(p)
     }
 }
@@ -400,15 +400,28 @@ impl CusparseProduct {
         }
     }
 
-    fn preprocess(&mut self) -> Result<()> {
+    /// Runs the product (`Pass::Product`) or cuSPARSE's optional preprocessing of it
+    /// (`Pass::Preprocess`): the `_preprocess` entry points take exactly the product's
+    /// arguments, so one call site serves both.
+    fn call(&self, pass: Pass) -> Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let m = &self.m;
-        // SAFETY: as in run; preprocessing only reads the matrix.
+        let (spmv, spmm): (SpMvFn, SpMmFn) = match pass {
+            Pass::Product => (sys::cusparseSpMV, sys::cusparseSpMM),
+            Pass::Preprocess => (sys::cusparseSpMV_preprocess, sys::cusparseSpMM_preprocess),
+        };
+        let what = |name: &str| match pass {
+            Pass::Product => name.to_string(),
+            Pass::Preprocess => format!("{name} preprocess"),
+        };
+        // SAFETY: descriptors point at live device arrays of the right sizes; the buffer
+        // has the size cuSPARSE asked for; scalars are host pointers read before return;
+        // preprocessing only reads the matrix.
         unsafe {
             match self.dense {
                 Dense::Vec(xd, yd) => check(
-                    "SpMV preprocess",
-                    sys::cusparseSpMV_preprocess(
+                    &what("SpMV"),
+                    spmv(
                         m.handle.0,
                         self.op,
                         &alpha as *const f32 as *const c_void,
@@ -422,8 +435,8 @@ impl CusparseProduct {
                     ),
                 ),
                 Dense::Mat(xd, yd) => check(
-                    "SpMM preprocess",
-                    sys::cusparseSpMM_preprocess(
+                    &what("SpMM"),
+                    spmm(
                         m.handle.0,
                         self.op,
                         sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
@@ -442,6 +455,42 @@ impl CusparseProduct {
         }
     }
 }
+
+/// Which of a product's two same-signature cuSPARSE entry points [`CusparseProduct::call`] runs.
+#[derive(Clone, Copy)]
+enum Pass {
+    Product,
+    Preprocess,
+}
+
+/// `cusparseSpMV` and `cusparseSpMV_preprocess`.
+type SpMvFn = unsafe fn(
+    sys::cusparseHandle_t,
+    sys::cusparseOperation_t,
+    *const c_void,
+    sys::cusparseConstSpMatDescr_t,
+    sys::cusparseConstDnVecDescr_t,
+    *const c_void,
+    sys::cusparseDnVecDescr_t,
+    sys::cudaDataType,
+    sys::cusparseSpMVAlg_t,
+    *mut c_void,
+) -> sys::cusparseStatus_t;
+
+/// `cusparseSpMM` and `cusparseSpMM_preprocess`.
+type SpMmFn = unsafe fn(
+    sys::cusparseHandle_t,
+    sys::cusparseOperation_t,
+    sys::cusparseOperation_t,
+    *const c_void,
+    sys::cusparseConstSpMatDescr_t,
+    sys::cusparseConstDnMatDescr_t,
+    *const c_void,
+    sys::cusparseDnMatDescr_t,
+    sys::cudaDataType,
+    sys::cusparseSpMMAlg_t,
+    *mut c_void,
+) -> sys::cusparseStatus_t;
 
 impl DeviceProduct for CusparseProduct {
     fn matrix_bytes(&self) -> u64 {
@@ -465,46 +514,7 @@ impl DeviceProduct for CusparseProduct {
     }
 
     fn run(&mut self) -> Result<()> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let m = &self.m;
-        // SAFETY: descriptors point at live device arrays of the right sizes; the buffer
-        // has the size cuSPARSE asked for; scalars are host pointers read before return.
-        unsafe {
-            match self.dense {
-                Dense::Vec(xd, yd) => check(
-                    "SpMV",
-                    sys::cusparseSpMV(
-                        m.handle.0,
-                        self.op,
-                        &alpha as *const f32 as *const c_void,
-                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
-                        xd as sys::cusparseConstDnVecDescr_t,
-                        &beta as *const f32 as *const c_void,
-                        yd,
-                        sys::cudaDataType::CUDA_R_32F,
-                        sys::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-                        self.buffer_ptr(),
-                    ),
-                ),
-                Dense::Mat(xd, yd) => check(
-                    "SpMM",
-                    sys::cusparseSpMM(
-                        m.handle.0,
-                        self.op,
-                        sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
-                        &alpha as *const f32 as *const c_void,
-                        self.descr.0 as sys::cusparseConstSpMatDescr_t,
-                        xd as sys::cusparseConstDnMatDescr_t,
-                        &beta as *const f32 as *const c_void,
-                        yd,
-                        sys::cudaDataType::CUDA_R_32F,
-                        self.alg.spmm(),
-                        self.buffer_ptr(),
-                    ),
-                ),
-                Dense::None => Ok(()),
-            }
-        }
+        self.call(Pass::Product)
     }
 
     fn output(&mut self) -> Result<Vec<f32>> {
