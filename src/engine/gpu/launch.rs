@@ -296,7 +296,7 @@ mod tests {
             let blocks = c.grid_dim.0 as u64;
             let chunk = WINDOW_ITEMS * c.block_dim.0 as u64;
             assert_eq!(chunk, 1024);
-            assert!(blocks >= 1 && blocks <= MAX_BLOCKS);
+            assert!((1..=MAX_BLOCKS).contains(&blocks));
             assert!(blocks * chunk >= items || blocks == MAX_BLOCKS, "{items}");
             assert_eq!(c.block_dim.0 % 32, 0);
             let r = leaf_config(LeafKernel::Rows, items);

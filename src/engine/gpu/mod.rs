@@ -67,7 +67,9 @@ pub struct GpuOptions {
     /// `O(M × depth)`. `None` (default): chosen per plan when a matrix is loaded
     /// ([`TileSizes::auto`]: one launch over a cached frontier; descents and scanned
     /// frontier products with the largest tile whose scratch stays within the matrix's
-    /// resident bytes). `Some(m)`: `m` for every plan.
+    /// resident bytes or 16 MiB, whichever is more). `Some(m)`: `m` for every plan (e.g.
+    /// `Some(1 << 15)` for a tree-only working set of 0.19x cuSPARSE's on cnr-2000, at
+    /// 5.7x the time).
     pub tile_nodes: Option<u64>,
     /// The host expands the tree down to the deepest level with at most this many
     /// nodes. Default 2^16.

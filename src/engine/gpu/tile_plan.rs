@@ -67,6 +67,13 @@ pub const SCAN_TILE_NODES: u64 = 256 * 8;
 /// multiply (cnr-2000's tree-only plan: 6 launches at 2^20, 85 at 2^15, 657 at 2^12).
 pub const MIN_AUTO_TILE: u64 = 1 << 15;
 
+/// Scratch an automatic choice always allows, however small the matrix: on the H200 a
+/// launch of a descent costs ~2.5 µs, and capping cnr-2000's tree-only scratch at its
+/// 1.8 MB matrix (tiles of 2^15, 85 launches instead of 6) made its product 5.7x slower
+/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x
+/// (docs/BENCHMARKS.md, session 3). A few MB are nothing on the device; launches are not.
+pub const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
+
 /// The largest tile: a scanned step's child offsets are u32 and a node has at most four
 /// children, so a step holds at most 2^30 nodes.
 pub const MAX_TILE: u64 = 1 << 30;
@@ -103,11 +110,23 @@ impl TileSizes {
     ///   200M-edge graph: 4 launches instead of 53);
     /// - over the frontier with the scan, and tree-only descents, the scratch grows with
     ///   the tile (`O(M × depth)` codes): the largest power of two whose scratch stays
-    ///   within the matrix's own resident bytes, so a product never needs more transient
-    ///   memory than the matrix keeps resident (tree-only is what the cache falls back to
-    ///   when memory is short; cnr-2000's 2^20 tiles needed 11.2 MB of scratch for a
-    ///   1.8 MB tree), but at least [`MIN_AUTO_TILE`].
+    ///   within the matrix's own resident bytes or [`MIN_SCRATCH_BUDGET`], whichever is
+    ///   more, so a large matrix never needs more transient memory than it keeps resident
+    ///   and a small one keeps its few launches.
     pub fn auto(tree: &K2Tree, top: u32, tree_only: u64, with_frontier: u64) -> TileSizes {
+        Self::within(
+            tree,
+            top,
+            tree_only.max(MIN_SCRATCH_BUDGET),
+            with_frontier.max(MIN_SCRATCH_BUDGET),
+        )
+    }
+
+    /// The rule of [`TileSizes::auto`] with explicit scratch budgets (bytes) for the
+    /// descents and for scanned frontier products: the largest power-of-two tiles whose
+    /// scratch fits, at least [`MIN_AUTO_TILE`]; one launch over the frontier with the
+    /// directory.
+    pub fn within(tree: &K2Tree, top: u32, descend: u64, frontier_scan: u64) -> TileSizes {
         let fits = |budget: u64, need: &dyn Fn(u64) -> u64| -> u64 {
             let mut m = MAX_TILE;
             while m > MIN_AUTO_TILE && need(m) > budget {
@@ -121,11 +140,9 @@ impl TileSizes {
             tree.level_nodes(tree.height() - 2)
         };
         TileSizes {
-            descend: fits(tree_only, &|m| {
-                TilePlan::descend_scratch_bound(tree, top, m)
-            }),
+            descend: fits(descend, &|m| TilePlan::descend_scratch_bound(tree, top, m)),
             frontier: last.clamp(MIN_AUTO_TILE, MAX_TILE),
-            frontier_scan: fits(with_frontier, &|m| 4 * m.min(last)),
+            frontier_scan: fits(frontier_scan, &|m| 4 * m.min(last)),
         }
     }
 }
@@ -342,7 +359,7 @@ mod tests {
             last = bound;
         }
         for budget in [1u64, 100_000, 1 << 20, 1 << 22, 1 << 40] {
-            let s = TileSizes::auto(&t, top, budget, budget);
+            let s = TileSizes::within(&t, top, budget, budget);
             assert!(s.descend.is_power_of_two());
             assert!((MIN_AUTO_TILE..=MAX_TILE).contains(&s.descend));
             let b = TilePlan::descend_scratch_bound(&t, top, s.descend);
@@ -358,6 +375,15 @@ mod tests {
             // One launch over the frontier with the directory.
             assert_eq!(TilePlan::frontier(&t, s.frontier).launches(), 1);
         }
+        // Below the floor the automatic sizes are those of the floor.
+        assert_eq!(
+            TileSizes::auto(&t, top, 1, 1),
+            TileSizes::within(&t, top, MIN_SCRATCH_BUDGET, MIN_SCRATCH_BUDGET)
+        );
+        assert_eq!(
+            TileSizes::auto(&t, top, 1 << 40, 1 << 40),
+            TileSizes::within(&t, top, 1 << 40, 1 << 40)
+        );
         assert_eq!(TileSizes::fixed(1 << 40).descend, MAX_TILE);
         assert_eq!(TileSizes::fixed(0).frontier, 4);
     }
