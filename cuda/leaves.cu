@@ -41,6 +41,8 @@ struct PlusTimesAcc {
     __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
         atomicAdd(&((float *)p.y)[o * p.width + b], v);
     }
+    // Combine into a shared-memory window entry (the `window` kernel).
+    __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
 };
 struct CountingAcc {
     typedef u32 T;
@@ -53,6 +55,7 @@ struct CountingAcc {
     __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
         atomicAdd(&((u32 *)p.y)[o * p.width + b], v);
     }
+    __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
 };
 struct BooleanAcc {
     typedef u32 T;
@@ -66,6 +69,8 @@ struct BooleanAcc {
         u32 *dst = &((u32 *)p.y)[o * p.width + b];
         if (__ldcg(dst) == 0u) atomicMax(dst, 1u);
     }
+    // Every writer stores the same 1: racing plain stores are enough.
+    __device__ __forceinline__ static void local(T *w, T v) { *(volatile T *)w = 1u; }
 };
 // (min, +) with unit edges. The combine is the unsigned minimum of the bit patterns,
 // exactly what the cell kernel's atomicMin computes, so every input (even a negative or
@@ -88,6 +93,11 @@ struct TropicalAcc {
         u32 bits = __float_as_uint(v);
         if (__ldcg(dst) > bits) atomicMin(dst, bits);
     }
+    __device__ __forceinline__ static void local(T *w, T v) {
+        u32 bits = __float_as_uint(v);
+        u32 *d = (u32 *)w;
+        if (*(volatile u32 *)d > bits) atomicMin(d, bits);
+    }
 };
 struct BitsAcc {
     typedef u64 T;
@@ -101,6 +111,10 @@ struct BitsAcc {
         u64 *dst = &((u64 *)p.y)[o * p.width + b];
         u64 old = __ldcg(dst);
         if ((old | v) != old) atomicOr(dst, v);
+    }
+    __device__ __forceinline__ static void local(T *w, T v) {
+        T old = *(volatile T *)w;
+        if ((old | v) != old) atomicOr(w, v);
     }
 };
 
@@ -271,10 +285,113 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
     }
 }
 
+// The `window` kernel: a CTA takes a chunk of WINDOW_ITEMS x blockDim consecutive items
+// (nodes x vectors) of the step. In Morton order such a chunk covers a few aligned squares
+// of the matrix, so its output entries (right: rows, left: columns) mostly fall in a short
+// range: the CTA accumulates them in a shared-memory window that starts at the chunk's
+// lowest output index (semiring add, min or OR), sends an output beyond the window to y
+// directly, and at the end flushes the window with one global update per touched entry.
+// Where `rows` issues one global atomic per non-empty block row, this issues one per
+// distinct output entry per chunk: 2.8-3x fewer on cnr-2000 and the 200M web graph
+// (docs/BENCHMARKS.md, "Tiles per plan and the window kernel"), yet measured slower than
+// `rows` there: the global atomics were not what bounds `rows`.
+// Blocks are 1-D with a multiple of 32 threads; the host launches at most one block per
+// chunk, and the block loops over chunks with the grid stride.
+#define WINDOW_ITEMS 2
+#define WINDOW_BYTES 16384
+
+__device__ __forceinline__ u64 output_block(const StepParams &p, u64 code) {
+    return (u64)(p.dir == 0 ? compact_bits(code >> 1) : compact_bits(code)) << 2;
+}
+
+template <typename Op>
+__device__ __forceinline__ void leaves_window(const StepParams &p) {
+    typedef typename Op::T T;
+    __shared__ u64 raw[WINDOW_BYTES / 8];
+    __shared__ u32 red[2][32];
+    T *win = (T *)raw;
+    const u32 entries = WINDOW_BYTES / sizeof(T);
+    // Output indices the window holds (each `width` entries); 0 when one output index
+    // needs more entries than the window has: every update then goes to y.
+    const u32 width = p.width < entries ? (u32)p.width : entries + 1;
+    const u32 span_max = entries / width;
+    const u64 total = p.count * p.width;
+    const u64 chunk = (u64)WINDOW_ITEMS * blockDim.x;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    // The window is the identity at the start of every chunk: cleared once here, and the
+    // flush puts back the identity in each entry it reads.
+    for (u32 e = threadIdx.x; e < entries; e += blockDim.x) win[e] = Op::identity();
+    for (u64 c0 = (u64)blockIdx.x * chunk; c0 < total; c0 += (u64)gridDim.x * chunk) {
+        // The chunk's lowest and highest output blocks (output indices fit u32: the
+        // matrix side does; 0xFFFFFFFF, not a multiple of 4, marks "none").
+        u64 code[WINDOW_ITEMS];
+        u32 lo = 0xFFFFFFFFu, hi = 0;
+#pragma unroll
+        for (u32 j = 0; j < WINDOW_ITEMS; ++j) {
+            u64 g = c0 + (u64)j * blockDim.x + threadIdx.x;
+            code[j] = g < total ? p.codes_in[p.src_off + g / p.width] : PRUNED;
+            if (code[j] != PRUNED) {
+                u32 o0 = (u32)output_block(p, code[j]);
+                lo = min(lo, o0);
+                hi = max(hi, o0);
+            }
+        }
+        lo = __reduce_min_sync(FULL_MASK, lo);
+        hi = __reduce_max_sync(FULL_MASK, hi);
+        if (lane == 0) {
+            red[0][warp] = lo;
+            red[1][warp] = hi;
+        }
+        // Also orders the previous chunk's flush before this chunk's updates.
+        __syncthreads();
+        for (u32 w = 0; w < warps; ++w) {
+            lo = min(lo, red[0][w]);
+            hi = max(hi, red[1][w]);
+        }
+        // Window: output indices base .. base + span (all of the chunk's when they fit).
+        const u64 base = lo;
+        const u32 span = lo == 0xFFFFFFFFu ? 0u : (u32)min((u64)hi + 4 - lo, (u64)span_max);
+#pragma unroll
+        for (u32 j = 0; j < WINDOW_ITEMS; ++j) {
+            u64 g = c0 + (u64)j * blockDim.x + threadIdx.x;
+            u64 cd = code[j];
+            if (cd == PRUNED || (p.pyramid && !block_active(p, cd, p.level))) continue;
+            u64 t = g / p.width;
+            u64 b = g - t * p.width;
+            u32 s = signature(p.nib, p.node0 + t);
+            u32 bm = block_bitmap(p.nib, s, first_child(p, t));
+            if (!bm) continue;
+            u64 r0 = (u64)compact_bits(cd >> 1) << 2;
+            u64 c0b = (u64)compact_bits(cd) << 2;
+            u64 o0 = p.dir == 0 ? r0 : c0b;
+            T acc[4];
+            block_sums<Op>(p, bm, r0, c0b, b, acc);
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) {
+                if (Op::is_identity(acc[i])) continue;
+                u64 rel = o0 + i - base;
+                if (rel < span) Op::local(&win[(u32)rel * width + (u32)b], acc[i]);
+                else Op::update(p, o0 + i, b, acc[i]);
+            }
+        }
+        __syncthreads();
+        const u32 used = span * width;
+        for (u32 e = threadIdx.x; e < used; e += blockDim.x) {
+            T v = win[e];
+            if (!Op::is_identity(v)) {
+                win[e] = Op::identity();
+                u32 r = width == 1 ? e : e / width;
+                Op::update(p, base + r, e - r * width, v);
+            }
+        }
+    }
+}
+
 #define LEAF_KERNELS(NAME, OP)                                                                   \
     extern "C" __global__ void leaves_rows_##NAME(StepParams p) { leaves_rows<OP, false, false>(p); } \
     extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false>(p); } \
-    extern "C" __global__ void leaves_agg_##NAME(StepParams p) { leaves_rows<OP, true, true>(p); }
+    extern "C" __global__ void leaves_agg_##NAME(StepParams p) { leaves_rows<OP, true, true>(p); } \
+    extern "C" __global__ void leaves_window_##NAME(StepParams p) { leaves_window<OP>(p); }
 
 LEAF_KERNELS(plus_times, PlusTimesAcc)
 LEAF_KERNELS(counting, CountingAcc)

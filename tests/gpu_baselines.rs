@@ -160,7 +160,11 @@ fn bench_spmv_measures_every_gpu_contender() {
         "gpu k2 dir wagg",
         "gpu k2+F dir wagg",
         "gpu k2+F scan wagg",
-        "gpu k2+F dir wagg M24",
+        "gpu k2 dir window",
+        "gpu k2+F dir window",
+        "gpu k2+F scan window",
+        "gpu k2 dir M20",
+        "gpu k2+F dir M20",
     ] {
         for dir in [Direction::Right, Direction::Left] {
             for batch in [1, 4] {

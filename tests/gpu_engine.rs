@@ -34,19 +34,26 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
 /// the root) and both offset sources.
 /// Every other leaf kernel variant gets four of them: steps shorter than a warp with the
 /// directory (the warp rank's partial warps), the scan's offsets (the warp-rank kernels
-/// then read them), deep descents through `expand_wrank`, and the defaults; batches of 3
-/// in `check_matrix` put several lanes of a warp on one node.
+/// then read them), deep descents through `expand_wrank`, and the defaults (automatic
+/// tiles); batches of 3 in `check_matrix` put several lanes of a warp on one node (and
+/// make the `window` kernel's window hold a third of the output indices, so outputs
+/// beyond it go to `y` directly).
 fn option_sets() -> Vec<GpuOptions> {
     let mut out = Vec::new();
     for leaf_kernel in std::iter::once(LeafKernel::Tuned).chain(LeafKernel::ALL) {
-        let o = |tile_nodes, top_nodes, offset_source| GpuOptions {
-            tile_nodes,
+        let o = |tile_nodes: u64, top_nodes, offset_source| GpuOptions {
+            tile_nodes: Some(tile_nodes),
             top_nodes,
             offset_source,
             leaf_kernel,
         };
+        let auto = GpuOptions {
+            leaf_kernel,
+            ..GpuOptions::default()
+        };
         if leaf_kernel == LeafKernel::default() {
             out.extend([
+                auto,
                 o(1 << 20, 1 << 16, None),
                 o(4, 1, Some(OffsetSource::Directory)),
                 o(4, 1, Some(OffsetSource::Scan)),
@@ -57,7 +64,7 @@ fn option_sets() -> Vec<GpuOptions> {
             ]);
         } else {
             out.extend([
-                o(1 << 20, 1 << 16, None),
+                auto,
                 o(4, 1, Some(OffsetSource::Directory)),
                 o(64, 1, Some(OffsetSource::Scan)),
                 o(3000, 4, Some(OffsetSource::Directory)),
@@ -296,7 +303,7 @@ fn random_matrices_match_cpu() {
         for (label, tree) in &mats {
             // Tiles of a few nodes mean tens of thousands of launches per product on the
             // larger matrices: tiling is already exercised on the smaller ones.
-            if options.tile_nodes < 64 && tree.nnz() > 10_000 {
+            if options.tile_nodes.is_some_and(|m| m < 64) && tree.nnz() > 10_000 {
                 continue;
             }
             check_matrix(&gpu, tree, label, true, &[1, 3]);
@@ -415,7 +422,7 @@ fn recorded_graph_replays_the_product() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                tile_nodes: 64,
+                tile_nodes: Some(64),
                 top_nodes: 1,
                 offset_source: None,
                 leaf_kernel,
@@ -587,8 +594,8 @@ fn cnr_2000_matches_cpu() {
         return;
     };
     println!("cnr-2000: {:?}", tree.stats());
-    let o = |tile_nodes, top_nodes, offset_source, leaf_kernel| GpuOptions {
-        tile_nodes,
+    let o = |tile_nodes: u64, top_nodes, offset_source, leaf_kernel| GpuOptions {
+        tile_nodes: Some(tile_nodes),
         top_nodes,
         offset_source,
         leaf_kernel,
@@ -603,7 +610,27 @@ fn cnr_2000_matches_cpu() {
         check_matrix(&gpu, &tree, "cnr-2000", true, &[1, 4]);
         let gm = gpu.load(&tree, MatrixConfig::TreeOnly).unwrap();
         let pb = gpu.product_bytes(&gm, Direction::Right, 1, 4, None);
-        println!("cnr-2000 {options:?}: product bytes {pb:?}");
+        println!(
+            "cnr-2000 {options:?}: tiles {:?}, product bytes {pb:?}",
+            gm.tile_sizes()
+        );
+        if options.tile_nodes.is_none() {
+            // Automatic tiles keep a tree-only product's scratch within the matrix's bytes
+            // or the floor that keeps a small matrix's launches few.
+            let budget = pb.matrix.max(gpu::tile_plan::MIN_SCRATCH_BUDGET);
+            assert!(
+                pb.scratch <= budget,
+                "tree-only scratch {} > budget {budget}",
+                pb.scratch
+            );
+            let f = gpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
+            assert_eq!(f.dense_plan(OffsetSource::Directory).launches(), 1);
+            assert_eq!(
+                gpu.product_bytes(&f, Direction::Right, 1, 4, None).scratch,
+                0,
+                "a single vector over the frontier needs no scratch"
+            );
+        }
     }
     for leaf_kernel in LeafKernel::ALL {
         let gpu = GpuEngine::with_options(

@@ -83,8 +83,8 @@ pub struct Args {
     #[arg(long, conflicts_with = "cpu")]
     pub skip_cpu: bool,
     /// GPU leaf-kernel variants to run, each as contenders of their own (`cells` is the
-    /// default kernel; `rows`, `wrank`, `wagg`: issue 10).
-    #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg", value_parser = parse_leaf_kernel)]
+    /// default kernel; `rows`, `wrank`, `wagg`, `window`: issue 10).
+    #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg,window", value_parser = parse_leaf_kernel)]
     pub leaf_kernels: Vec<LeafKernel>,
 }
 

@@ -18,8 +18,9 @@ use crate::engine::{
 };
 use crate::k2tree::K2Tree;
 
-/// Tile size of the one large-tile contender (`M24`).
-const BIG_TILE: u64 = 1 << 24;
+/// Tile size of the fixed-tile contenders (`M20`: the tile every plan had before tiles
+/// were chosen per plan), beside the default's automatic tiles.
+const FIXED_TILE: u64 = 1 << 20;
 
 /// One configuration × offset source of the GPU engine, with the tree loaded.
 pub struct GpuContender {
@@ -28,7 +29,7 @@ pub struct GpuContender {
     config: MatrixConfig,
     source: OffsetSource,
     kernel: LeafKernel,
-    tile_nodes: u64,
+    tile_nodes: Option<u64>,
 }
 
 /// `directory` or `scan`.
@@ -49,7 +50,7 @@ impl GpuContender {
         let mut add = |kernel: LeafKernel,
                        source: OffsetSource,
                        configs: &[MatrixConfig],
-                       tile_nodes: u64|
+                       tile_nodes: Option<u64>|
          -> Result<()> {
             let engine = Arc::new(GpuEngine::with_options(
                 0,
@@ -86,12 +87,15 @@ impl GpuContender {
             )?;
             add(kernel, OffsetSource::Scan, &[CachedFrontier], tile)?;
         }
-        // Fewer, larger launches over the cached frontier (its directory plan needs no
-        // scratch, so the tile size costs no memory there): one row measures the launch
-        // and tail cost of the default tiles on graphs of more than 2^20 frontier nodes.
-        if let Some(&kernel) = kernels.last() {
-            add(kernel, OffsetSource::Directory, &[CachedFrontier], BIG_TILE)?;
-        }
+        // The default kernel with the old fixed tiles, against the automatic ones: over
+        // the cached frontier one launch instead of one per 2^20 nodes; tree-only, tiles
+        // whose scratch fits the matrix's own bytes (fewer bytes, more launches).
+        add(
+            default,
+            OffsetSource::Directory,
+            &[TreeOnly, CachedFrontier],
+            Some(FIXED_TILE),
+        )?;
         Ok(out)
     }
 
@@ -144,8 +148,8 @@ impl Contender for GpuContender {
             name.push(' ');
             name.push_str(self.kernel.name());
         }
-        if self.tile_nodes == BIG_TILE {
-            name.push_str(" M24");
+        if let Some(m) = self.tile_nodes {
+            name.push_str(&format!(" M{}", m.trailing_zeros()));
         }
         name
     }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::context::GpuContext;
-use super::tile_plan::TilePlan;
+use super::tile_plan::{TilePlan, TileSizes};
+use super::OffsetSource;
 use crate::engine::{MatrixConfig, Result};
 use crate::k2tree::K2Tree;
 
@@ -24,21 +25,24 @@ pub struct DeviceTree {
     pub(super) frontier: Option<CudaSlice<u64>>,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
-    /// Plan over the cached frontier (`CachedFrontier` only).
-    pub(super) over_frontier: Option<TilePlan>,
+    /// Plans over the cached frontier (`CachedFrontier` only): with child offsets from
+    /// the directory, then from the scan (whose offsets scratch grows with the tile).
+    pub(super) over_frontier: Option<(TilePlan, TilePlan)>,
+    /// The tile sizes of the plans.
+    pub(super) tiles: TileSizes,
     /// Bytes of the resident arrays.
     pub(super) bytes: u64,
 }
 
 impl DeviceTree {
     /// Uploads `tree` with `config`; `top_nodes` bounds the host-expanded top level and
-    /// `tile_nodes` the tiles.
+    /// `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]).
     pub(super) fn load(
         gpu: &GpuContext,
         tree: &Arc<K2Tree>,
         config: MatrixConfig,
         top_nodes: u64,
-        tile_nodes: u64,
+        tile_nodes: Option<u64>,
     ) -> Result<DeviceTree> {
         let words = tree.nodes().div_ceil(16) as usize;
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
@@ -64,14 +68,19 @@ impl DeviceTree {
         } else {
             None
         };
-        let descend = TilePlan::descend(tree, top_level, tile_nodes);
-        let over_frontier =
-            (config == MatrixConfig::CachedFrontier).then(|| TilePlan::frontier(tree, tile_nodes));
-        let bytes = 8
-            * (nibbles.len()
-                + ranks.len()
-                + top_codes.len()
-                + frontier.as_ref().map_or(0, |f| f.len())) as u64;
+        let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
+        let bytes = tree_only + 8 * frontier.as_ref().map_or(0, |f| f.len()) as u64;
+        let tiles = match tile_nodes {
+            Some(m) => TileSizes::fixed(m),
+            None => TileSizes::auto(tree, top_level, tree_only, bytes),
+        };
+        let descend = TilePlan::descend(tree, top_level, tiles.descend);
+        let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| {
+            (
+                TilePlan::frontier(tree, tiles.frontier),
+                TilePlan::frontier(tree, tiles.frontier_scan),
+            )
+        });
         Ok(DeviceTree {
             tree: tree.clone(),
             config,
@@ -83,6 +92,7 @@ impl DeviceTree {
             frontier,
             descend,
             over_frontier,
+            tiles,
             bytes,
         })
     }
@@ -102,9 +112,19 @@ impl DeviceTree {
         self.top_level
     }
 
-    /// The plan a dense product follows: over the cached frontier when there is one.
-    pub fn dense_plan(&self) -> &TilePlan {
-        self.over_frontier.as_ref().unwrap_or(&self.descend)
+    /// The plan a dense product with child offsets from `source` follows: over the cached
+    /// frontier when there is one.
+    pub fn dense_plan(&self, source: OffsetSource) -> &TilePlan {
+        match (&self.over_frontier, source) {
+            (Some((dir, _)), OffsetSource::Directory) => dir,
+            (Some((_, scan)), OffsetSource::Scan) => scan,
+            (None, _) => &self.descend,
+        }
+    }
+
+    /// The tile sizes its plans were made with.
+    pub fn tile_sizes(&self) -> TileSizes {
+        self.tiles
     }
 
     /// The plan a masked product follows: the dense plan, whose kernels skip every node
@@ -112,8 +132,8 @@ impl DeviceTree {
     /// prunes whole subtrees (children of a pruned node are never expanded); with the
     /// cached frontier one check per last-internal-level node is cheaper than a descent
     /// that launches a thread per internal node anyway.
-    pub fn masked_plan(&self) -> &TilePlan {
-        self.dense_plan()
+    pub fn masked_plan(&self, source: OffsetSource) -> &TilePlan {
+        self.dense_plan(source)
     }
 
     /// Bytes held on the device.

@@ -45,6 +45,29 @@ pub fn config_for(n: u64) -> LaunchConfig {
     }
 }
 
+/// Items (nodes × vectors) one thread of the `window` leaf kernel takes per chunk
+/// (`WINDOW_ITEMS` in `cuda/leaves.cu`).
+const WINDOW_ITEMS: u64 = 2;
+
+/// Threads per block of the `window` leaf kernel: a chunk is `WINDOW_ITEMS × WINDOW_BLOCK`
+/// = 1024 items, the size counted best for its 16 KB window (docs/BENCHMARKS.md).
+const WINDOW_BLOCK: u32 = 512;
+
+/// The launch of a leaf step of `items` (nodes × vectors) with `kernel`: one thread per
+/// item, except `window`, whose blocks each take chunks of 1024 items (at most one block
+/// per chunk; the kernel loops over chunks with the grid stride).
+pub fn leaf_config(kernel: LeafKernel, items: u64) -> LaunchConfig {
+    if kernel != LeafKernel::Window {
+        return config_for(items);
+    }
+    let chunk = WINDOW_ITEMS * WINDOW_BLOCK as u64;
+    LaunchConfig {
+        grid_dim: (items.div_ceil(chunk).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (WINDOW_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// The scan's launch: one block per tile of [`super::tile_plan::SCAN_TILE_NODES`] nodes.
 pub fn scan_config(tiles: u64) -> LaunchConfig {
     LaunchConfig {
@@ -81,18 +104,26 @@ pub enum LeafKernel {
     /// `RowsWarpRank` with warp-level aggregation: lanes updating the same output block
     /// combine their sums by shuffles; one atomic per distinct output entry per warp.
     WarpAgg,
+    /// `Rows` with the output accumulated per block of threads: a block takes 1024
+    /// consecutive items (in Morton order their outputs fall in a short range), combines
+    /// them in a 16 KB shared-memory window starting at the chunk's lowest output, sends an
+    /// output beyond the window to `y` directly, and flushes the window with one global
+    /// update per touched entry: one atomic per distinct output entry per chunk.
+    Window,
 }
 
 impl LeafKernel {
     /// Every concrete variant (what [`LeafKernel::Tuned`] chooses from), the paper's first.
-    pub const ALL: [LeafKernel; 4] = [
+    pub const ALL: [LeafKernel; 5] = [
         LeafKernel::Cells,
         LeafKernel::Rows,
         LeafKernel::RowsWarpRank,
         LeafKernel::WarpAgg,
+        LeafKernel::Window,
     ];
 
-    /// Short name (`cells`, `rows`, `wrank`, `wagg`), as in benchmark rows and on the CLI.
+    /// Short name (`cells`, `rows`, `wrank`, `wagg`, `window`), as in benchmark rows and on
+    /// the CLI.
     pub fn name(self) -> &'static str {
         match self {
             LeafKernel::Tuned => "tuned",
@@ -100,6 +131,7 @@ impl LeafKernel {
             LeafKernel::Rows => "rows",
             LeafKernel::RowsWarpRank => "wrank",
             LeafKernel::WarpAgg => "wagg",
+            LeafKernel::Window => "window",
         }
     }
 
@@ -138,13 +170,16 @@ impl LeafKernel {
             ][i],
             LeafKernel::RowsWarpRank => LEAF_VARIANT_KERNELS[5 + i],
             LeafKernel::WarpAgg => LEAF_VARIANT_KERNELS[10 + i],
+            LeafKernel::Window => LEAF_VARIANT_KERNELS[15 + i],
         }
     }
 
     /// The expand kernel of this variant.
     pub fn expand(self) -> &'static str {
         match self {
-            LeafKernel::Cells | LeafKernel::Rows | LeafKernel::Tuned => "expand",
+            LeafKernel::Cells | LeafKernel::Rows | LeafKernel::Tuned | LeafKernel::Window => {
+                "expand"
+            }
             LeafKernel::RowsWarpRank | LeafKernel::WarpAgg => "expand_wrank",
         }
     }
@@ -178,7 +213,8 @@ impl From<crate::engine::SemiringKind> for LeafOp {
 }
 
 /// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] indexes them:
-/// rows, wrank, agg × (plus-times, counting, boolean, tropical, bits), then `expand_wrank`.
+/// rows, wrank, agg, window × (plus-times, counting, boolean, tropical, bits), then
+/// `expand_wrank`.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -195,6 +231,11 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_agg_boolean",
     "leaves_agg_tropical",
     "leaves_agg_bits",
+    "leaves_window_plus_times",
+    "leaves_window_counting",
+    "leaves_window_boolean",
+    "leaves_window_tropical",
+    "leaves_window_bits",
     "expand_wrank",
 ];
 
@@ -221,6 +262,7 @@ mod tests {
                 LeafKernel::Rows | LeafKernel::Tuned => "leaves_rows_",
                 LeafKernel::RowsWarpRank => "leaves_wrank_",
                 LeafKernel::WarpAgg => "leaves_agg_",
+                LeafKernel::Window => "leaves_window_",
             };
             for (op, suffix) in OPS {
                 assert_eq!(k.leaves(op), format!("{family}{suffix}"), "{k:?} {op:?}");
@@ -242,5 +284,23 @@ mod tests {
             LeafKernel::WarpAgg
         );
         assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
+        assert_eq!(LeafKernel::from_name("window"), Some(LeafKernel::Window));
+    }
+
+    /// A `window` block takes 1024 items: enough blocks for every chunk (up to the cap),
+    /// never zero; the other variants keep one thread per item.
+    #[test]
+    fn window_launch_covers_every_chunk() {
+        for items in [0u64, 1, 1023, 1024, 1025, 5 << 20, 1 << 40] {
+            let c = leaf_config(LeafKernel::Window, items);
+            let blocks = c.grid_dim.0 as u64;
+            let chunk = WINDOW_ITEMS * c.block_dim.0 as u64;
+            assert_eq!(chunk, 1024);
+            assert!((1..=MAX_BLOCKS).contains(&blocks));
+            assert!(blocks * chunk >= items || blocks == MAX_BLOCKS, "{items}");
+            assert_eq!(c.block_dim.0 % 32, 0);
+            let r = leaf_config(LeafKernel::Rows, items);
+            assert_eq!(r.block_dim.0, BLOCK);
+        }
     }
 }

@@ -63,6 +63,90 @@ pub struct TilePlan {
 /// Nodes one scan tile covers (SCAN_THREADS × SCAN_ITEMS in `cuda/scan.cu`).
 pub const SCAN_TILE_NODES: u64 = 256 * 8;
 
+/// The smallest tile an automatic choice makes: below it the launches of a descent
+/// multiply (cnr-2000's tree-only plan: 6 launches at 2^20, 85 at 2^15, 657 at 2^12).
+pub const MIN_AUTO_TILE: u64 = 1 << 15;
+
+/// Scratch an automatic choice always allows, however small the matrix: on the H200 a
+/// launch of a descent costs ~2.5 µs, and capping cnr-2000's tree-only scratch at its
+/// 1.8 MB matrix (tiles of 2^15, 85 launches instead of 6) made its product 5.7x slower
+/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x
+/// (docs/BENCHMARKS.md, session 3). A few MB are nothing on the device; launches are not.
+pub const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
+
+/// The largest tile: a scanned step's child offsets are u32 and a node has at most four
+/// children, so a step holds at most 2^30 nodes.
+pub const MAX_TILE: u64 = 1 << 30;
+
+/// The tile sizes of one matrix's plans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileSizes {
+    /// Tree-only descents from the host-expanded top level.
+    pub descend: u64,
+    /// Over the cached frontier with child offsets from the directory (no scratch).
+    pub frontier: u64,
+    /// Over the cached frontier with scanned offsets (4 bytes of scratch per node of the
+    /// largest step).
+    pub frontier_scan: u64,
+}
+
+impl TileSizes {
+    /// The same size `m` for every plan (an explicit [`super::GpuOptions::tile_nodes`]).
+    pub fn fixed(m: u64) -> TileSizes {
+        let m = m.clamp(4, MAX_TILE);
+        TileSizes {
+            descend: m,
+            frontier: m,
+            frontier_scan: m,
+        }
+    }
+
+    /// Sizes chosen from what each plan needs, for a tree whose descents start at level
+    /// `top` and whose resident bytes are `tree_only` (signatures, directory, top codes)
+    /// and `with_frontier` (the same plus the cached frontier):
+    ///
+    /// - over the frontier with the directory, no scratch depends on the tile: one launch
+    ///   for the whole level (session 2 measured 2^24-node tiles 14% faster than 2^20 on a
+    ///   200M-edge graph: 4 launches instead of 53);
+    /// - over the frontier with the scan, and tree-only descents, the scratch grows with
+    ///   the tile (`O(M × depth)` codes): the largest power of two whose scratch stays
+    ///   within the matrix's own resident bytes or [`MIN_SCRATCH_BUDGET`], whichever is
+    ///   more, so a large matrix never needs more transient memory than it keeps resident
+    ///   and a small one keeps its few launches.
+    pub fn auto(tree: &K2Tree, top: u32, tree_only: u64, with_frontier: u64) -> TileSizes {
+        Self::within(
+            tree,
+            top,
+            tree_only.max(MIN_SCRATCH_BUDGET),
+            with_frontier.max(MIN_SCRATCH_BUDGET),
+        )
+    }
+
+    /// The rule of [`TileSizes::auto`] with explicit scratch budgets (bytes) for the
+    /// descents and for scanned frontier products: the largest power-of-two tiles whose
+    /// scratch fits, at least [`MIN_AUTO_TILE`]; one launch over the frontier with the
+    /// directory.
+    pub fn within(tree: &K2Tree, top: u32, descend: u64, frontier_scan: u64) -> TileSizes {
+        let fits = |budget: u64, need: &dyn Fn(u64) -> u64| -> u64 {
+            let mut m = MAX_TILE;
+            while m > MIN_AUTO_TILE && need(m) > budget {
+                m /= 2;
+            }
+            m
+        };
+        let last = if tree.nodes() == 0 {
+            0
+        } else {
+            tree.level_nodes(tree.height() - 2)
+        };
+        TileSizes {
+            descend: fits(descend, &|m| TilePlan::descend_scratch_bound(tree, top, m)),
+            frontier: last.clamp(MIN_AUTO_TILE, MAX_TILE),
+            frontier_scan: fits(frontier_scan, &|m| 4 * m.min(last)),
+        }
+    }
+}
+
 impl TilePlan {
     /// The plan of a traversal from the host-expanded top level `top` down to the leaves,
     /// with tiles of at most `tile_nodes` nodes and children.
@@ -86,6 +170,23 @@ impl TilePlan {
             m,
         );
         plan
+    }
+
+    /// Bytes of scratch a [`TilePlan::descend`] plan with tiles of `m` needs at most: per
+    /// level below `top`, a code buffer of at most `min(m, level)` codes (8 bytes), plus
+    /// the scan's offsets of the largest step (4 bytes per node). An upper bound of
+    /// `ScratchLayout`'s codes and offsets, computed without planning (monotone in `m`).
+    pub fn descend_scratch_bound(tree: &K2Tree, top: u32, m: u64) -> u64 {
+        if tree.nodes() == 0 {
+            return 0;
+        }
+        let h = tree.height();
+        let codes: u64 = (top + 1..=h - 2).map(|d| tree.level_nodes(d).min(m)).sum();
+        let widest = (top..=h - 2)
+            .map(|d| tree.level_nodes(d))
+            .max()
+            .unwrap_or(0);
+        8 * codes + 4 * widest.min(m)
     }
 
     /// The plan of a product over the cached frontier: the last internal level in tiles
@@ -239,6 +340,52 @@ mod tests {
                 assert_eq!(covered, t.level_nodes(h - 2));
             }
         }
+    }
+
+    /// The bound holds for real plans, grows with the tile, and the automatic sizes keep
+    /// the scratch within the budget whenever a tile of at least `MIN_AUTO_TILE` can.
+    #[test]
+    fn automatic_tiles_respect_the_scratch_budget() {
+        let t = tree(1 << 16, 300_000, 5);
+        let h = t.height();
+        let top = 3;
+        let mut last = 0;
+        for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
+            let p = TilePlan::descend(&t, top, m);
+            let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
+            let bound = TilePlan::descend_scratch_bound(&t, top, m);
+            assert!(exact <= bound, "M = {m}: {exact} > {bound}");
+            assert!(bound >= last);
+            last = bound;
+        }
+        for budget in [1u64, 100_000, 1 << 20, 1 << 22, 1 << 40] {
+            let s = TileSizes::within(&t, top, budget, budget);
+            assert!(s.descend.is_power_of_two());
+            assert!((MIN_AUTO_TILE..=MAX_TILE).contains(&s.descend));
+            let b = TilePlan::descend_scratch_bound(&t, top, s.descend);
+            assert!(b <= budget || s.descend == MIN_AUTO_TILE, "{budget}: {s:?}");
+            // The next size up would not have fitted.
+            if s.descend < MAX_TILE {
+                assert!(TilePlan::descend_scratch_bound(&t, top, 2 * s.descend) > budget);
+            }
+            assert!(
+                4 * s.frontier_scan.min(t.level_nodes(h - 2)) <= budget
+                    || s.frontier_scan == MIN_AUTO_TILE
+            );
+            // One launch over the frontier with the directory.
+            assert_eq!(TilePlan::frontier(&t, s.frontier).launches(), 1);
+        }
+        // Below the floor the automatic sizes are those of the floor.
+        assert_eq!(
+            TileSizes::auto(&t, top, 1, 1),
+            TileSizes::within(&t, top, MIN_SCRATCH_BUDGET, MIN_SCRATCH_BUDGET)
+        );
+        assert_eq!(
+            TileSizes::auto(&t, top, 1 << 40, 1 << 40),
+            TileSizes::within(&t, top, 1 << 40, 1 << 40)
+        );
+        assert_eq!(TileSizes::fixed(1 << 40).descend, MAX_TILE);
+        assert_eq!(TileSizes::fixed(0).frontier, 4);
     }
 
     #[test]
