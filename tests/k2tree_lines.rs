@@ -82,19 +82,20 @@ fn budget_refuses_builds_that_do_not_fit() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert_eq!(budget.used(), 0);
-    // Exactly the peak: built, but without room for the index by line, so the budget
-    // then holds only the lists; the lines still read back right.
+    // Exactly the peak: built; the budget then holds only what the lists keep.
     let budget = LineBudget::new(peak);
     let lines = Lines::build_parallel(&t, false, &budget).unwrap();
-    assert!(!lines.has_index());
+    assert!(lines.has_index(), "a dense graph keeps its index by line");
     assert_eq!(budget.used(), lines.bytes());
     assert!(lines.bytes() < peak);
     for r in 0..n as u32 {
         assert_eq!(lines.line(r), &t.row(r)[..]);
     }
-    // With room: the index too (this dense graph has one key per row).
-    let budget = LineBudget::new(u64::MAX);
-    assert!(Lines::build_parallel(&t, false, &budget).unwrap().has_index());
+    // A second build in the same budget no longer fits.
+    assert!(Lines::build_parallel(&t, true, &budget).is_err());
+    assert_eq!(budget.used(), lines.bytes());
+    budget.release(lines.bytes());
+    assert_eq!(budget.used(), 0);
 }
 
 #[test]

@@ -565,24 +565,26 @@ impl Lines {
         lines
     }
 
-    /// Bytes a parallel build of `tree`'s lists holds at its peak, before the optional
-    /// index by line: 8 per cell for the packed cells being sorted, 4 per cell for the
-    /// values, 8 per possible non-empty line (keys and offsets).
+    /// Bytes a parallel build of `tree`'s lists holds at its peak: 8 per cell for the
+    /// packed cells being sorted, 4 per cell for the values, 8 per possible non-empty
+    /// line (keys and offsets), and 4 per line of the largest index by line that could
+    /// be kept (see [`Lines::build`]: at most four lines per non-empty one).
     pub fn peak_bytes(tree: &K2Tree, by_column: bool) -> u64 {
         let n = tree.nnz();
         let dim = if by_column { tree.cols() } else { tree.rows() };
-        12 * n + 8 * (n.min(dim) + 1)
+        let lines = n.min(dim);
+        12 * n + 8 * (lines + 1) + 4 * (dim.min(4 * lines) + 1)
     }
 
     /// [`Lines::build`] on all of rayon's threads, within `budget`: reserves
     /// [`Lines::peak_bytes`] first, then decodes the subtrees below a level of a few
     /// hundred nodes in parallel (each chunk of that level owns a contiguous range of
     /// every level below it, hence of the cells), sorts the packed `(line, value)` cells
-    /// with a parallel sort, and cuts the lines in parallel. The optional index by line
-    /// is added only if the budget still has room for it. On success the budget holds
+    /// with a parallel sort, and cuts the lines in parallel. On success the budget holds
     /// [`Lines::bytes`] of the result (give them back with [`LineBudget::release`] when
-    /// dropping the lists); on an error it holds nothing more than before. Never aborts
-    /// on a refused allocation of the large buffers.
+    /// dropping the lists); on an error it holds nothing more than before. A refused
+    /// allocation of one of the large buffers is an error, not an abort (the index by
+    /// line is then left out).
     pub fn build_parallel(
         tree: &K2Tree,
         by_column: bool,
@@ -593,20 +595,14 @@ impl Lines {
         budget.reserve(peak)?;
         let built = build_parts(tree, by_column).inspect_err(|_| budget.release(peak));
         let mut lines = built?;
-        budget.release(peak - lines.bytes());
         if wants_by_line(&lines.keys) {
             let span = *lines.keys.last().unwrap() as usize + 1;
-            let bytes = 4 * (span as u64 + 1);
-            if budget.reserve(bytes).is_ok() {
-                match try_zeroed::<u32>(span + 1) {
-                    Ok(mut by_line) => {
-                        fill_by_line(&lines.keys, &lines.offsets, &mut by_line);
-                        lines.by_line = by_line;
-                    }
-                    Err(_) => budget.release(bytes),
-                }
+            if let Ok(mut by_line) = try_zeroed::<u32>(span + 1) {
+                fill_by_line(&lines.keys, &lines.offsets, &mut by_line);
+                lines.by_line = by_line;
             }
         }
+        budget.release(peak - lines.bytes());
         lines.build_time = t0.elapsed();
         budget.built.fetch_add(1, Ordering::Relaxed);
         budget
