@@ -50,7 +50,11 @@ proptest! {
 #[test]
 fn parallel_lists_equal_sequential_on_large_trees() {
     // Large enough that the decode splits a level of hundreds of nodes into chunks.
-    for (n, e, seed) in [(5_000u64, 40_000usize, 1u64), (70_000, 200_000, 2), (300, 90_000, 3)] {
+    for (n, e, seed) in [
+        (5_000u64, 40_000usize, 1u64),
+        (70_000, 200_000, 2),
+        (300, 90_000, 3),
+    ] {
         let t = K2Tree::from_edges(n, n, big_matrix(n, n, e, seed));
         for threads in [1, 3, 8] {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -62,7 +66,10 @@ fn parallel_lists_equal_sequential_on_large_trees() {
                 let par = pool
                     .install(|| Lines::build_parallel(&t, by_column, &budget))
                     .unwrap();
-                assert!(par == Lines::build(&t, by_column), "n {n}, {threads} threads");
+                assert!(
+                    par == Lines::build(&t, by_column),
+                    "n {n}, {threads} threads"
+                );
             }
         }
     }
@@ -116,7 +123,10 @@ fn trigger_builds_after_the_threshold_within_the_budget() {
     assert!(t.lines_if_built(true).is_none());
     let built = t.lines_after(true, 1).expect("threshold reached");
     assert!(*built == Lines::build(&t, true));
-    assert!(t.lines_if_built(false).is_none(), "the other orientation is separate");
+    assert!(
+        t.lines_if_built(false).is_none(),
+        "the other orientation is separate"
+    );
     let [rows, cols] = t.line_info();
     assert_eq!((rows.bytes, cols.bytes), (None, Some(built.bytes())));
     assert_eq!(budget.used(), built.bytes());
@@ -146,4 +156,13 @@ fn empty_tree_lists() {
     let l = Lines::build_parallel(&t, false, &budget).unwrap();
     assert!(l == Lines::build(&t, false));
     assert!(l.keys().is_empty() && l.line(3).is_empty());
+}
+
+#[test]
+fn line_memory_option_parses() {
+    use k2rpq::database::parse_line_memory;
+    assert_eq!(parse_line_memory("0").unwrap(), 0);
+    assert_eq!(parse_line_memory("2GiB").unwrap(), 2 << 30);
+    assert!(parse_line_memory("10%").unwrap() > 0);
+    assert!(parse_line_memory("lots").is_err());
 }

@@ -64,8 +64,13 @@ impl DeviceArgs {
             .with_context(|| format!("opening store {}", dir.display()))
     }
 
-    /// Errors out when a store-only option is given for another source.
+    /// Errors out when a store-only option is given for another source; for another
+    /// source, `--line-memory` sets the process-wide budget of its trees' lists.
     pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
+        if let (false, Some(text)) = (has_store, &self.line_memory) {
+            k2rpq::k2tree::LineBudget::global()
+                .set_limit(k2rpq::database::parse_line_memory(text)?);
+        }
         if !has_store && (self.gpu_budget.is_some() || self.stats) {
             anyhow::bail!(
                 "--gpu-budget and --stats need --store (the device cache serves a store's relations)"

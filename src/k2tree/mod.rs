@@ -27,9 +27,8 @@ mod words;
 use std::sync::OnceLock;
 
 pub use query::{
-    line_build_threshold, physical_memory, LineBudget, LineBuildError, LineInfo,
-    LineMemoryStats, Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, LINE_BUILD_SHARE,
-    LINE_READS_PER_VISIT,
+    line_build_threshold, physical_memory, LineBudget, LineBuildError, LineInfo, LineMemoryStats,
+    Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, LINE_BUILD_SHARE, LINE_READS_PER_VISIT,
 };
 pub use words::Words;
 
