@@ -67,6 +67,10 @@ pub struct DatabaseOptions {
     /// [`EngineChoice::Auto`], `None` and `all` fall back to the CPU with a notice when no
     /// GPU is usable, and an explicit list naming an absent device is an error.
     pub gpus: Option<GpuSelection>,
+    /// Host memory for the line lists of the store's relations (`2GiB`, `512MB`, `10%`
+    /// of physical memory, `0` for none); default [`crate::k2tree::DEFAULT_LINE_MEMORY`].
+    /// See [`crate::k2tree::K2Tree::lines_after`] for when lists are built.
+    pub line_memory: Option<String>,
 }
 
 /// Errors of the database layer.
@@ -84,9 +88,22 @@ pub enum DatabaseError {
     /// A bad `--gpu-budget`.
     #[error("GPU budget: {0}")]
     Budget(String),
+    /// A bad `--line-memory`.
+    #[error("line memory: {0}")]
+    LineMemory(String),
     /// A `--gpus` list naming a device that is absent or unusable.
     #[error(transparent)]
     Gpus(#[from] DevicesError),
+}
+
+/// Reads a line memory budget: `0` (no lists), a byte count with a unit, or a
+/// percentage of [`crate::k2tree::physical_memory`].
+pub fn parse_line_memory(text: &str) -> Result<u64, DatabaseError> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    crate::cache::parse_bytes(text, crate::k2tree::physical_memory())
+        .map_err(|e| DatabaseError::LineMemory(e.to_string()))
 }
 
 /// Whether a GPU is usable here; the reason when not.
@@ -285,6 +302,9 @@ impl Database {
     /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
         let store = Arc::new(Store::open(dir)?);
+        if let Some(text) = &options.line_memory {
+            store.line_budget().set_limit(parse_line_memory(text)?);
+        }
         let engines = match options.engine {
             EngineChoice::Cpu => Vec::new(),
             EngineChoice::Gpu => options

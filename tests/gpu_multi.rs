@@ -59,6 +59,7 @@ fn open(dir: &tempfile::TempDir, engine: EngineChoice, gpus: Option<GpuSelection
             engine,
             gpu_budget: None,
             gpus,
+            line_memory: None,
         },
     )
     .unwrap()
@@ -175,6 +176,7 @@ fn scaling_driver_on_gpus() {
                 engine: EngineChoice::Gpu,
                 gpu_budget: None,
                 gpus: Some(GpuSelection::List(ords.to_vec())),
+                line_memory: None,
             },
         )
     };
@@ -264,6 +266,7 @@ fn gpus_errors_and_fallback() {
         engine,
         gpu_budget: None,
         gpus,
+        line_memory: None,
     };
     let absent = GpuSelection::List(vec![found]);
     for engine in [EngineChoice::Auto, EngineChoice::Gpu] {

@@ -1,80 +1,168 @@
-//! The decoded line lists of a k²-tree (`K2Tree::lines_after`) against row and column
-//! queries, and the rule that builds them only after enough descent work.
+//! Line lists of k²-trees: the parallel build against the sequential reference, the
+//! memory budget (refusals, release on drop), and the build trigger.
 
-use k2rpq::k2tree::{K2Tree, LINE_READS_PER_VISIT};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+mod common;
 
-fn random_tree(n: u32, cells: usize, seed: u64) -> K2Tree {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let edges = (0..cells)
-        .map(|_| (rng.random_range(0..n), rng.random_range(0..n)))
-        .collect();
-    K2Tree::from_edges(n as u64, n as u64, edges)
+use std::sync::Arc;
+
+use common::{arb_matrix, big_matrix};
+use k2rpq::k2tree::{line_build_threshold, K2Tree, LineBudget, LineBuildError, Lines};
+use proptest::prelude::*;
+
+/// Both orientations of `t` built in parallel (on `threads` threads) equal the
+/// sequential build, and every line reads back as the tree's row or column.
+fn check_parallel(t: &K2Tree, threads: usize) -> Result<(), TestCaseError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    for by_column in [false, true] {
+        let budget = LineBudget::new(u64::MAX);
+        let par = pool
+            .install(|| Lines::build_parallel(t, by_column, &budget))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let seq = Lines::build(t, by_column);
+        prop_assert!(par == seq, "parallel and sequential lists differ");
+        prop_assert_eq!(budget.used(), par.bytes());
+        let side = if by_column { t.cols() } else { t.rows() };
+        for k in 0..side as u32 + 1 {
+            let want = if by_column { t.column(k) } else { t.row(k) };
+            prop_assert_eq!(par.line(k), &want[..], "line {}", k);
+            for cap in [0, 1, 3, u64::MAX] {
+                prop_assert_eq!(
+                    t.line_len_upto(by_column, k, cap),
+                    (want.len() as u64).min(cap)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn parallel_lists_equal_sequential((rows, cols, edges) in arb_matrix(), threads in 1usize..5) {
+        let t = K2Tree::from_edges(rows, cols, edges);
+        check_parallel(&t, threads)?;
+    }
 }
 
 #[test]
-fn lines_match_row_and_column_queries() {
-    // Dense lines (indexed by line) and, in the last case, lines far apart (searched).
-    for (n, cells, seed) in [
-        (1, 1, 1),
-        (5, 0, 2),
-        (37, 200, 3),
-        (1000, 5000, 4),
-        (100_000, 60, 6),
+fn parallel_lists_equal_sequential_on_large_trees() {
+    // Large enough that the decode splits a level of hundreds of nodes into chunks.
+    for (n, e, seed) in [
+        (5_000u64, 40_000usize, 1u64),
+        (70_000, 200_000, 2),
+        (300, 90_000, 3),
     ] {
-        let t = random_tree(n, cells, seed);
-        for by_column in [false, true] {
-            let lines = t
-                .lines_after(by_column, u64::MAX)
-                .expect("small trees get lines once enough work is spent");
-            // Every node, and a subset with gaps, as the active list.
-            let all: Vec<u32> = (0..n).collect();
-            let some: Vec<u32> = (0..n).filter(|v| v % 3 == 1).collect();
-            for active in [&all, &some] {
-                let mut got = Vec::new();
-                let work = lines.for_each(active, |a, v| got.push((a, v)));
-                let mut want = Vec::new();
-                for &a in active.iter() {
-                    let line = if by_column { t.column(a) } else { t.row(a) };
-                    want.extend(line.into_iter().map(|v| (a, v)));
-                }
-                assert_eq!(got, want, "n {n} by_column {by_column}");
-                let reads = active.len() as u64 + want.len() as u64;
-                assert_eq!(work, reads.div_ceil(LINE_READS_PER_VISIT));
+        let t = K2Tree::from_edges(n, n, big_matrix(n, n, e, seed));
+        for threads in [1, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for by_column in [false, true] {
+                let budget = LineBudget::new(u64::MAX);
+                let par = pool
+                    .install(|| Lines::build_parallel(&t, by_column, &budget))
+                    .unwrap();
+                assert!(
+                    par == Lines::build(&t, by_column),
+                    "n {n}, {threads} threads"
+                );
             }
         }
     }
 }
 
 #[test]
-fn lines_wait_for_a_trees_worth_of_work() {
-    let t = random_tree(1000, 5000, 9);
-    assert!(t.lines_if_built(false).is_none());
-    assert!(
-        t.lines_after(false, 1).is_none(),
-        "one node visit builds nothing"
-    );
-    assert!(t.lines_if_built(false).is_none());
-    assert!(t.lines_after(false, t.nodes()).is_some());
-    assert!(t.lines_if_built(false).is_some());
-    // The other orientation keeps its own count.
-    assert!(t.lines_if_built(true).is_none());
-    assert!(t.lines_after(true, t.nodes() - 2).is_none());
+fn budget_refuses_builds_that_do_not_fit() {
+    let n = 2_000u64;
+    let t = K2Tree::from_edges(n, n, big_matrix(n, n, 10_000, 7));
+    let peak = Lines::peak_bytes(&t, false);
+    // One byte short of the peak: refused, nothing held.
+    let budget = LineBudget::new(peak - 1);
+    match Lines::build_parallel(&t, false, &budget) {
+        Err(LineBuildError::OverBudget { needed, free }) => {
+            assert_eq!((needed, free), (peak, peak - 1));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(budget.used(), 0);
+    // Exactly the peak: built; the budget then holds only what the lists keep.
+    let budget = LineBudget::new(peak);
+    let lines = Lines::build_parallel(&t, false, &budget).unwrap();
+    assert!(lines.has_index(), "a dense graph keeps its index by line");
+    assert_eq!(budget.used(), lines.bytes());
+    assert!(lines.bytes() < peak);
+    for r in 0..n as u32 {
+        assert_eq!(lines.line(r), &t.row(r)[..]);
+    }
+    // A second build in the same budget no longer fits.
+    assert!(Lines::build_parallel(&t, true, &budget).is_err());
+    assert_eq!(budget.used(), lines.bytes());
+    budget.release(lines.bytes());
+    assert_eq!(budget.used(), 0);
 }
 
 #[test]
-fn line_keys_are_the_non_empty_lines() {
-    let t = random_tree(500, 300, 5);
-    let cells = t.cells();
-    for by_column in [false, true] {
-        let mut want: Vec<u32> = cells
-            .iter()
-            .map(|&(r, c)| if by_column { c } else { r })
-            .collect();
-        want.sort_unstable();
-        want.dedup();
-        let lines = t.lines_after(by_column, t.nodes()).unwrap();
-        assert_eq!(lines.keys(), &want[..]);
-    }
+fn trigger_builds_after_the_threshold_within_the_budget() {
+    let n = 20_000u64;
+    let edges = big_matrix(n, n, 60_000, 11);
+    let threshold = line_build_threshold(
+        K2Tree::from_edges(n, n, edges.clone()).nodes(),
+        rayon::current_num_threads(),
+    );
+    assert!(threshold > 1);
+
+    // Below the threshold nothing is built; reaching it builds the sequential lists.
+    let t = K2Tree::from_edges(n, n, edges.clone());
+    let budget = Arc::new(LineBudget::new(u64::MAX));
+    t.set_line_budget(budget.clone());
+    assert!(t.lines_after(true, threshold - 1).is_none());
+    assert!(t.lines_if_built(true).is_none());
+    let built = t.lines_after(true, 1).expect("threshold reached");
+    assert!(*built == Lines::build(&t, true));
+    assert!(
+        t.lines_if_built(false).is_none(),
+        "the other orientation is separate"
+    );
+    let [rows, cols] = t.line_info();
+    assert_eq!((rows.bytes, cols.bytes), (None, Some(built.bytes())));
+    assert_eq!(budget.used(), built.bytes());
+    assert_eq!(budget.stats().built, 1);
+    // Dropping the tree gives the bytes back.
+    drop(t);
+    assert_eq!(budget.used(), 0);
+
+    // A budget of nothing: refused, counted, and the count of visits starts over.
+    let t = K2Tree::from_edges(n, n, edges);
+    let none = Arc::new(LineBudget::new(0));
+    t.set_line_budget(none.clone());
+    assert!(t.lines_after(false, u64::MAX / 2).is_none());
+    assert_eq!(none.stats().refused, 1);
+    assert_eq!(t.line_info()[0].spent_visits, 0);
+    assert_eq!(none.used(), 0);
+    // Raising the limit lets a later walk build them.
+    none.set_limit(u64::MAX);
+    assert!(t.lines_after(false, threshold).is_some());
+    assert_eq!(none.stats().built, 1);
+}
+
+#[test]
+fn empty_tree_lists() {
+    let t = K2Tree::from_edges(10, 10, Vec::new());
+    let budget = LineBudget::new(u64::MAX);
+    let l = Lines::build_parallel(&t, false, &budget).unwrap();
+    assert!(l == Lines::build(&t, false));
+    assert!(l.keys().is_empty() && l.line(3).is_empty());
+}
+
+#[test]
+fn line_memory_option_parses() {
+    use k2rpq::database::parse_line_memory;
+    assert_eq!(parse_line_memory("0").unwrap(), 0);
+    assert_eq!(parse_line_memory("2GiB").unwrap(), 2 << 30);
+    assert!(parse_line_memory("10%").unwrap() > 0);
+    assert!(parse_line_memory("lots").is_err());
 }

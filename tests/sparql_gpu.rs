@@ -91,6 +91,7 @@ fn database_gpu_matches_cpu() {
                 engine,
                 gpu_budget: budget.map(str::to_owned),
                 gpus: None,
+                line_memory: None,
             },
         )
         .expect("open")

@@ -127,6 +127,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.timeout
     );
     let report = run_bench(&cpu_db, gpu_db.as_ref(), &workload, &options)?;
+    eprintln!("k2rpq-cpu {}", cpu_db.store().line_budget().stats());
+    if let Some(db) = &gpu_db {
+        eprintln!("k2rpq-gpu {}", db.store().line_budget().stats());
+    }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", p.display()))?;
@@ -195,6 +199,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
                 engine: EngineChoice::Gpu,
                 gpu_budget: args.device.gpu_budget.clone(),
                 gpus: Some(GpuSelection::List(ords.to_vec())),
+                line_memory: args.device.line_memory.clone(),
             },
         )
     };

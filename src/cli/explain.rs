@@ -64,6 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{}", r.trace);
     if let Some(db) = &db {
         args.eval.device.print_stats(db);
+        print_lines(db);
     }
     Ok(())
 }
@@ -80,4 +81,32 @@ impl EngineTask for Run<'_> {
         let mut rels = relations_of(engines, self.graph, self.options);
         evaluate_on(engines, &mut rels, self.graph, self.plan, self.options)
     }
+}
+
+/// The line lists of the relations the query mapped: built or not, bytes, build time,
+/// and the visits spent towards the build; then the store's line memory totals.
+fn print_lines(db: &k2rpq::database::Database) {
+    for (_, p, tree) in db.store().mapped_relations() {
+        let name = db
+            .term(p)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| format!("#{p}"));
+        let side = |i: &k2rpq::k2tree::LineInfo| match (i.bytes, i.build_time) {
+            (Some(b), Some(t)) => format!(
+                "built ({:.1} MiB, {:.1} ms)",
+                b as f64 / (1 << 20) as f64,
+                t.as_secs_f64() * 1e3
+            ),
+            _ => format!("not built ({} of {} visits)", i.spent_visits, i.threshold),
+        };
+        let [rows, cols] = tree.line_info();
+        println!(
+            "lines {name} ({} cells, {} nodes): rows {}, columns {}",
+            tree.nnz(),
+            tree.nodes(),
+            side(&rows),
+            side(&cols)
+        );
+    }
+    println!("{}", db.store().line_budget().stats());
 }

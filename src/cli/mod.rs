@@ -30,6 +30,13 @@ pub struct DeviceArgs {
     /// `--store`, relations stay resident across the queries of a run.
     #[arg(long)]
     pub gpu_budget: Option<String>,
+    /// Host memory for the decoded line lists of the store's relations, which make host
+    /// walks read a frontier node's edges instead of descending the k²-tree (`2GiB`,
+    /// `512MB`, `10%` of physical memory; default 25%). A relation's lists are built once
+    /// walks have spent a share of their build on descents; builds that do not fit are
+    /// skipped (the walks keep descending). `0` builds none.
+    #[arg(long)]
+    pub line_memory: Option<String>,
     /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
     /// time, peak bytes) at the end (over a `--store`).
     #[arg(long)]
@@ -43,6 +50,7 @@ impl DeviceArgs {
             engine,
             gpu_budget: self.gpu_budget.clone(),
             gpus: self.gpus.clone(),
+            line_memory: self.line_memory.clone(),
         }
     }
 
@@ -56,8 +64,13 @@ impl DeviceArgs {
             .with_context(|| format!("opening store {}", dir.display()))
     }
 
-    /// Errors out when a store-only option is given for another source.
+    /// Errors out when a store-only option is given for another source; for another
+    /// source, `--line-memory` sets the process-wide budget of its trees' lists.
     pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
+        if let (false, Some(text)) = (has_store, &self.line_memory) {
+            k2rpq::k2tree::LineBudget::global()
+                .set_limit(k2rpq::database::parse_line_memory(text)?);
+        }
         if !has_store && (self.gpu_budget.is_some() || self.stats) {
             anyhow::bail!(
                 "--gpu-budget and --stats need --store (the device cache serves a store's relations)"

@@ -26,7 +26,10 @@ mod words;
 
 use std::sync::OnceLock;
 
-pub use query::{Lines, LINE_READS_PER_VISIT};
+pub use query::{
+    line_build_threshold, physical_memory, LineBudget, LineBuildError, LineInfo, LineMemoryStats,
+    Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, LINE_BUILD_SHARE, LINE_READS_PER_VISIT,
+};
 pub use words::Words;
 
 /// Default sampling period of the [`Directory`], in nodes.
@@ -45,9 +48,9 @@ pub struct K2Tree {
     nibbles: Words,
     directory: OnceLock<Directory>,
     frontier: OnceLock<Words>,
-    /// Decoded successor / predecessor lists, built once sparse walks have spent a
-    /// tree's worth of descents on them ([`query::LineCache`]).
-    lines: [query::LineCache; 2],
+    /// Decoded successor / predecessor lists, built once sparse walks have spent a share
+    /// of their build on descents ([`K2Tree::lines_after`]), and their memory budget.
+    lines: query::TreeLines,
 }
 
 /// First-child offsets sampled every `sample` nodes: `ranks[k] = rank(k · sample)`.

@@ -3,7 +3,8 @@
 use rayon::prelude::*;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use super::{count_bits, morton, K2Tree};
 
@@ -44,6 +45,59 @@ impl K2Tree {
             }
         }
         true
+    }
+
+    /// Cells on row `fixed` (`by_column == false`) or column `fixed`, counting at most to
+    /// `cap`: read off the lists when built, else counted by a descent that stops at
+    /// `cap` and whose visits count towards building the lists
+    /// ([`K2Tree::lines_after`]), like a walk's. A planner comparing the fan-out of two
+    /// ends needs only the smaller one exactly: a large column of a relation without
+    /// locality costs ~`height` visits per cell (tens of ms for 10^5 cells).
+    pub fn line_len_upto(&self, by_column: bool, fixed: u32, cap: u64) -> u64 {
+        if let Some(l) = self.lines_if_built(by_column) {
+            return (l.line(fixed).len() as u64).min(cap);
+        }
+        let axis = if by_column { Axis::Col } else { Axis::Row };
+        let (count, visits) = self.line_count(axis, fixed, cap);
+        self.lines_after(by_column, visits);
+        count
+    }
+
+    /// Cells on a line, at most `cap`, and the nodes visited to count them.
+    fn line_count(&self, axis: Axis, fixed: u32, cap: u64) -> (u64, u64) {
+        let limit = match axis {
+            Axis::Row => self.rows,
+            Axis::Col => self.cols,
+        };
+        if self.nodes() == 0 || fixed as u64 >= limit || cap == 0 {
+            return (0, 0);
+        }
+        let h = self.height;
+        let (mut count, mut visits) = (0u64, 0u64);
+        let mut stack = vec![(0u64, 0u32)];
+        while let Some((j, d)) = stack.pop() {
+            visits += 1;
+            let fbit = ((fixed >> (h - 1 - d)) & 1) as u8;
+            let s = self.signature(j);
+            let quads = match axis {
+                Axis::Row => [fbit << 1, (fbit << 1) | 1],
+                Axis::Col => [fbit, 2 | fbit],
+            };
+            if d + 1 == h {
+                count += quads.iter().filter(|&&b| s & (1 << b) != 0).count() as u64;
+                if count >= cap {
+                    return (cap, visits);
+                }
+                continue;
+            }
+            let first = self.first_child(j);
+            for b in quads {
+                if s & (1 << b) != 0 {
+                    stack.push((first + (s & ((1 << b) - 1)).count_ones() as u64, d + 1));
+                }
+            }
+        }
+        (count, visits)
     }
 
     fn line(&self, axis: Axis, fixed: u32) -> Vec<u32> {
@@ -225,9 +279,213 @@ fn max_along(t: &K2Tree, axis: Axis) -> u64 {
 /// 1.7k-3.7k nodes) a walk over the lists took a sixth to a tenth of the descents' time.
 pub const LINE_READS_PER_VISIT: u64 = 8;
 
-/// Trees with more cells than this never get [`Lines`]: the lists take 4 bytes per cell
-/// (plus 8 per non-empty line), which for large relations would undo the compression.
-pub const MAX_LINE_CELLS: u64 = 1 << 22;
+/// Tree nodes that one thread of [`Lines::build_parallel`] decodes and sorts in the time
+/// of one node visit of a row or column descent, on a tree far larger than the caches.
+///
+/// A descent visit is a dependent random read: the signature, then a rank (a directory
+/// sample plus up to 16 words of the signatures), a few cache misses each. The build
+/// reads the signatures level by level in sequence (the leaves' Morton codes), then sorts
+/// 8-byte packed cells. Measured on dev (20M wikidata-like store, 0.27-42M tree nodes per
+/// relation, `cargo run --release --example lines_build -- STORE`; docs/BENCHMARKS.md,
+/// "Line lists for large relations (session 4)"): random single-line descents cost 42-94
+/// ns per visit (50-64 on the large trees), a one-thread build 20-23 ns per tree node
+/// on the large trees (6-30 on the small ones): 2.2-3 build nodes per visit, rounded
+/// down to 2 so the rule errs towards waiting.
+pub const BUILD_NODES_PER_VISIT: u64 = 2;
+
+/// The share of a build's expected wall time that descents of one orientation of a tree
+/// must have cost before its lists are built: the build's cost is `nodes /
+/// (BUILD_NODES_PER_VISIT · threads)` visits' worth, and the lists are built once the
+/// descents have spent `1 / LINE_BUILD_SHARE` of that.
+///
+/// Plain ski rental (a share of 1) is 2-competitive but waits a whole build's worth of
+/// slow descents: at 100M a relation of ~100M tree nodes needs ~3M visits (~0.2 s) on 16
+/// cores, more than a benchmark's small queries ever spend on it (w06 `c P131+ v`, ~5
+/// ms of descents per run). With 1/16 a few milliseconds of descents pay for the lists,
+/// i.e. the first query or two that walk a relation; the worst case (a relation walked
+/// once, then never) loses one build per orientation, 17x what the descents cost,
+/// bounded by the store's line memory budget and by ~0.1-0.5 s of all cores per list
+/// at 100M.
+pub const LINE_BUILD_SHARE: u64 = 16;
+
+/// Descent visits after which a tree of `nodes` nodes gets the lists of an orientation,
+/// building them on `threads` threads (see [`LINE_BUILD_SHARE`]).
+pub fn line_build_threshold(nodes: u64, threads: usize) -> u64 {
+    nodes / (BUILD_NODES_PER_VISIT * LINE_BUILD_SHARE * threads.max(1) as u64)
+}
+
+/// The default host memory for the line lists of one store: a quarter of the machine's
+/// physical memory ([`physical_memory`]).
+///
+/// The lists take ~4 bytes per cell and orientation plus 8 per non-empty line (12 during
+/// a build, see [`Lines::build_parallel`]): the 100M wikidata-like store (89M cells,
+/// 21.7M nodes) needs ~1-1.5 GB for both orientations of every relation, which a quarter
+/// of any machine that can hold its other structures covers (Oxigraph's copy of the same
+/// data took ~27 GB); on the 23 GiB dev machine the default is ~5.8 GiB, on the 128 GiB
+/// H200 host 32 GiB. A quarter leaves the rest to query working sets (the batched
+/// executor's `nodes`-word bit batches) and to the store's own mapped files.
+pub const DEFAULT_LINE_MEMORY: &str = "25%";
+
+/// Physical memory of the machine in bytes (`sysconf`), or 8 GiB where it cannot be read.
+pub fn physical_memory() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        8 << 30
+    }
+}
+
+/// Why [`Lines::build_parallel`] built nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineBuildError {
+    /// The budget has no room for the build.
+    #[error("line lists need {needed} bytes, {free} of the line memory budget are free")]
+    OverBudget {
+        /// Bytes the build would hold at its peak.
+        needed: u64,
+        /// Bytes free in the budget.
+        free: u64,
+    },
+    /// The allocator refused a buffer.
+    #[error("allocating {bytes} bytes for line lists failed")]
+    Alloc {
+        /// Size of the refused buffer.
+        bytes: u64,
+    },
+}
+
+/// Host memory for the [`Lines`] of a set of trees (one store's relations): builds
+/// reserve their peak before allocating and keep what the lists hold; a build that does
+/// not fit is refused (nothing is evicted: lists, once built, live as long as their tree).
+#[derive(Debug)]
+pub struct LineBudget {
+    limit: AtomicU64,
+    used: AtomicU64,
+    built: AtomicU64,
+    refused: AtomicU64,
+    build_nanos: AtomicU64,
+}
+
+/// What a [`LineBudget`] holds and has done.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LineMemoryStats {
+    /// The budget in bytes.
+    pub limit: u64,
+    /// Bytes held by built lists (and by builds in progress).
+    pub used: u64,
+    /// Lists built (one per tree and orientation).
+    pub built: u64,
+    /// Builds refused for lack of budget or memory.
+    pub refused: u64,
+    /// Wall time of all builds.
+    pub build_time: Duration,
+}
+
+impl std::fmt::Display for LineMemoryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line lists: {} built ({:.1} MiB of {:.1} MiB budget, {:.1} ms building), {} refused",
+            self.built,
+            self.used as f64 / (1 << 20) as f64,
+            self.limit as f64 / (1 << 20) as f64,
+            self.build_time.as_secs_f64() * 1e3,
+            self.refused
+        )
+    }
+}
+
+impl LineBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> LineBudget {
+        LineBudget {
+            limit: AtomicU64::new(limit),
+            used: AtomicU64::new(0),
+            built: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            build_nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// A budget of [`DEFAULT_LINE_MEMORY`].
+    pub fn with_default_limit() -> LineBudget {
+        LineBudget::new(physical_memory() / 4)
+    }
+
+    /// The budget of trees that no store attached one to ([`K2Tree::set_line_budget`]):
+    /// one per process, [`DEFAULT_LINE_MEMORY`].
+    pub fn global() -> &'static Arc<LineBudget> {
+        static GLOBAL: OnceLock<Arc<LineBudget>> = OnceLock::new();
+        GLOBAL.get_or_init(|| Arc::new(LineBudget::with_default_limit()))
+    }
+
+    /// Changes the limit; lists already built stay (the budget may then be over).
+    pub fn set_limit(&self, bytes: u64) {
+        self.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> LineMemoryStats {
+        LineMemoryStats {
+            limit: self.limit(),
+            used: self.used(),
+            built: self.built.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            build_time: Duration::from_nanos(self.build_nanos.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Takes `bytes` from the budget if they fit.
+    fn reserve(&self, bytes: u64) -> Result<(), LineBuildError> {
+        let limit = self.limit();
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(bytes).filter(|&t| t <= limit)
+            })
+            .map(|_| ())
+            .map_err(|u| LineBuildError::OverBudget {
+                needed: bytes,
+                free: limit.saturating_sub(u),
+            })
+    }
+
+    /// Gives back `bytes` taken by a build (lists dropped by their owner).
+    pub fn release(&self, bytes: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+}
+
+/// A zeroed vector of `len` elements, or [`LineBuildError::Alloc`] instead of an abort.
+fn try_zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, LineBuildError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| LineBuildError::Alloc {
+            bytes: (len * std::mem::size_of::<T>()) as u64,
+        })?;
+    v.resize(len, T::default());
+    Ok(v)
+}
 
 /// The cells of a tree grouped by row (successor lists) or by column (predecessor lists),
 /// decoded once: a sparse walk that expands many frontier nodes of a small relation
@@ -244,10 +502,34 @@ pub struct Lines {
     /// `values[by_line[k]..by_line[k + 1]]` is line `k` (empty or not), for lines up to the
     /// last key; kept only where the lines are dense enough (see [`Lines::build`]).
     by_line: Vec<u32>,
+    /// Wall time of the build.
+    build_time: Duration,
+}
+
+/// Equal lists (the build time is not compared).
+impl PartialEq for Lines {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys
+            && self.offsets == other.offsets
+            && self.values == other.values
+            && self.by_line == other.by_line
+    }
+}
+
+/// Whether the direct index by line is worth 4 bytes per line up to the last key: a
+/// frontier node's line is then found by one array read instead of a binary search over
+/// all keys (~20 dependent cache misses on a graph of 10^5-10^6 lines, more than reading
+/// the line itself), kept while at least a quarter of those lines are non-empty.
+fn wants_by_line(keys: &[u32]) -> bool {
+    let span = keys.last().map_or(0, |&k| k as usize + 1);
+    span > 0 && span <= 4 * keys.len()
 }
 
 impl Lines {
-    fn build(tree: &K2Tree, by_column: bool) -> Lines {
+    /// The lists of `tree`'s rows (`by_column == false`) or columns, built on one thread
+    /// from [`K2Tree::cells`] and one sort: the reference for [`Lines::build_parallel`].
+    pub fn build(tree: &K2Tree, by_column: bool) -> Lines {
+        let t0 = Instant::now();
         let mut cells = tree.cells();
         if by_column {
             cells.iter_mut().for_each(|(r, c)| std::mem::swap(r, c));
@@ -258,6 +540,7 @@ impl Lines {
             offsets: Vec::new(),
             values: Vec::with_capacity(cells.len()),
             by_line: Vec::new(),
+            build_time: Duration::ZERO,
         };
         for (k, v) in cells {
             if lines.keys.last() != Some(&k) {
@@ -267,12 +550,8 @@ impl Lines {
             lines.values.push(v);
         }
         lines.offsets.push(lines.values.len() as u32);
-        // A frontier node's line found by one array read instead of a binary search over
-        // all keys (~20 dependent cache misses on a graph of 10^5-10^6 lines, more than
-        // reading the line itself): worth 4 bytes per line up to the last key while at
-        // least a quarter of those lines are non-empty.
-        let span = lines.keys.last().map_or(0, |&k| k as usize + 1);
-        if span <= 4 * lines.keys.len() {
+        if wants_by_line(&lines.keys) {
+            let span = *lines.keys.last().unwrap() as usize + 1;
             lines.by_line = vec![0; span + 1];
             let mut next = 0;
             for (k, slot) in lines.by_line.iter_mut().enumerate() {
@@ -282,7 +561,54 @@ impl Lines {
                 *slot = lines.offsets[next];
             }
         }
+        lines.build_time = t0.elapsed();
         lines
+    }
+
+    /// Bytes a parallel build of `tree`'s lists holds at its peak: 8 per cell for the
+    /// packed cells being sorted, 4 per cell for the values, 8 per possible non-empty
+    /// line (keys and offsets), and 4 per line of the largest index by line that could
+    /// be kept (see [`Lines::build`]: at most four lines per non-empty one).
+    pub fn peak_bytes(tree: &K2Tree, by_column: bool) -> u64 {
+        let n = tree.nnz();
+        let dim = if by_column { tree.cols() } else { tree.rows() };
+        let lines = n.min(dim);
+        12 * n + 8 * (lines + 1) + 4 * (dim.min(4 * lines) + 1)
+    }
+
+    /// [`Lines::build`] on all of rayon's threads, within `budget`: reserves
+    /// [`Lines::peak_bytes`] first, then decodes the subtrees below a level of a few
+    /// hundred nodes in parallel (each chunk of that level owns a contiguous range of
+    /// every level below it, hence of the cells), sorts the packed `(line, value)` cells
+    /// with a parallel sort, and cuts the lines in parallel. On success the budget holds
+    /// [`Lines::bytes`] of the result (give them back with [`LineBudget::release`] when
+    /// dropping the lists); on an error it holds nothing more than before. A refused
+    /// allocation of one of the large buffers is an error, not an abort (the index by
+    /// line is then left out).
+    pub fn build_parallel(
+        tree: &K2Tree,
+        by_column: bool,
+        budget: &LineBudget,
+    ) -> Result<Lines, LineBuildError> {
+        let t0 = Instant::now();
+        let peak = Lines::peak_bytes(tree, by_column);
+        budget.reserve(peak)?;
+        let built = build_parts(tree, by_column).inspect_err(|_| budget.release(peak));
+        let mut lines = built?;
+        if wants_by_line(&lines.keys) {
+            let span = *lines.keys.last().unwrap() as usize + 1;
+            if let Ok(mut by_line) = try_zeroed::<u32>(span + 1) {
+                fill_by_line(&lines.keys, &lines.offsets, &mut by_line);
+                lines.by_line = by_line;
+            }
+        }
+        budget.release(peak - lines.bytes());
+        lines.build_time = t0.elapsed();
+        budget.built.fetch_add(1, Ordering::Relaxed);
+        budget
+            .build_nanos
+            .fetch_add(lines.build_time.as_nanos() as u64, Ordering::Relaxed);
+        Ok(lines)
     }
 
     /// Calls `f(key, value)` for every cell on the lines `active` (ascending, distinct);
@@ -334,10 +660,191 @@ impl Lines {
         &self.keys
     }
 
+    /// Line `k` (ascending; empty when absent).
+    pub fn line(&self, k: u32) -> &[u32] {
+        match self.keys.binary_search(&k) {
+            Ok(i) => &self.values[self.offsets[i] as usize..self.offsets[i + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    /// Whether the direct index by line was built.
+    pub fn has_index(&self) -> bool {
+        !self.by_line.is_empty()
+    }
+
     /// Heap bytes held.
     pub fn bytes(&self) -> u64 {
         4 * (self.keys.len() + self.offsets.len() + self.values.len() + self.by_line.len()) as u64
     }
+
+    /// Wall time of the build.
+    pub fn build_time(&self) -> Duration {
+        self.build_time
+    }
+}
+
+/// Keys, offsets and values of the lists (no index by line), built in parallel.
+fn build_parts(t: &K2Tree, by_column: bool) -> Result<Lines, LineBuildError> {
+    let n = t.nnz() as usize;
+    if n == 0 {
+        return Ok(Lines {
+            offsets: vec![0],
+            ..Lines::default()
+        });
+    }
+    let mut packed = try_zeroed::<u64>(n)?;
+    decode_packed(t, by_column, &mut packed);
+    packed.par_sort_unstable();
+    let mut values = try_zeroed::<u32>(n)?;
+    values
+        .par_chunks_mut(CUT_CHUNK)
+        .zip(packed.par_chunks(CUT_CHUNK))
+        .for_each(|(v, p)| v.iter_mut().zip(p).for_each(|(v, &p)| *v = p as u32));
+    // A line starts where the key changes: count the starts per chunk, then write the
+    // keys and offsets of each chunk at its prefix-sum position.
+    let key = |i: usize| (packed[i] >> 32) as u32;
+    let starts = |c: usize, len: usize| {
+        let base = c * CUT_CHUNK;
+        (base..base + len).filter(move |&i| i == 0 || key(i) != key(i - 1))
+    };
+    let counts: Vec<usize> = packed
+        .par_chunks(CUT_CHUNK)
+        .enumerate()
+        .map(|(c, ch)| starts(c, ch.len()).count())
+        .collect();
+    let lines: usize = counts.iter().sum();
+    let mut keys = try_zeroed::<u32>(lines)?;
+    let mut offsets = try_zeroed::<u32>(lines + 1)?;
+    let mut parts = Vec::with_capacity(counts.len());
+    let (mut krest, mut orest) = (&mut keys[..], &mut offsets[..lines]);
+    for &c in &counts {
+        let (kh, kt) = krest.split_at_mut(c);
+        let (oh, ot) = orest.split_at_mut(c);
+        parts.push((kh, oh));
+        (krest, orest) = (kt, ot);
+    }
+    parts
+        .into_par_iter()
+        .zip(packed.par_chunks(CUT_CHUNK))
+        .enumerate()
+        .for_each(|(c, ((ks, os), ch))| {
+            for (o, i) in starts(c, ch.len()).enumerate() {
+                ks[o] = key(i);
+                os[o] = i as u32;
+            }
+        });
+    offsets[lines] = n as u32;
+    drop(packed);
+    Ok(Lines {
+        keys,
+        offsets,
+        values,
+        by_line: Vec::new(),
+        build_time: Duration::ZERO,
+    })
+}
+
+/// Cells per chunk of the parallel passes over the sorted cells.
+const CUT_CHUNK: usize = 1 << 16;
+
+/// `by_line[k]` = the offset of the first line with key `>= k`, in parallel.
+fn fill_by_line(keys: &[u32], offsets: &[u32], by_line: &mut [u32]) {
+    by_line
+        .par_chunks_mut(CUT_CHUNK)
+        .enumerate()
+        .for_each(|(c, out)| {
+            let k0 = c * CUT_CHUNK;
+            let mut next = keys.partition_point(|&k| (k as usize) < k0);
+            for (i, slot) in out.iter_mut().enumerate() {
+                while next < keys.len() && (keys[next] as usize) < k0 + i {
+                    next += 1;
+                }
+                *slot = offsets[next];
+            }
+        });
+}
+
+/// Every cell of `t` as `line << 32 | value` (line = row, or column when `by_column`)
+/// into `out` (`nnz` long), in Morton order, decoding subtrees in parallel: the nodes of
+/// a level with a few chunks per thread are cut into chunks; a chunk's descendants form
+/// one contiguous range on every level below (level order keeps the order of parents),
+/// whose ends are two ranks per level, so each chunk expands its own range and writes
+/// its cells at their rank.
+fn decode_packed(t: &K2Tree, by_column: bool, out: &mut [u64]) {
+    let h = t.height();
+    let threads = rayon::current_num_threads() as u64;
+    let mut d0 = 0;
+    while d0 + 1 < h && t.level_nodes(d0) < 64 * threads {
+        d0 += 1;
+    }
+    let top = expand_to(t, d0);
+    let per = top.len().div_ceil(8 * threads as usize).max(1);
+    // The first leaf below node `j` of level `d` (every node has a child; ranks are
+    // only sampled for internal nodes).
+    let descend = |mut j: u64, d: u32| -> u64 {
+        for _ in d..h - 1 {
+            j = t.first_child(j);
+        }
+        j
+    };
+    let chunks = top.len().div_ceil(per);
+    let leaf_bounds: Vec<u64> = (0..chunks)
+        .map(|c| descend(t.level_start(d0) + (c * per) as u64, d0))
+        .chain(std::iter::once(t.nodes()))
+        .collect();
+    // A chunk's cells: the set bits of its leaves.
+    let nib = t.nibbles();
+    let counts: Vec<u64> = leaf_bounds
+        .par_windows(2)
+        .map(|w| count_bits(nib, w[0], w[1]))
+        .collect();
+    let mut bounds = Vec::with_capacity(chunks + 1);
+    bounds.push(0u64);
+    for c in &counts {
+        bounds.push(bounds.last().unwrap() + c);
+    }
+    let mut parts = Vec::with_capacity(bounds.len() - 1);
+    let mut rest = out;
+    for w in bounds.windows(2) {
+        let (head, tail) = rest.split_at_mut((w[1] - w[0]) as usize);
+        parts.push(head);
+        rest = tail;
+    }
+    parts
+        .into_par_iter()
+        .zip(top.par_chunks(per))
+        .enumerate()
+        .for_each(|(c, (out, codes))| {
+            let mut codes = codes.to_vec();
+            let mut first = t.level_start(d0) + (c * per) as u64;
+            for _ in d0..h - 1 {
+                let next_first = t.first_child(first);
+                let mut next = Vec::with_capacity(codes.len() * 2);
+                for (i, &f) in codes.iter().enumerate() {
+                    let s = t.signature(first + i as u64);
+                    for b in 0..4 {
+                        if s & (1 << b) != 0 {
+                            next.push((f << 2) | b as u64);
+                        }
+                    }
+                }
+                codes = next;
+                first = next_first;
+            }
+            let mut o = 0;
+            for (i, &f) in codes.iter().enumerate() {
+                let s = t.signature(first + i as u64);
+                for b in 0..4 {
+                    if s & (1 << b) != 0 {
+                        let (r, c) = morton::decode((f << 2) | b as u64);
+                        let (k, v) = if by_column { (c, r) } else { (r, c) };
+                        out[o] = (k as u64) << 32 | v as u64;
+                        o += 1;
+                    }
+                }
+            }
+        });
 }
 
 /// The lazily built [`Lines`] of one orientation of a tree, with the descent work spent
@@ -345,7 +852,9 @@ impl Lines {
 #[derive(Debug, Default)]
 pub(crate) struct LineCache {
     work: AtomicU64,
-    lines: OnceLock<Lines>,
+    lines: OnceLock<Arc<Lines>>,
+    /// Held by the one thread building; others keep descending meanwhile.
+    building: Mutex<()>,
 }
 
 impl Clone for LineCache {
@@ -353,33 +862,116 @@ impl Clone for LineCache {
         LineCache {
             work: AtomicU64::new(self.work.load(Ordering::Relaxed)),
             lines: self.lines.clone(),
+            building: Mutex::new(()),
         }
     }
 }
 
+/// Both orientations' [`LineCache`]s of a tree and the budget they count against.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TreeLines {
+    caches: [LineCache; 2],
+    budget: OnceLock<Arc<LineBudget>>,
+}
+
+impl Drop for TreeLines {
+    fn drop(&mut self) {
+        // Lists shared with a clone of the tree stay counted until the last one goes.
+        let budget = self.budget.get().unwrap_or(LineBudget::global());
+        for c in &mut self.caches {
+            if let Some(l) = c.lines.take() {
+                if Arc::strong_count(&l) == 1 {
+                    budget.release(l.bytes());
+                }
+            }
+        }
+    }
+}
+
+/// What [`K2Tree::line_info`] reports about one orientation's lists.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LineInfo {
+    /// Whether the lists are by column (predecessor lists).
+    pub by_column: bool,
+    /// Descent visits counted towards the build so far.
+    pub spent_visits: u64,
+    /// Visits at which the lists get built ([`line_build_threshold`]).
+    pub threshold: u64,
+    /// Bytes held, when built.
+    pub bytes: Option<u64>,
+    /// Build wall time, when built.
+    pub build_time: Option<Duration>,
+}
+
 impl K2Tree {
+    /// Makes this tree's lists count against `budget` (a store's) instead of
+    /// [`LineBudget::global`]; a no-op once a budget is attached or a list is built.
+    pub fn set_line_budget(&self, budget: Arc<LineBudget>) {
+        if self.lines.caches.iter().all(|c| c.lines.get().is_none()) {
+            let _ = self.lines.budget.set(budget);
+        }
+    }
+
+    /// The budget this tree's lists count against.
+    pub fn line_budget(&self) -> &Arc<LineBudget> {
+        self.lines.budget.get().unwrap_or(LineBudget::global())
+    }
+
     /// The rows' (`by_column == false`: successor) or columns' (predecessor) lists if
-    /// built; built now when `work` more node visits of descents in that orientation
-    /// bring the total past the tree's node count — by then the descents have cost about
-    /// one full decode, so building costs at most as much as what was already spent
-    /// (the ski-rental rule) — and the tree has at most [`MAX_LINE_CELLS`] cells.
+    /// built; built now (by [`Lines::build_parallel`], against [`K2Tree::line_budget`])
+    /// once `work` more node visits of descents in that orientation bring the total to
+    /// [`line_build_threshold`] of the tree's node count on rayon's threads, i.e. once
+    /// the descents have cost [`LINE_BUILD_SHARE`]`⁻¹` of the build's wall time. While
+    /// another thread builds, and when the budget refuses (the count then starts over,
+    /// so a refused tree retries only after as many visits again), `None`.
     pub fn lines_after(&self, by_column: bool, work: u64) -> Option<&Lines> {
-        let cache = &self.lines[by_column as usize];
+        let cache = &self.lines.caches[by_column as usize];
         if let Some(l) = cache.lines.get() {
             return Some(l);
         }
-        if self.nnz() > MAX_LINE_CELLS {
-            return None;
-        }
         let spent = cache.work.fetch_add(work, Ordering::Relaxed) + work;
-        if spent < self.nodes() {
+        if spent < line_build_threshold(self.nodes(), rayon::current_num_threads()) {
             return None;
         }
-        Some(cache.lines.get_or_init(|| Lines::build(self, by_column)))
+        let _building = cache.building.try_lock().ok()?;
+        if let Some(l) = cache.lines.get() {
+            return Some(l);
+        }
+        let budget = self.line_budget();
+        match Lines::build_parallel(self, by_column, budget) {
+            Ok(l) => {
+                let _ = cache.lines.set(Arc::new(l));
+                cache.lines.get().map(|l| &**l)
+            }
+            Err(_) => {
+                budget.refused.fetch_add(1, Ordering::Relaxed);
+                cache.work.store(0, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// The lists of [`K2Tree::lines_after`] if already built (builds nothing).
     pub fn lines_if_built(&self, by_column: bool) -> Option<&Lines> {
-        self.lines[by_column as usize].lines.get()
+        self.lines.caches[by_column as usize]
+            .lines
+            .get()
+            .map(|l| &**l)
+    }
+
+    /// Both orientations' state: visits spent, threshold, bytes and build time if built.
+    pub fn line_info(&self) -> [LineInfo; 2] {
+        let threshold = line_build_threshold(self.nodes(), rayon::current_num_threads());
+        [false, true].map(|by_column| {
+            let c = &self.lines.caches[by_column as usize];
+            let l = c.lines.get();
+            LineInfo {
+                by_column,
+                spent_visits: c.work.load(Ordering::Relaxed),
+                threshold,
+                bytes: l.map(|l| l.bytes()),
+                build_time: l.map(|l| l.build_time()),
+            }
+        })
     }
 }

@@ -118,8 +118,9 @@ pub fn union_tree(graph: &dyn PathGraph, preds: &[PredId]) -> Arc<K2Tree> {
 /// The nodes with an edge of `tree` leaving them in direction `forward` (its non-empty
 /// rows) or, otherwise, its non-empty columns.
 pub(crate) fn support(tree: &K2Tree, forward: bool) -> RoaringBitmap {
-    // Decoding every cell is what building the line lists costs, so build them (small
-    // trees only) and read the non-empty lines off their keys, now and in later queries.
+    // Decoding every cell is what building the line lists costs, so build them (within
+    // the store's line memory budget) and read the non-empty lines off their keys, now
+    // and in later queries.
     if let Some(lines) = tree.lines_after(!forward, tree.nodes()) {
         return RoaringBitmap::from_sorted_iter(lines.keys().iter().copied())
             .expect("keys ascending");

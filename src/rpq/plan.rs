@@ -210,8 +210,16 @@ fn preds_of(key: &RelKey) -> Vec<PredId> {
     }
 }
 
-/// Edges leaving `node` through the first transitions: the work of a first step.
-fn fan_out(graph: &dyn PathGraph, a: &Automaton, rel: &[Option<(RelKey, Dir)>], node: u32) -> u64 {
+/// Edges leaving `node` through the first transitions (the work of a first step), counted
+/// up to `cap`: comparing two ends needs only the smaller count exactly, and counting a
+/// large line costs descents (line lists, once built, answer at once).
+fn fan_out(
+    graph: &dyn PathGraph,
+    a: &Automaton,
+    rel: &[Option<(RelKey, Dir)>],
+    node: u32,
+    cap: u64,
+) -> u64 {
     if node >= graph.node_count() {
         return 0;
     }
@@ -219,16 +227,16 @@ fn fan_out(graph: &dyn PathGraph, a: &Automaton, rel: &[Option<(RelKey, Dir)>], 
     for &t in &a.targets[0] {
         if let Some((key, dir)) = &rel[t] {
             for p in preds_of(key) {
+                if total >= cap {
+                    return cap;
+                }
                 if let Some(tree) = graph.relation(p) {
-                    total += match dir {
-                        Dir::Forward => tree.row(node).len(),
-                        Dir::Inverse => tree.column(node).len(),
-                    } as u64;
+                    total += tree.line_len_upto(*dir == Dir::Inverse, node, cap - total);
                 }
             }
         }
     }
-    total
+    total.min(cap)
 }
 
 /// Nodes that have an edge for some first transition.
@@ -297,8 +305,9 @@ pub fn plan(
         ),
         (Endpoint::Const(s), Endpoint::Const(o)) => {
             let (ba, br) = backward();
-            let cf = fan_out(graph, &fwd, &fwd_rel, s);
-            let cb = fan_out(graph, &ba, &br, o);
+            let cf = fan_out(graph, &fwd, &fwd_rel, s, u64::MAX);
+            // Counted up to `cf`: reaching it means the object side is no better.
+            let cb = fan_out(graph, &ba, &br, o, cf);
             if cb < cf {
                 (
                     EvalDirection::Backward,
@@ -314,7 +323,8 @@ pub fn plan(
                 (
                     EvalDirection::Forward,
                     format!(
-                        "both constant: {cf} first edges from the subject, {cb} from the object"
+                        "both constant: {cf} first edges from the subject, {}{cb} from the object",
+                        if cb == cf && cf > 0 { "at least " } else { "" }
                     ),
                     (fwd, fwd_rel),
                     StartNodes::Const(s),

@@ -187,7 +187,8 @@ fn expand(
             }
         }
     }
-    // Count the descents' work towards decoding the lines once (used from the next call).
+    // Count the descents' work towards building the lines (`K2Tree::lines_after`: once
+    // descents cost a share of the build; used from the next call).
     tree.lines_after(by_column, *work - before);
     true
 }
@@ -275,7 +276,8 @@ pub(super) fn evaluate_sparse(
                             // In front of a device, a walk that gives up hands the rest of
                             // the answer to the device; with the lists the walk would have
                             // got much further (×LINE_READS_PER_VISIT). Count the give-up as
-                            // a whole tree's worth of descents, so the next queries get them.
+                            // a whole tree's worth of descents (past any build threshold), so
+                            // the next queries get them.
                             for t in trees {
                                 t.lines_after(*dir == Dir::Inverse, t.nodes());
                             }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use dictionary::Dictionary;
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
-use crate::k2tree::{file, height_for, K2Tree};
+use crate::k2tree::{file, height_for, K2Tree, LineBudget};
 pub use crate::rdf::parse::{Format, Input};
 
 /// Name of the manifest file inside a store folder.
@@ -177,6 +177,8 @@ pub struct Store {
     dictionary: Dictionary,
     graphs: Vec<GraphInfo>,
     trees: Mutex<HashMap<(GraphId, u32), Arc<K2Tree>>>,
+    /// Host memory for the line lists of the store's relations (each tree counts against it).
+    line_budget: Arc<LineBudget>,
 }
 
 impl std::fmt::Debug for Store {
@@ -293,6 +295,7 @@ impl Store {
             dictionary,
             graphs,
             trees: Mutex::new(HashMap::new()),
+            line_budget: Arc::new(LineBudget::with_default_limit()),
         })
     }
 
@@ -385,12 +388,32 @@ impl Store {
             }
             tree = wider;
         }
+        tree.set_line_budget(self.line_budget.clone());
         let tree = Arc::new(tree);
         self.trees
             .lock()
             .unwrap()
             .insert((graph, predicate), tree.clone());
         Ok(Some(tree))
+    }
+
+    /// The host memory budget of the line lists of this store's relations
+    /// ([`crate::k2tree::Lines`]; default [`crate::k2tree::DEFAULT_LINE_MEMORY`]).
+    pub fn line_budget(&self) -> &Arc<LineBudget> {
+        &self.line_budget
+    }
+
+    /// The relations mapped so far, with their graph and predicate, by predicate.
+    pub fn mapped_relations(&self) -> Vec<(GraphId, u32, Arc<K2Tree>)> {
+        let mut v: Vec<_> = self
+            .trees
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(&(g, p), t)| (g, p, t.clone()))
+            .collect();
+        v.sort_by_key(|&(g, p, _)| (g, p));
+        v
     }
 
     /// Ids occurring as subject or object of some edge in `graph`.
