@@ -361,8 +361,9 @@ fn shard_of(hash: u64) -> usize {
 /// probe); the table holds entry numbers and is probed with the hash the parser computed.
 #[derive(Default)]
 struct Shard {
-    /// Entry numbers, found by key hash.
-    table: HashTable<u32>,
+    /// Entry numbers and their provisional ids, found by key hash (the id beside the
+    /// entry spares a probe one cache miss: the `ids` array is only written).
+    table: HashTable<(u32, u32)>,
     /// Concatenated keys; entry `e` is `keys[ends[e-1]..ends[e]]`.
     keys: Vec<u8>,
     /// End offset of each entry's key in `keys`.
@@ -391,8 +392,8 @@ impl Shard {
         old: Option<&Store>,
         old_n: u32,
     ) -> Result<u32, String> {
-        if let Some(&e) = self.table.find(hash, |&e| self.key(e as usize) == key) {
-            return Ok(self.ids[e as usize]);
+        if let Some(&(_, id)) = self.table.find(hash, |&(e, _)| self.key(e as usize) == key) {
+            return Ok(id);
         }
         // Old terms seen are cached in the same table: a dictionary lookup (binary search
         // and block decode) costs far more than a hash probe.
@@ -413,7 +414,8 @@ impl Shard {
         self.hashes.push(hash);
         self.ids.push(id);
         let hashes = &self.hashes;
-        self.table.insert_unique(hash, e, |&f| hashes[f as usize]);
+        self.table
+            .insert_unique(hash, (e, id), |&(f, _)| hashes[f as usize]);
         Ok(id)
     }
 
@@ -1144,3 +1146,4 @@ fn build_and_write(
         side: n as u64,
     })
 }
+
