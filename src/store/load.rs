@@ -355,33 +355,51 @@ fn shard_of(hash: u64) -> usize {
     (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) % SHARDS as u64) as usize
 }
 
+/// One entry of a shard's table: where the key lies in the arena, its provisional id and
+/// the hash bits the table uses, so that a probe reads the table slot, then the key bytes
+/// (only when the length matches too), and nothing else.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Offset in the arena (low 40 bits) and length (high 24 bits) of the key.
+    at: u64,
+    /// Provisional id (final for old terms; `old_n + k·SHARDS + shard` for the shard's
+    /// `k`-th new term).
+    id: u32,
+    /// High half of the key's [`terms::hash_key`]; see [`table_hash`].
+    hash: u32,
+}
+
+/// Keys longer than this (16 MiB) are kept whole in the arena but do not fit the
+/// entry's length field; they are rejected as a load error (no RDF term is that long in
+/// practice).
+const MAX_KEY: usize = (1 << 24) - 1;
+
+/// The hash the tables use for a key: built from 32 bits of its hash only, so that an
+/// entry can give it back (when the table grows) from its `hash` field. hashbrown takes
+/// the bucket from the low bits and the tag from the top seven.
+fn table_hash(h32: u32) -> u64 {
+    ((h32 as u64) << 32) | h32 as u64
+}
+
 /// One shard of the term table.
 ///
 /// Keys live back to back in one arena (no allocation per term, no pointer to chase per
-/// probe); the table holds entry numbers and is probed with the hash the parser computed.
+/// probe); the table holds [`Entry`]s and is probed with the hash the parser computed.
 #[derive(Default)]
 struct Shard {
-    /// Entry numbers and their provisional ids, found by key hash (the id beside the
-    /// entry spares a probe one cache miss: the `ids` array is only written).
-    table: HashTable<(u32, u32)>,
-    /// Concatenated keys; entry `e` is `keys[ends[e-1]..ends[e]]`.
+    /// Entries, found by key hash.
+    table: HashTable<Entry>,
+    /// Concatenated keys.
     keys: Vec<u8>,
-    /// End offset of each entry's key in `keys`.
-    ends: Vec<usize>,
-    /// Hash of each entry's key (to grow the table without hashing again).
-    hashes: Vec<u64>,
-    /// Provisional id of each entry (final for old terms; `old_n + k·SHARDS + shard` for
-    /// the shard's `k`-th new term).
-    ids: Vec<u32>,
     /// New terms numbered by this shard.
     new: u32,
 }
 
 impl Shard {
-    /// Key of entry `e`.
-    fn key(&self, e: usize) -> &[u8] {
-        let start = if e == 0 { 0 } else { self.ends[e - 1] };
-        &self.keys[start..self.ends[e]]
+    /// Key of `entry`.
+    fn key(&self, entry: &Entry) -> &[u8] {
+        let start = (entry.at & ((1 << 40) - 1)) as usize;
+        &self.keys[start..start + (entry.at >> 40) as usize]
     }
 
     fn id(
@@ -392,8 +410,19 @@ impl Shard {
         old: Option<&Store>,
         old_n: u32,
     ) -> Result<u32, String> {
-        if let Some(&(_, id)) = self.table.find(hash, |&(e, _)| self.key(e as usize) == key) {
-            return Ok(id);
+        let h32 = (hash >> 32) as u32;
+        let th = table_hash(h32);
+        let len = key.len() as u64;
+        if let Some(e) = self.table.find(th, |e| {
+            e.hash == h32 && e.at >> 40 == len && self.key(e) == key
+        }) {
+            return Ok(e.id);
+        }
+        if key.len() > MAX_KEY || self.keys.len() as u64 >= 1 << 40 {
+            return Err(format!(
+                "a term of {} bytes, or over 1 TiB of new terms in one shard",
+                key.len()
+            ));
         }
         // Old terms seen are cached in the same table: a dictionary lookup (binary search
         // and block decode) costs far more than a hash probe.
@@ -408,22 +437,22 @@ impl Shard {
                 id as u32
             }
         };
-        let e = self.ids.len() as u32;
+        let entry = Entry {
+            at: self.keys.len() as u64 | (len << 40),
+            id,
+            hash: h32,
+        };
         self.keys.extend_from_slice(key);
-        self.ends.push(self.keys.len());
-        self.hashes.push(hash);
-        self.ids.push(id);
-        let hashes = &self.hashes;
-        self.table
-            .insert_unique(hash, (e, id), |&(f, _)| hashes[f as usize]);
+        self.table.insert_unique(th, entry, |e| table_hash(e.hash));
         Ok(id)
     }
 
     /// `(key, provisional id)` of the new terms.
     fn new_terms(&self, old_n: u32) -> impl Iterator<Item = (&[u8], u32)> {
-        (0..self.ids.len())
-            .filter(move |&e| self.ids[e] >= old_n)
-            .map(|e| (self.key(e), self.ids[e]))
+        self.table
+            .iter()
+            .filter(move |e| e.id >= old_n)
+            .map(|e| (self.key(e), e.id))
     }
 }
 
@@ -1146,4 +1175,3 @@ fn build_and_write(
         side: n as u64,
     })
 }
-
