@@ -447,12 +447,18 @@ impl Shard {
         Ok(id)
     }
 
-    /// `(key, provisional id)` of the new terms.
-    fn new_terms(&self, old_n: u32) -> impl Iterator<Item = (&[u8], u32)> {
-        self.table
+    /// `(key, provisional id)` of the new terms, in arena order: the term sort reads
+    /// keys in the order of this list in its first passes, and the table's order would
+    /// make every one of those reads a cache miss (measured: +10-30 % sort time).
+    fn new_terms(&self, old_n: u32) -> Vec<(&[u8], u32)> {
+        let mut entries: Vec<Entry> = self
+            .table
             .iter()
-            .filter(move |e| e.id >= old_n)
-            .map(|e| (self.key(e), e.id))
+            .filter(|e| e.id >= old_n)
+            .copied()
+            .collect();
+        entries.sort_unstable_by_key(|e| e.at);
+        entries.iter().map(|e| (self.key(e), e.id)).collect()
     }
 }
 
