@@ -47,6 +47,11 @@ struct Run {
 /// Buffers records and spills sorted runs to `dir` when the buffer is full.
 pub struct EdgeCollector {
     buf: Vec<Record>,
+    /// Whole vectors handed over by [`EdgeCollector::add_piece`], gathered into `buf`
+    /// (in parallel) only when a run is spilled or collection ends.
+    pieces: Vec<Vec<Record>>,
+    /// Records in `pieces`.
+    in_pieces: usize,
     cap: usize,
     dir: PathBuf,
     runs: Vec<Run>,
@@ -60,6 +65,8 @@ impl EdgeCollector {
         let cap = (budget_bytes / RECORD_BYTES).max(1 << 16);
         EdgeCollector {
             buf: Vec::new(),
+            pieces: Vec::new(),
+            in_pieces: 0,
             cap,
             dir,
             runs: Vec::new(),
@@ -69,7 +76,7 @@ impl EdgeCollector {
 
     /// Adds one edge.
     pub fn push(&mut self, r: Record) -> io::Result<()> {
-        if self.buf.len() >= self.cap {
+        if self.buffered() >= self.cap {
             self.spill()?;
         }
         self.buf.push(r);
@@ -79,17 +86,76 @@ impl EdgeCollector {
     /// Adds edges in order, as [`EdgeCollector::push`] of each would (same spills).
     pub fn extend(&mut self, mut records: &[Record]) -> io::Result<()> {
         while !records.is_empty() {
-            if self.buf.len() >= self.cap {
+            if self.buffered() >= self.cap {
                 self.spill()?;
             }
-            let take = (self.cap - self.buf.len()).min(records.len());
+            let take = (self.cap - self.buffered()).min(records.len());
             self.buf.extend_from_slice(&records[..take]);
             records = &records[take..];
         }
         Ok(())
     }
 
+    /// Adds a vector of edges without copying it now (the loader's parse tasks each
+    /// hand over one). Spills as [`EdgeCollector::extend`] would only in that a piece is
+    /// not split: the buffer is spilled before a piece that would overflow it, and a
+    /// piece larger than the whole budget is spilled on its own. Runs differ from
+    /// `extend`'s, the edges [`EdgeCollector::finish`] hands out do not.
+    pub fn add_piece(&mut self, records: Vec<Record>) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if self.buffered() > 0 && self.buffered() + records.len() > self.cap {
+            self.spill()?;
+        }
+        self.in_pieces += records.len();
+        self.pieces.push(records);
+        if self.buffered() > self.cap {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Records held in memory.
+    fn buffered(&self) -> usize {
+        self.buf.len() + self.in_pieces
+    }
+
+    /// Moves the pieces into `buf`, copying them in parallel into uninitialised space (a
+    /// serial copy, or zero-filling the space first, would be one thread's pass over
+    /// every edge).
+    fn gather(&mut self) {
+        if self.pieces.is_empty() {
+            return;
+        }
+        if self.buf.is_empty() && self.pieces.len() == 1 {
+            self.buf = self.pieces.pop().unwrap_or_default();
+            self.in_pieces = 0;
+            return;
+        }
+        let old = self.buf.len();
+        self.buf.reserve_exact(self.in_pieces);
+        let mut rest = &mut self.buf.spare_capacity_mut()[..self.in_pieces];
+        let mut jobs = Vec::with_capacity(self.pieces.len());
+        for piece in &self.pieces {
+            let (dst, tail) = rest.split_at_mut(piece.len());
+            jobs.push((dst, piece.as_slice()));
+            rest = tail;
+        }
+        jobs.into_par_iter().for_each(|(dst, src)| {
+            for (d, s) in dst.iter_mut().zip(src) {
+                d.write(*s);
+            }
+        });
+        // SAFETY: the pieces' lengths sum to `in_pieces`, so every slot of
+        // `old..old + in_pieces` was written just above.
+        unsafe { self.buf.set_len(old + self.in_pieces) };
+        self.pieces.clear();
+        self.in_pieces = 0;
+    }
+
     fn spill(&mut self) -> io::Result<()> {
+        self.gather();
         self.buf.par_sort_unstable();
         self.buf.dedup();
         let path = self.dir.join(format!("run-{:05}.edges", self.runs.len()));
@@ -121,6 +187,7 @@ impl EdgeCollector {
 
     /// Ends collection: the records sorted by relation, readable one relation at a time.
     pub fn finish(mut self) -> SortedEdges {
+        self.gather();
         // Not deduplicated here: `relation` dedups each relation's edges, in parallel
         // across relations, instead of one pass over all records on this thread.
         self.buf.par_sort_unstable();
@@ -293,6 +360,47 @@ mod tests {
         assert_eq!(a.relations(), b.relations());
         for &(rel, _) in a.relations() {
             assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+        }
+    }
+
+    #[test]
+    fn pieces_give_the_edges_pushes_do() {
+        let records: Vec<Record> = (0..200_000u32)
+            .map(|i| [i % 5, i.wrapping_mul(2_654_435_761) % 7000, i % 611])
+            .collect();
+        // Budgets: none spilled, pieces smaller than the budget, and the smallest budget
+        // (64 Ki records) with pieces both below and above it.
+        for (budget, sizes) in [
+            (1 << 30, &[1usize, 30_000, 77][..]),
+            (1, &[10_000, 50_000, 7][..]),
+            (1, &[100_000, 3, 70_000][..]),
+        ] {
+            let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let mut a = EdgeCollector::new(da.path().to_path_buf(), budget);
+            let mut b = EdgeCollector::new(db.path().to_path_buf(), budget);
+            for r in &records {
+                a.push(*r).unwrap();
+            }
+            let mut rest = records.as_slice();
+            let mut k = 0;
+            while !rest.is_empty() {
+                let n = sizes[k % sizes.len()].min(rest.len());
+                b.add_piece(rest[..n].to_vec()).unwrap();
+                b.add_piece(Vec::new()).unwrap();
+                rest = &rest[n..];
+                k += 1;
+            }
+            assert!(b.buffered() <= b.cap || b.runs() > 0);
+            if budget == 1 {
+                assert!(b.runs() > 1, "small budgets spill");
+            }
+            let (a, b) = (a.finish(), b.finish());
+            // Counts may differ (runs are deduplicated when spilled); the edges may not.
+            let rels = |e: &SortedEdges| e.relations().iter().map(|r| r.0).collect::<Vec<_>>();
+            assert_eq!(rels(&a), rels(&b));
+            for &(rel, _) in a.relations() {
+                assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+            }
         }
     }
 }

@@ -417,6 +417,23 @@ pub fn read_input_timed(
     read_bytes: Arc<AtomicU64>,
     sink: &mut dyn FnMut(Batch) -> Result<(), String>,
 ) -> Result<(u64, ReadTimes), ParseError> {
+    read_input_with(input, options, read_bytes, &|batch| Ok(batch), sink)
+}
+
+/// [`read_input_timed`] with a first step, `process`, run on each batch inside the pool
+/// task that parsed it (so in parallel, in no particular order), before its result goes
+/// to `sink` in input order on the calling thread. A loader numbers terms in `process`,
+/// so that no serial step touches every term; `sink` then only takes the results.
+///
+/// A `process` error stops reading like a parse error (as [`ParseError::Sink`]); batches
+/// of later chunks may have been processed already.
+pub fn read_input_with<T: Send>(
+    input: &Input,
+    options: &ReadOptions,
+    read_bytes: Arc<AtomicU64>,
+    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), String>,
+) -> Result<(u64, ReadTimes), ParseError> {
     let (format, compression) = resolve_format(input, options)?;
     let file = input.name();
     let open_err = |source| ParseError::Open {
@@ -436,7 +453,7 @@ pub fn read_input_timed(
             let map = unsafe { memmap2::Mmap::map(&f) }.map_err(open_err)?;
             // Read-ahead helps the page faults of the first touch; advice is a hint.
             let _ = map.advise(memmap2::Advice::Sequential);
-            return read_lines_mapped(&map, format, &file, options, &read_bytes, sink);
+            return read_lines_mapped(&map, format, &file, options, &read_bytes, process, sink);
         }
     }
     let raw: Box<dyn Read + Send> = match input {
@@ -456,13 +473,13 @@ pub fn read_input_timed(
         Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(counted)),
     };
     if format.is_line_based() {
-        read_lines(reader, format, &file, options, sink)
+        read_lines(reader, format, &file, options, process, sink)
     } else {
         let t0 = Instant::now();
         let mut sink_time = Duration::ZERO;
         let bad = read_sequential(reader, format, &file, options, &mut |batch| {
             let t = Instant::now();
-            let r = sink(batch);
+            let r = process(batch).and_then(&mut *sink);
             sink_time += t.elapsed();
             r
         })?;
@@ -500,6 +517,20 @@ fn parse_chunk(
         Some((batch, _)) => Ok(batch),
         None => parse_chunk_strict(chunk, format, first_line, file, lenient),
     }
+}
+
+/// A chunk's result as the consumer takes it: its skipped statements and what `process`
+/// made of its batch.
+type Parsed<T> = Result<(u64, T), ParseError>;
+
+/// Runs `process` on a parsed batch (in the pool task that parsed it).
+fn processed<T>(
+    batch: Result<Batch, ParseError>,
+    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
+) -> Parsed<T> {
+    let batch = batch?;
+    let bad = batch.bad;
+    Ok((bad, process(batch).map_err(ParseError::Sink)?))
 }
 
 /// The lenient parse of a chunk and its number of line breaks, or `None` when the strict
@@ -618,12 +649,13 @@ fn fill(reader: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> io::Result<boo
     Ok(true)
 }
 
-fn read_lines(
+fn read_lines<T: Send>(
     mut reader: Box<dyn Read + Send>,
     format: Format,
     file: &str,
     options: &ReadOptions,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), String>,
 ) -> Result<(u64, ReadTimes), ParseError> {
     // Enough chunks in flight to keep every thread busy. Memory: up to three groups of
     // `2 × threads × chunk_bytes` of text (one being cut, one queued, one parsing) and up
@@ -639,8 +671,7 @@ fn read_lines(
     type Group = (Vec<(Vec<u8>, u64)>, Option<ParseError>);
     std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = std::sync::mpsc::sync_channel::<Group>(1);
-        let (batch_tx, batch_rx) =
-            std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<Parsed<T>>>(1);
         // Parsed chunks' text buffers go back to the reader (at most one group's worth), so
         // that it does not allocate and page-fault a fresh `chunk_bytes` buffer per chunk
         // on the one thread every chunk passes through.
@@ -705,9 +736,11 @@ fn read_lines(
             let mut busy = Duration::ZERO;
             for (chunks, failed) in chunk_rx {
                 let t = Instant::now();
-                let mut batches: Vec<Result<Batch, ParseError>> = chunks
+                let mut batches: Vec<Parsed<T>> = chunks
                     .par_iter()
-                    .map(|(chunk, first)| parse_chunk(chunk, format, *first, file, lenient))
+                    .map(|(chunk, first)| {
+                        processed(parse_chunk(chunk, format, *first, file, lenient), process)
+                    })
                     .collect();
                 // Hand the text back (or free it) before possibly waiting for the consumer.
                 for (chunk, _) in chunks {
@@ -741,9 +774,9 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
 
 /// Hands every parsed group's batches to `sink` in order, timing the waits and the sink;
 /// stops at the first error. Returns the bad statements skipped.
-fn consume(
-    batch_rx: &Receiver<Vec<Result<Batch, ParseError>>>,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+fn consume<T>(
+    batch_rx: &Receiver<Vec<Parsed<T>>>,
+    sink: &mut dyn FnMut(T) -> Result<(), String>,
     times: &mut ReadTimes,
 ) -> Result<u64, ParseError> {
     let mut bad = 0u64;
@@ -755,10 +788,10 @@ fn consume(
         };
         wait += t.elapsed();
         let t = Instant::now();
-        let step = group.into_iter().try_for_each(|batch| {
-            let batch = batch?;
-            bad += batch.bad;
-            sink(batch).map_err(ParseError::Sink)
+        let step = group.into_iter().try_for_each(|parsed| {
+            let (skipped, out) = parsed?;
+            bad += skipped;
+            sink(out).map_err(ParseError::Sink)
         });
         in_sink += t.elapsed();
         if let Err(e) = step {
@@ -777,21 +810,25 @@ fn consume(
 /// without counting, so a chunk's first line number is only known once the chunks before
 /// it are parsed. Hence the chunks that need the strict parser (its errors name lines) are
 /// parsed in a second, parallel pass of their group, with their exact first lines.
-fn read_lines_mapped(
+fn read_lines_mapped<T: Send>(
     text: &memmap2::Mmap,
     format: Format,
     file: &str,
     options: &ReadOptions,
     read_bytes: &AtomicU64,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), String>,
 ) -> Result<(u64, ReadTimes), ParseError> {
-    let in_flight = 2 * rayon::current_num_threads().max(1);
+    // Chunks per fork-join. Each chunk is parsed and numbered in one task; the pool idles
+    // at each group's end while the last tasks finish, about half a task per thread, so
+    // four tasks a thread (not two) halve that loss. Memory: one group of batches and
+    // edge records more than two tasks a thread (~3 MiB a chunk).
+    let in_flight = 4 * rayon::current_num_threads().max(1);
     let chunk_bytes = options.chunk_bytes.max(1 << 12);
     let lenient = options.lenient;
     let page = page_size();
     std::thread::scope(|scope| {
-        let (batch_tx, batch_rx) =
-            std::sync::mpsc::sync_channel::<Vec<Result<Batch, ParseError>>>(1);
+        let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<Parsed<T>>>(1);
         let parser = scope.spawn(move || {
             let mut busy = Duration::ZERO;
             let mut at = 0usize;
@@ -805,9 +842,13 @@ fn read_lines_mapped(
                     chunks.push(&text[at..end]);
                     at = end;
                 }
-                let fast: Vec<Option<(Batch, u64)>> = chunks
+                // Fast path and `process` in one task per chunk (one fork-join per group).
+                let fast: Vec<Option<(Parsed<T>, u64)>> = chunks
                     .par_iter()
-                    .map(|chunk| parse_chunk_fast(chunk, format))
+                    .map(|chunk| {
+                        parse_chunk_fast(chunk, format)
+                            .map(|(batch, breaks)| (processed(Ok(batch), process), breaks))
+                    })
                     .collect();
                 // First line of each chunk; chunks the fast path refused count theirs now.
                 let mut firsts = Vec::with_capacity(chunks.len());
@@ -818,12 +859,15 @@ fn read_lines_mapped(
                         None => memchr::memchr_iter(b'\n', chunk).count() as u64,
                     };
                 }
-                let batches: Vec<Result<Batch, ParseError>> = fast
+                let batches: Vec<Parsed<T>> = fast
                     .into_par_iter()
                     .zip(chunks.par_iter().zip(&firsts))
                     .map(|(f, (chunk, &first))| match f {
-                        Some((batch, _)) => Ok(batch),
-                        None => parse_chunk_strict(chunk, format, first, file, lenient),
+                        Some((parsed, _)) => parsed,
+                        None => processed(
+                            parse_chunk_strict(chunk, format, first, file, lenient),
+                            process,
+                        ),
                     })
                     .collect();
                 read_bytes.fetch_add(

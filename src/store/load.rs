@@ -2,8 +2,9 @@
 //!
 //! Pipeline: inputs are parsed batch by batch ([`crate::rdf::parse`]); each distinct term
 //! of a batch gets a *provisional* id (its final id if an existing store already has it,
-//! else a fresh number) from a term table split into 64 hash shards that number a batch's
-//! keys in parallel; edges go as `(relation, s, o)` records
+//! else a fresh number) from a term table split into 256 locked hash shards, in the pool
+//! task that parsed the batch (no serial step touches every term); edges go as
+//! `(relation, s, o)` records, one vector per batch handed over without a copy,
 //! into an [`EdgeCollector`] that spills sorted runs to disk beyond `--memory`. At the end
 //! the new terms are sorted and numbered after the old ones (so each load's terms form one
 //! front-coded segment with ids in key order) and written on a thread of its own, while
@@ -32,7 +33,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
 
 use hashbrown::HashTable;
@@ -133,9 +134,15 @@ pub struct LoadReport {
     /// Of the parse phase: seconds the numbering waited for parsed batches.
     #[serde(default)]
     pub parse_wait_seconds: f64,
-    /// Of the parse phase: seconds numbering terms and buffering edges.
+    /// Of the parse phase: seconds numbering terms, summed over the threads (since
+    /// session 4 each parse task numbers its own batch; before, this was the wall time
+    /// of a serial consumer that numbered and buffered).
     #[serde(default)]
     pub number_seconds: f64,
+    /// Of the parse phase: seconds the consumer spent taking the parse tasks' edge
+    /// records into the edge buffer (spills included).
+    #[serde(default)]
+    pub parse_hand_on_seconds: f64,
     /// Seconds building and writing trees, dictionary and manifest.
     pub build_seconds: f64,
     /// Of the build phase: seconds sorting and numbering the new terms (with the edge
@@ -336,8 +343,10 @@ fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
     pb
 }
 
-/// Shards of the term table; a batch's keys are numbered by all shards in parallel.
-const SHARDS: usize = 64;
+/// Shards of the term table. Every parse task numbers its own batch, taking the shards'
+/// locks one at a time, so there must be many more shards than threads for the tasks to
+/// rarely wait for one another.
+const SHARDS: usize = 256;
 
 /// The shard of a key from its [`terms::hash_key`]. The hash is re-mixed so that the shard
 /// does not correlate with the bits hashbrown uses inside each shard (low bits for the
@@ -346,32 +355,51 @@ fn shard_of(hash: u64) -> usize {
     (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) % SHARDS as u64) as usize
 }
 
+/// One entry of a shard's table: where the key lies in the arena, its provisional id and
+/// the hash bits the table uses, so that a probe reads the table slot, then the key bytes
+/// (only when the length matches too), and nothing else.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Offset in the arena (low 40 bits) and length (high 24 bits) of the key.
+    at: u64,
+    /// Provisional id (final for old terms; `old_n + k·SHARDS + shard` for the shard's
+    /// `k`-th new term).
+    id: u32,
+    /// High half of the key's [`terms::hash_key`]; see [`table_hash`].
+    hash: u32,
+}
+
+/// Keys longer than this (16 MiB) are kept whole in the arena but do not fit the
+/// entry's length field; they are rejected as a load error (no RDF term is that long in
+/// practice).
+const MAX_KEY: usize = (1 << 24) - 1;
+
+/// The hash the tables use for a key: built from 32 bits of its hash only, so that an
+/// entry can give it back (when the table grows) from its `hash` field. hashbrown takes
+/// the bucket from the low bits and the tag from the top seven.
+fn table_hash(h32: u32) -> u64 {
+    ((h32 as u64) << 32) | h32 as u64
+}
+
 /// One shard of the term table.
 ///
 /// Keys live back to back in one arena (no allocation per term, no pointer to chase per
-/// probe); the table holds entry numbers and is probed with the hash the parser computed.
+/// probe); the table holds [`Entry`]s and is probed with the hash the parser computed.
 #[derive(Default)]
 struct Shard {
-    /// Entry numbers, found by key hash.
-    table: HashTable<u32>,
-    /// Concatenated keys; entry `e` is `keys[ends[e-1]..ends[e]]`.
+    /// Entries, found by key hash.
+    table: HashTable<Entry>,
+    /// Concatenated keys.
     keys: Vec<u8>,
-    /// End offset of each entry's key in `keys`.
-    ends: Vec<usize>,
-    /// Hash of each entry's key (to grow the table without hashing again).
-    hashes: Vec<u64>,
-    /// Provisional id of each entry (final for old terms; `old_n + k·SHARDS + shard` for
-    /// the shard's `k`-th new term).
-    ids: Vec<u32>,
     /// New terms numbered by this shard.
     new: u32,
 }
 
 impl Shard {
-    /// Key of entry `e`.
-    fn key(&self, e: usize) -> &[u8] {
-        let start = if e == 0 { 0 } else { self.ends[e - 1] };
-        &self.keys[start..self.ends[e]]
+    /// Key of `entry`.
+    fn key(&self, entry: &Entry) -> &[u8] {
+        let start = (entry.at & ((1 << 40) - 1)) as usize;
+        &self.keys[start..start + (entry.at >> 40) as usize]
     }
 
     fn id(
@@ -382,8 +410,19 @@ impl Shard {
         old: Option<&Store>,
         old_n: u32,
     ) -> Result<u32, String> {
-        if let Some(&e) = self.table.find(hash, |&e| self.key(e as usize) == key) {
-            return Ok(self.ids[e as usize]);
+        let h32 = (hash >> 32) as u32;
+        let th = table_hash(h32);
+        let len = key.len() as u64;
+        if let Some(e) = self.table.find(th, |e| {
+            e.hash == h32 && e.at >> 40 == len && self.key(e) == key
+        }) {
+            return Ok(e.id);
+        }
+        if key.len() > MAX_KEY || self.keys.len() as u64 >= 1 << 40 {
+            return Err(format!(
+                "a term of {} bytes, or over 1 TiB of new terms in one shard",
+                key.len()
+            ));
         }
         // Old terms seen are cached in the same table: a dictionary lookup (binary search
         // and block decode) costs far more than a hash probe.
@@ -398,169 +437,149 @@ impl Shard {
                 id as u32
             }
         };
-        let e = self.ids.len() as u32;
+        let entry = Entry {
+            at: self.keys.len() as u64 | (len << 40),
+            id,
+            hash: h32,
+        };
         self.keys.extend_from_slice(key);
-        self.ends.push(self.keys.len());
-        self.hashes.push(hash);
-        self.ids.push(id);
-        let hashes = &self.hashes;
-        self.table.insert_unique(hash, e, |&f| hashes[f as usize]);
+        self.table.insert_unique(th, entry, |e| table_hash(e.hash));
         Ok(id)
     }
 
-    /// `(key, provisional id)` of the new terms.
-    fn new_terms(&self, old_n: u32) -> impl Iterator<Item = (&[u8], u32)> {
-        (0..self.ids.len())
-            .filter(move |&e| self.ids[e] >= old_n)
-            .map(|e| (self.key(e), self.ids[e]))
+    /// `(key, provisional id)` of the new terms, in arena order: the term sort reads
+    /// keys in the order of this list in its first passes, and the table's order would
+    /// make every one of those reads a cache miss (measured: +10-30 % sort time).
+    fn new_terms(&self, old_n: u32) -> Vec<(&[u8], u32)> {
+        let mut entries: Vec<Entry> = self
+            .table
+            .iter()
+            .filter(|e| e.id >= old_n)
+            .copied()
+            .collect();
+        entries.sort_unstable_by_key(|e| e.at);
+        entries.iter().map(|e| (self.key(e), e.id)).collect()
     }
 }
 
-/// A batch's edge records, and the statements (index, `(graph, predicate)`) whose
-/// relation had no number yet (their record's relation is left to fill in).
-type BatchRecords = (Vec<Record>, Vec<(usize, (u32, u32))>);
-
-/// Parsing state: provisional term ids and relation numbers.
+/// Parsing state shared by the parse tasks: provisional term ids and relation numbers.
+///
+/// Each parse task numbers its own batch ([`Numbering::number`]): no serial step
+/// touches every term. Provisional ids and relation numbers then depend on which task
+/// came first, but nothing stored does: new terms are renumbered by key order after
+/// parsing, and relations are built and recorded by (graph, predicate) ids.
 struct Numbering<'a> {
     old: Option<&'a Store>,
     old_n: u32,
-    shards: Vec<Shard>,
-    relations: FxHashMap<(u32, u32), u32>,
-    relation_keys: Vec<(u32, u32)>,
-    statements: u64,
-    /// Batches parsed but not numbered yet.
-    pending: Vec<Batch>,
-    /// Batches numbered together (see [`Numbering::flush`]).
-    group: usize,
+    shards: Vec<Mutex<Shard>>,
+    relations: RwLock<Relations>,
+    /// Nanoseconds spent in [`Numbering::number`], summed over threads.
+    busy_nanos: AtomicU64,
+}
+
+/// Relation numbers of `(graph, predicate)` provisional ids, and the inverse.
+#[derive(Default)]
+struct Relations {
+    numbers: FxHashMap<(u32, u32), u32>,
+    keys: Vec<(u32, u32)>,
+}
+
+/// A lock's guard even if another thread panicked holding it (the load then fails by
+/// that panic anyway; a shard is never left half-updated by an error return).
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Numbering<'_> {
-    /// Queues a batch; numbers the queue once it holds [`Numbering::group`] batches.
-    fn add(&mut self, batch: Batch, edges: &mut EdgeCollector) -> Result<(), String> {
-        self.pending.push(batch);
-        if self.pending.len() >= self.group {
-            self.flush(edges)?;
+    /// The edge records of `batch`, its terms numbered (new terms added to the shards).
+    ///
+    /// The batch's keys are ordered by shard (a counting sort); then each shard's keys
+    /// are numbered under its lock, starting at a shard that depends on the thread and
+    /// skipping shards another task holds until the end, so that tasks rarely queue on
+    /// one lock.
+    fn number(&self, batch: &Batch) -> Result<Vec<Record>, String> {
+        let t = Instant::now();
+        let n = batch.term_count();
+        let shard: Vec<u8> = batch.hashes.iter().map(|&h| shard_of(h) as u8).collect();
+        let mut starts = vec![0u32; SHARDS + 1];
+        for &s in &shard {
+            starts[s as usize + 1] += 1;
         }
-        Ok(())
+        for s in 0..SHARDS {
+            starts[s + 1] += starts[s];
+        }
+        let mut pos = starts.clone();
+        let mut order = vec![0u32; n];
+        for (i, &s) in shard.iter().enumerate() {
+            order[pos[s as usize] as usize] = i as u32;
+            pos[s as usize] += 1;
+        }
+        let mut ids = vec![0u32; n];
+        let (old, old_n) = (self.old, self.old_n);
+        let mut number_shard = |s: usize, shard: &mut Shard| -> Result<(), String> {
+            for &i in &order[starts[s] as usize..starts[s + 1] as usize] {
+                let i = i as usize;
+                ids[i] = shard.id(batch.key(i), batch.hashes[i], s, old, old_n)?;
+            }
+            Ok(())
+        };
+        let first = rayon::current_thread_index().unwrap_or(0) * 61 % SHARDS;
+        let mut busy = Vec::new();
+        for s in (first..SHARDS).chain(0..first) {
+            if starts[s] == starts[s + 1] {
+                continue;
+            }
+            match self.shards[s].try_lock() {
+                Ok(mut shard) => number_shard(s, &mut shard)?,
+                Err(TryLockError::Poisoned(p)) => number_shard(s, &mut p.into_inner())?,
+                Err(TryLockError::WouldBlock) => busy.push(s),
+            }
+        }
+        for s in busy {
+            number_shard(s, &mut locked(&self.shards[s]))?;
+        }
+        // Relations: a batch has few distinct ones, so a local map spares the shared lock.
+        let mut local: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let records = batch
+            .quads
+            .iter()
+            .map(|&[g, p, s, o]| {
+                let g = if g == DEFAULT_GRAPH {
+                    DEFAULT_GRAPH
+                } else {
+                    ids[g as usize]
+                };
+                let key = (g, ids[p as usize]);
+                let rel = *local.entry(key).or_insert_with(|| self.relation(key));
+                [rel, ids[s as usize], ids[o as usize]]
+            })
+            .collect();
+        self.busy_nanos
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(records)
     }
 
-    /// Numbers the queued batches' terms and hands their edges to `edges`, in statement
-    /// order.
-    ///
-    /// A group of batches, not one batch, is numbered per fork-join: the pool is busy
-    /// parsing chunks (tasks of tens of milliseconds), so one batch's 64 small shard
-    /// tasks mostly ran one after another on the worker that took the job — numbering
-    /// was in effect sequential. A group gives each shard task as much work as a parse
-    /// task and keeps the sequential part (relation numbers, copying records) small.
-    fn flush(&mut self, edges: &mut EdgeCollector) -> Result<(), String> {
-        let batches = std::mem::take(&mut self.pending);
-        if batches.is_empty() {
-            return Ok(());
-        }
-        // 1. Per batch: its term indices ordered by shard (a counting sort).
-        let buckets: Vec<(Vec<u32>, Vec<u32>)> = batches
-            .par_iter()
-            .map(|batch| {
-                let shard: Vec<u8> = batch.hashes.iter().map(|&h| shard_of(h) as u8).collect();
-                let mut starts = vec![0u32; SHARDS + 1];
-                for &s in &shard {
-                    starts[s as usize + 1] += 1;
-                }
-                for s in 0..SHARDS {
-                    starts[s + 1] += starts[s];
-                }
-                let mut pos = starts.clone();
-                let mut order = vec![0u32; shard.len()];
-                for (i, &s) in shard.iter().enumerate() {
-                    order[pos[s as usize] as usize] = i as u32;
-                    pos[s as usize] += 1;
-                }
-                (order, starts)
-            })
-            .collect();
-        // 2. Per shard: its keys of every batch, in batch order (so provisional ids do
-        // not depend on scheduling).
-        let (old, old_n) = (self.old, self.old_n);
-        let numbered: Vec<Result<Vec<u32>, String>> = self
-            .shards
-            .par_iter_mut()
-            .enumerate()
-            .map(|(s, shard)| {
-                let mut out = Vec::new();
-                for (batch, (order, starts)) in batches.iter().zip(&buckets) {
-                    for &i in &order[starts[s] as usize..starts[s + 1] as usize] {
-                        let i = i as usize;
-                        out.push(shard.id(batch.key(i), batch.hashes[i], s, old, old_n)?);
-                    }
-                }
-                Ok(out)
-            })
-            .collect();
-        let numbered: Vec<Vec<u32>> = numbered.into_iter().collect::<Result<_, _>>()?;
-        // Where batch `b`'s ids start in each shard's output.
-        let mut offsets: Vec<[u32; SHARDS]> = Vec::with_capacity(batches.len());
-        let mut at = [0u32; SHARDS];
-        for (_, starts) in &buckets {
-            offsets.push(at);
-            for (s, a) in at.iter_mut().enumerate() {
-                *a += starts[s + 1] - starts[s];
+    /// The number of relation `key`, given the next free one if it has none yet.
+    fn relation(&self, key: (u32, u32)) -> u32 {
+        let known = self
+            .relations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .numbers
+            .get(&key)
+            .copied();
+        known.unwrap_or_else(|| {
+            let mut r = self
+                .relations
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let next = r.keys.len() as u32;
+            let rel = *r.numbers.entry(key).or_insert(next);
+            if rel == next {
+                r.keys.push(key);
             }
-        }
-        // 3. Per batch: ids scattered back, statements turned into records; relations
-        // already numbered are looked up here, the others marked for step 4.
-        let relations = &self.relations;
-        let records: Vec<BatchRecords> = batches
-            .par_iter()
-            .zip(&buckets)
-            .zip(&offsets)
-            .map(|((batch, (order, starts)), offs)| {
-                let mut ids = vec![0u32; batch.term_count()];
-                for s in 0..SHARDS {
-                    let part = &order[starts[s] as usize..starts[s + 1] as usize];
-                    let from = &numbered[s][offs[s] as usize..offs[s] as usize + part.len()];
-                    for (&i, &id) in part.iter().zip(from) {
-                        ids[i as usize] = id;
-                    }
-                }
-                let mut unknown = Vec::new();
-                let records = batch
-                    .quads
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &[g, p, s, o])| {
-                        let g = if g == DEFAULT_GRAPH {
-                            DEFAULT_GRAPH
-                        } else {
-                            ids[g as usize]
-                        };
-                        let key = (g, ids[p as usize]);
-                        let rel = relations.get(&key).copied().unwrap_or_else(|| {
-                            unknown.push((k, key));
-                            u32::MAX
-                        });
-                        [rel, ids[s as usize], ids[o as usize]]
-                    })
-                    .collect();
-                (records, unknown)
-            })
-            .collect();
-        // 4. In statement order: new relations numbered as they first occur, records
-        // copied into the collector.
-        for (mut records, unknown) in records {
-            for (k, key) in unknown {
-                let next = self.relation_keys.len() as u32;
-                let rel = *self.relations.entry(key).or_insert(next);
-                if rel == next {
-                    self.relation_keys.push(key);
-                }
-                records[k][0] = rel;
-            }
-            edges
-                .extend(&records)
-                .map_err(|e| format!("spilling edges: {e}"))?;
-            self.statements += records.len() as u64;
-        }
-        Ok(())
+            rel
+        })
     }
 }
 
@@ -620,16 +639,14 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
     // ---- Parse and number.
     let old_n = old.as_ref().map_or(0, |s| s.node_count());
-    let mut numbering = Numbering {
+    let numbering = Numbering {
         old: old.as_ref(),
         old_n,
-        shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-        relations: FxHashMap::default(),
-        relation_keys: Vec::new(),
-        statements: 0,
-        pending: Vec::new(),
-        group: 2 * rayon::current_num_threads().max(1),
+        shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        relations: RwLock::default(),
+        busy_nanos: AtomicU64::new(0),
     };
+    let mut statements = 0u64;
     let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
     let read_bytes = Arc::new(AtomicU64::new(0));
@@ -642,24 +659,28 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut times = parse::ReadTimes::default();
     for input in inputs {
         let t0 = Instant::now();
-        let before = numbering.statements;
-        let (bad, t) =
-            parse::read_input_timed(input, &read_options, read_bytes.clone(), &mut |batch| {
-                numbering.add(batch, &mut edges)?;
+        let before = statements;
+        let (bad, t) = parse::read_input_with(
+            input,
+            &read_options,
+            read_bytes.clone(),
+            &|batch| numbering.number(&batch),
+            &mut |records| {
+                statements += records.len() as u64;
+                edges
+                    .add_piece(records)
+                    .map_err(|e| format!("spilling edges: {e}"))?;
                 pb.set_position(read_bytes.load(Ordering::Relaxed));
                 let secs = t0.elapsed().as_secs_f64().max(1e-9);
                 pb.set_message(format!(
-                    "{} statements, {:.2} M/s",
-                    numbering.statements,
-                    (numbering.statements - before) as f64 / secs / 1e6
+                    "{statements} statements, {:.2} M/s",
+                    (statements - before) as f64 / secs / 1e6
                 ));
                 Ok(())
-            })?;
+            },
+        )?;
         skipped += bad;
         times.add(&t);
-        let t = Instant::now();
-        numbering.flush(&mut edges).map_err(ParseError::Sink)?;
-        times.sink_seconds += t.elapsed().as_secs_f64();
     }
     pb.finish_and_clear();
     let parse_seconds = start.elapsed().as_secs_f64();
@@ -667,12 +688,17 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let runs_spilled = edges.runs();
 
     // ---- Dictionary: new terms sorted and numbered after the old ones.
-    let Numbering {
-        shards,
-        relation_keys,
-        statements,
-        ..
-    } = numbering;
+    let number_seconds = numbering.busy_nanos.load(Ordering::Relaxed) as f64 * 1e-9;
+    let shards: Vec<Shard> = numbering
+        .shards
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+        .collect();
+    let relation_keys = numbering
+        .relations
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
     // The edge buffer is sorted at the same time as the keys: both sorts are parallel,
@@ -823,6 +849,10 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             weight: records + old_edges.unwrap_or(0),
         });
     }
+    // Relation numbers depend on which parse task met a relation first: order the jobs
+    // by what is stored instead, so that the error reported (the first job's) does not
+    // depend on scheduling.
+    jobs.sort_by_key(|j| (j.gi, j.pid));
     let mut relations_kept = 0;
     for (gi, preds) in new_preds.iter().enumerate() {
         for (&pid, info) in preds {
@@ -973,7 +1003,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         parse_read_seconds: times.read_seconds,
         parse_chunks_seconds: times.parse_seconds,
         parse_wait_seconds: times.wait_seconds,
-        number_seconds: times.sink_seconds,
+        parse_hand_on_seconds: times.sink_seconds,
+        number_seconds,
         build_seconds: 0.0,
         sort_seconds,
         dictionary_seconds,
