@@ -27,6 +27,9 @@
 #           load each under /usr/bin/time; prints statements/s end to end and per CPU-second
 #   fwd     cnr-2000 `<c> p+ ?y`: gpu (auto), cpu and Oxigraph (2 repeats), then the GPU with
 #           every product on the device (--no-host-walk), and one explain trace
+#   lines   line lists at 100M (session 4): scripts/lines-100m.sh with bin/k2rpq, bin/k2rpq-base
+#           (K2RPQ_BASE at --build) and bin/lines_build: bench cpu warm (new, base) and cold
+#           (new), then per-relation descent/build costs on all cores (~5-7 minutes)
 #   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, fwd, five
 #           CoDEx-M queries, then gpu_engine
 set -uo pipefail
@@ -56,6 +59,7 @@ for line in sys.stdin:
     cargo build --release --bin k2rpq
     cp target/release/k2rpq "$carry/bin/k2rpq"
     if [ -n "${K2RPQ_BASE:-}" ]; then cp "$K2RPQ_BASE" "$carry/bin/k2rpq-base"; fi
+    cargo build --release --example lines_build && cp target/release/examples/lines_build "$carry/bin/lines_build"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -105,9 +109,12 @@ for line in sys.stdin:
     }
     for part in $parts; do case "$part" in
     fwd) fwd_part ;;
+    lines)
+        step "line lists at 100M (scripts/lines-100m.sh; logs in lines/)"
+        bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base) continue ;; esac
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build) continue ;; esac
             step "test $name"
             if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
                 echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"

@@ -6,6 +6,7 @@
 # the sequential build). Usage: scripts/lines-100m.sh BIN OUT [TRIPLES]
 set -u
 bin="$1"; out="$2"; n="${3:-100000000}"; t="${TMPDIR:-/tmp}/lines-w100"
+[ -x "$bin/k2rpq-base" ] || echo "no $bin/k2rpq-base: the base rows will be missing"
 mkdir -p "$out"; nproc | tee "$out/nproc.txt"
 q=sparql/wikidata-like-100m.rpq
 [ "$n" = 100000000 ] || q="$t.rpq"
