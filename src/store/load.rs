@@ -14,7 +14,8 @@
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
 //! triple); the term table grows with the distinct *new* terms (their key bytes, in one
-//! arena per shard, plus about 25 bytes each: offset, hash, id, table slot), and building
+//! arena per shard, plus about 19 bytes each: a 16-byte table slot holding offset,
+//! length, id and hash bits, at hashbrown's load factor), and building
 //! trees holds the cells of the relations in flight (16 bytes per edge: pairs, then codes;
 //! plus the old cells of an incremental rebuild), at most `--memory` of them unless one
 //! relation alone is larger.
