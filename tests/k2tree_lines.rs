@@ -166,3 +166,14 @@ fn line_memory_option_parses() {
     assert!(parse_line_memory("10%").unwrap() > 0);
     assert!(parse_line_memory("lots").is_err());
 }
+
+#[test]
+fn small_trees_get_their_lists_on_the_first_descent() {
+    let n = 1_000u64;
+    let t = K2Tree::from_edges(n, n, big_matrix(n, n, 2_000, 5));
+    assert!(t.nodes() <= k2rpq::k2tree::EAGER_LINE_NODES);
+    assert_eq!(line_build_threshold(t.nodes(), 16), 0);
+    t.set_line_budget(Arc::new(LineBudget::new(u64::MAX)));
+    let built = t.lines_after(false, 1).expect("built on the first descent");
+    assert!(*built == Lines::build(&t, false));
+}

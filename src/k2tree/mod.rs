@@ -28,7 +28,8 @@ use std::sync::OnceLock;
 
 pub use query::{
     line_build_threshold, physical_memory, LineBudget, LineBuildError, LineInfo, LineMemoryStats,
-    Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, LINE_BUILD_SHARE, LINE_READS_PER_VISIT,
+    Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, EAGER_LINE_NODES, LINE_BUILD_SHARE,
+    LINE_READS_PER_VISIT,
 };
 pub use words::Words;
 
