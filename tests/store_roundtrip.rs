@@ -147,6 +147,8 @@ fn store_contents(dir: &Path) -> (Vec<(String, Vec<u8>)>, serde_json::Value) {
             "parse_hand_on_seconds",
             "build_seconds",
             "sort_seconds",
+            "sort_edges_seconds",
+            "sort_terms_seconds",
             "dictionary_seconds",
             "trees_seconds",
             "total_seconds",

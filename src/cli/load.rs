@@ -90,13 +90,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     // Where the phases went; the parse stages overlap, so each is a busy time.
     eprintln!(
-        "  parse: read {:.2}s, parse+number chunks {:.2}s (number {:.2} thread-s), hand-on {:.2}s, waited {:.2}s; build: sort terms {:.2}s, trees {:.2}s, dictionary {:.2}s (beside the trees)",
+        "  parse: read {:.2}s, parse+number chunks {:.2}s (number {:.2} thread-s), hand-on {:.2}s, waited {:.2}s; build: sort {:.2}s (edges {:.2}s, terms {:.2}s, side by side), trees {:.2}s, dictionary {:.2}s (beside the trees)",
         report.parse_read_seconds,
         report.parse_chunks_seconds,
         report.number_seconds,
         report.parse_hand_on_seconds,
         report.parse_wait_seconds,
         report.sort_seconds,
+        report.sort_edges_seconds,
+        report.sort_terms_seconds,
         report.trees_seconds,
         report.dictionary_seconds,
     );

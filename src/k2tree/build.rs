@@ -92,8 +92,12 @@ pub(super) fn from_codes(rows: u64, cols: u64, codes: &mut [u64]) -> Result<K2Tr
     build_sorted(rows, cols, sort(codes))
 }
 
+/// Radix sort (rdst, parallel on the rayon pool): Morton codes are plain integers whose
+/// high bytes are mostly zero below 2^32 nodes, where a comparison sort did
+/// `n log n` branchy comparisons.
 fn sort(codes: &mut [u64]) -> &[u64] {
-    codes.par_sort_unstable();
+    use rdst::RadixSort;
+    codes.radix_sort_unstable();
     codes
 }
 

@@ -8,6 +8,10 @@
 //! of where each relation's records start, so one relation is read from every run by a
 //! seek and a sequential read, independently of the other relations (no global k-way
 //! merge, which would be one thread's work for the whole edge set).
+//!
+//! The records still in memory at the end are only *grouped* by relation (a counting
+//! sort), not sorted: the tree build sorts each relation by Morton code and drops
+//! repeated cells anyway, so an order by `(subject, object)` would be thrown away.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -37,6 +41,11 @@ fn index_of(records: &[Record]) -> Index {
     }
     index
 }
+
+/// A pointer that parallel tasks write through at disjoint offsets.
+struct SendPtr(*mut Record);
+// SAFETY: used only for writes to disjoint slots (see `group_by_relation`).
+unsafe impl Sync for SendPtr {}
 
 /// One spilled run: its file and the relations' ranges in it.
 struct Run {
@@ -154,6 +163,74 @@ impl EdgeCollector {
         self.in_pieces = 0;
     }
 
+    /// Moves the buffer and the pieces into one vector grouped by relation, in
+    /// increasing relation order: a parallel counting sort (one pass to count, one to
+    /// place each record), where a full sort of the records took several passes.
+    /// Relation numbers are dense in the loader; sparse ones (more numbers than
+    /// records) fall back to a sort by relation.
+    fn group_by_relation(&mut self) {
+        let mut parts = std::mem::take(&mut self.pieces);
+        if !self.buf.is_empty() {
+            parts.push(std::mem::take(&mut self.buf));
+        }
+        self.in_pieces = 0;
+        let total: usize = parts.iter().map(Vec::len).sum();
+        let threads = rayon::current_num_threads().max(1);
+        let slice = (total / (threads * 8)).max(1 << 16);
+        let slices: Vec<&[Record]> = parts.iter().flat_map(|p| p.chunks(slice)).collect();
+        let relations = slices
+            .par_iter()
+            .filter_map(|s| s.iter().map(|r| r[0]).max())
+            .max()
+            .map_or(0, |m| m as usize + 1);
+        if relations > total.max(1 << 16) {
+            self.buf = parts.concat();
+            self.buf.par_sort_unstable_by_key(|r| r[0]);
+            return;
+        }
+        // counts[i][r]: records of relation r in slice i; then, in place, where slice i's
+        // first record of relation r goes.
+        let mut counts: Vec<Vec<usize>> = slices
+            .par_iter()
+            .map(|s| {
+                let mut c = vec![0usize; relations];
+                for r in *s {
+                    c[r[0] as usize] += 1;
+                }
+                c
+            })
+            .collect();
+        let mut at = 0;
+        for rel in 0..relations {
+            for c in counts.iter_mut() {
+                let n = c[rel];
+                c[rel] = at;
+                at += n;
+            }
+        }
+        let mut out: Vec<Record> = Vec::with_capacity(total);
+        let base = SendPtr(out.as_mut_ptr());
+        slices
+            .par_iter()
+            .zip(counts.into_par_iter())
+            .for_each(|(s, mut next)| {
+                let base = &base;
+                for r in *s {
+                    let slot = &mut next[r[0] as usize];
+                    // SAFETY: the cursors of all (slice, relation) pairs cover disjoint
+                    // ranges of `0..total` (prefix sums of the counts), each written
+                    // exactly once, inside the capacity reserved above.
+                    unsafe { base.0.add(*slot).write(*r) };
+                    *slot += 1;
+                }
+            });
+        // SAFETY: every slot of `0..total` was written above.
+        unsafe { out.set_len(total) };
+        drop(slices);
+        drop(parts);
+        self.buf = out;
+    }
+
     fn spill(&mut self) -> io::Result<()> {
         self.gather();
         self.buf.par_sort_unstable();
@@ -187,10 +264,7 @@ impl EdgeCollector {
 
     /// Ends collection: the records sorted by relation, readable one relation at a time.
     pub fn finish(mut self) -> SortedEdges {
-        self.gather();
-        // Not deduplicated here: `relation` dedups each relation's edges, in parallel
-        // across relations, instead of one pass over all records on this thread.
-        self.buf.par_sort_unstable();
+        self.group_by_relation();
         let mem_index = index_of(&self.buf);
         let mut sizes: Vec<(u32, u64)> = mem_index
             .iter()
@@ -214,7 +288,7 @@ impl EdgeCollector {
     }
 }
 
-/// The collected edges, sorted: each relation's distinct edges on request.
+/// The collected edges, grouped by relation: each relation's edges on request.
 ///
 /// [`SortedEdges::relation`] takes `&self` and opens its own file handles, so several
 /// threads may read different relations at once; the caller bounds how many it holds.
@@ -241,45 +315,54 @@ impl SortedEdges {
         &self.relations
     }
 
-    /// The distinct `(subject, object)` edges of `rel`, sorted (empty when absent).
+    /// The `(subject, object)` edges of `rel` (empty when absent), in no particular
+    /// order and possibly repeated: its consumer, the tree build, sorts by Morton code
+    /// and drops repeats itself.
     pub fn relation(&self, rel: u32) -> io::Result<Vec<(u32, u32)>> {
-        let mut edges: Vec<(u32, u32)> = match range_of(&self.mem_index, rel) {
-            Some((a, n)) => self.mem[a as usize..(a + n) as usize]
+        self.relation_map(rel, |s, o| (s, o))
+    }
+
+    /// `f(subject, object)` of each edge of `rel`, as [`SortedEdges::relation`] lists
+    /// them, computed as the edges are read (in parallel for those in memory): the
+    /// caller's vector is the only one allocated.
+    pub fn relation_map<U: Send, F: Fn(u32, u32) -> U + Sync>(
+        &self,
+        rel: u32,
+        f: F,
+    ) -> io::Result<Vec<U>> {
+        let mut out: Vec<U> = Vec::new();
+        if let Some((a, n)) = range_of(&self.mem_index, rel) {
+            self.mem[a as usize..(a + n) as usize]
                 .par_iter()
-                .map(|r| (r[1], r[2]))
-                .collect(),
-            None => Vec::new(),
-        };
-        let mut sources = usize::from(!edges.is_empty());
+                .map(|r| f(r[1], r[2]))
+                .collect_into_vec(&mut out);
+        }
         for run in &self.runs {
             let Some((a, n)) = range_of(&run.index, rel) else {
                 continue;
             };
-            sources += 1;
-            let mut f = File::open(&run.path)?;
-            f.seek(SeekFrom::Start(a * RECORD_BYTES as u64))?;
+            let mut file = File::open(&run.path)?;
+            file.seek(SeekFrom::Start(a * RECORD_BYTES as u64))?;
             let mut left = n as usize;
             let mut b = vec![0u8; RECORD_BYTES * left.min(1 << 16)];
-            edges.reserve(left);
+            out.reserve(left);
             while left > 0 {
                 let k = left.min(1 << 16);
-                f.read_exact(&mut b[..k * RECORD_BYTES])?;
-                edges.extend(b[..k * RECORD_BYTES].chunks_exact(RECORD_BYTES).map(|c| {
-                    (
-                        u32::from_le_bytes(c[4..8].try_into().unwrap()),
-                        u32::from_le_bytes(c[8..12].try_into().unwrap()),
-                    )
-                }));
+                file.read_exact(&mut b[..k * RECORD_BYTES])?;
+                out.par_extend(
+                    b[..k * RECORD_BYTES]
+                        .par_chunks_exact(RECORD_BYTES)
+                        .map(|c| {
+                            f(
+                                u32::from_le_bytes(c[4..8].try_into().unwrap()),
+                                u32::from_le_bytes(c[8..12].try_into().unwrap()),
+                            )
+                        }),
+                );
                 left -= k;
             }
         }
-        // Each source is sorted; several are concatenated and sorted again (in parallel:
-        // cheaper on many cores than a one-thread k-way merge).
-        if sources > 1 {
-            edges.par_sort_unstable();
-        }
-        edges.dedup();
-        Ok(edges)
+        Ok(out)
     }
 }
 
@@ -294,6 +377,12 @@ impl Drop for SortedEdges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn distinct(mut edges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+        edges.sort_unstable();
+        edges.dedup();
+        edges
+    }
 
     #[test]
     fn spilled_and_in_memory_records_merge_by_relation() {
@@ -323,7 +412,7 @@ mod tests {
         // Read in reverse order, as concurrent workers may.
         let mut got: Vec<Record> = Vec::new();
         for &rel in rels.iter().rev() {
-            let edges = s.relation(rel).unwrap();
+            let edges = distinct(s.relation(rel).unwrap());
             let mut part: Vec<Record> = edges.into_iter().map(|(a, b)| [rel, a, b]).collect();
             part.extend(got);
             got = part;
@@ -338,6 +427,22 @@ mod tests {
             0,
             "runs removed"
         );
+    }
+
+    #[test]
+    fn sparse_relation_numbers_group_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = EdgeCollector::new(dir.path().to_path_buf(), 1 << 30);
+        let rels = [u32::MAX - 1, 7, 1 << 30, 7];
+        for (i, &rel) in rels.iter().enumerate() {
+            c.push([rel, i as u32, 0]).unwrap();
+        }
+        c.add_piece(vec![[1 << 30, 9, 9], [0, 1, 1]]).unwrap();
+        let s = c.finish();
+        let got: Vec<u32> = s.relations().iter().map(|r| r.0).collect();
+        assert_eq!(got, [0, 7, 1 << 30, u32::MAX - 1]);
+        assert_eq!(distinct(s.relation(7).unwrap()), [(1, 0), (3, 0)]);
+        assert_eq!(distinct(s.relation(1 << 30).unwrap()), [(2, 0), (9, 9)]);
     }
 
     #[test]
@@ -359,7 +464,10 @@ mod tests {
         let (a, b) = (a.finish(), b.finish());
         assert_eq!(a.relations(), b.relations());
         for &(rel, _) in a.relations() {
-            assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+            assert_eq!(
+                distinct(a.relation(rel).unwrap()),
+                distinct(b.relation(rel).unwrap())
+            );
         }
     }
 
@@ -399,7 +507,10 @@ mod tests {
             let rels = |e: &SortedEdges| e.relations().iter().map(|r| r.0).collect::<Vec<_>>();
             assert_eq!(rels(&a), rels(&b));
             for &(rel, _) in a.relations() {
-                assert_eq!(a.relation(rel).unwrap(), b.relation(rel).unwrap());
+                assert_eq!(
+                    distinct(a.relation(rel).unwrap()),
+                    distinct(b.relation(rel).unwrap())
+                );
             }
         }
     }

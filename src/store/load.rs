@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
 
@@ -146,10 +146,16 @@ pub struct LoadReport {
     pub parse_hand_on_seconds: f64,
     /// Seconds building and writing trees, dictionary and manifest.
     pub build_seconds: f64,
-    /// Of the build phase: seconds sorting and numbering the new terms (with the edge
-    /// buffer's sort beside it).
+    /// Of the build phase: seconds sorting and numbering the new terms, with the edge
+    /// buffer grouped by relation beside it (the longer of the two sides).
     #[serde(default)]
     pub sort_seconds: f64,
+    /// Of the sort phase: seconds sorting the edge buffer (beside the terms).
+    #[serde(default)]
+    pub sort_edges_seconds: f64,
+    /// Of the sort phase: seconds sorting and renumbering the new terms (beside the edges).
+    #[serde(default)]
+    pub sort_terms_seconds: f64,
     /// Of the build phase: seconds writing the new dictionary segment (on its own thread,
     /// beside the trees).
     #[serde(default)]
@@ -702,22 +708,34 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         .keys;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    // The edge buffer is sorted at the same time as the keys: both sorts are parallel,
-    // but the numbering of the sorted keys (`perm`, random writes) is not, and overlaps.
+    // The edge buffer is grouped by relation at the same time as the keys are sorted and
+    // numbered: both sides are parallel; the report shows each side's wall time.
     let sort_start = Instant::now();
-    let (sorted, (new_keys, perm)) = rayon::join(
-        move || edges.finish(),
+    let ((sorted, sort_edges_seconds), (new_keys, perm, sort_terms_seconds)) = rayon::join(
+        move || {
+            let t = Instant::now();
+            (edges.finish(), t.elapsed().as_secs_f64())
+        },
         || {
+            let t = Instant::now();
             let mut new_keys: Vec<(&[u8], u32)> = shards
                 .par_iter()
                 .flat_map_iter(|s| s.new_terms(old_n))
                 .collect();
-            new_keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let mut perm = vec![0u32; span];
-            for (rank, (_, prov)) in new_keys.iter().enumerate() {
-                perm[(*prov - old_n) as usize] = old_n + rank as u32;
-            }
-            (new_keys, perm)
+            super::key_sort::sort_keys(&mut new_keys);
+            // Each provisional id is written once: relaxed atomics let the writes run in
+            // parallel (random writes over `span` ids, one thread's pass otherwise).
+            let perm: Vec<AtomicU32> = (0..span)
+                .into_par_iter()
+                .map(|_| AtomicU32::new(0))
+                .collect();
+            new_keys
+                .par_iter()
+                .enumerate()
+                .for_each(|(rank, (_, prov))| {
+                    perm[(*prov - old_n) as usize].store(old_n + rank as u32, Ordering::Relaxed);
+                });
+            (new_keys, perm, t.elapsed().as_secs_f64())
         },
     );
     let sort_seconds = sort_start.elapsed().as_secs_f64();
@@ -726,7 +744,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         if id < old_n || id == DEFAULT_GRAPH {
             id
         } else {
-            perm[(id - old_n) as usize]
+            perm[(id - old_n) as usize].load(Ordering::Relaxed)
         }
     };
     let mut segments: Vec<SegmentInfo> = old
@@ -899,6 +917,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&j| (std::cmp::Reverse(jobs[j].weight), j));
     let trees_start = Instant::now();
+    let mut trees_seconds = 0.0;
     let (dictionary, built) = std::thread::scope(|scope| {
         let dictionary = scope.spawn(write_dictionary);
         let mut built: Vec<Option<Built>> = (0..jobs.len()).map(|_| None).collect();
@@ -929,13 +948,14 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             }
             i = j;
         }
+        // The trees' own time, not the wait for the dictionary's thread.
+        trees_seconds = trees_start.elapsed().as_secs_f64();
         let dictionary = match dictionary.join() {
             Ok(d) => d,
             Err(panic) => std::panic::resume_unwind(panic),
         };
         (dictionary, result.map(|()| built))
     });
-    let trees_seconds = trees_start.elapsed().as_secs_f64();
     // A dictionary error first, as when the dictionary was written before the trees.
     let (segment, dictionary_seconds) = dictionary?;
     if let Some(segment) = segment {
@@ -1008,6 +1028,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         number_seconds,
         build_seconds: 0.0,
         sort_seconds,
+        sort_edges_seconds,
+        sort_terms_seconds,
         dictionary_seconds,
         trees_seconds,
         total_seconds: 0.0,
@@ -1086,42 +1108,88 @@ struct TreeContext<'a, R> {
     pb: &'a ProgressBar,
 }
 
-/// Fewest edges remapped and encoded per parallel piece. Each piece fills its own node
-/// bitmap, merged afterwards (roaring's union is container by container, cheap); pieces
-/// are otherwise as large as the threads allow, because a small bitmap keeps its
-/// containers as sorted arrays (insertion by `memmove`) for longer than one big one.
-const REMAP_CHUNK: usize = 1 << 16;
+/// Fewest edges per parallel piece when a small relation's nodes are gathered into
+/// roaring bitmaps (one per piece, merged afterwards: roaring's union is container by
+/// container, cheap).
+const NODES_CHUNK: usize = 1 << 16;
+
+/// A relation whose edges number at least `nodes / DENSE_NODES` marks its nodes in a
+/// plain bitset (`nodes / 8` bytes: at most the size of its edges' codes) instead of
+/// inserting them into roaring bitmaps: in load profiles (20M triples) roaring's
+/// insertion of two random ids per edge was 16 % of the build phase.
+const DENSE_NODES: u64 = 128;
+
+/// Node ids marked from many threads at once (`fetch_or`, relaxed: only the final
+/// contents matter, read after the threads have joined).
+struct NodeBits(Vec<AtomicU64>);
+
+impl NodeBits {
+    fn new(nodes: u32) -> NodeBits {
+        NodeBits(
+            (0..(nodes as usize).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        )
+    }
+
+    fn insert(&self, id: u32) {
+        self.0[id as usize / 64].fetch_or(1 << (id % 64), Ordering::Relaxed);
+    }
+
+    fn into_roaring(self) -> RoaringBitmap {
+        let bytes: Vec<u8> = self
+            .0
+            .into_iter()
+            .flat_map(|w| w.into_inner().to_le_bytes())
+            .collect();
+        RoaringBitmap::from_lsb0_bytes(0, &bytes)
+    }
+}
 
 impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
     fn build(&self, job: &TreeJob) -> Result<Built, LoadError> {
-        let (mut codes, nodes, distinct) = match job.rel {
+        let (mut codes, nodes) = match job.rel {
             Some(rel) => {
-                let cells = self.sorted.relation(rel).map_err(io_err(self.runs_dir))?;
-                let mut codes = vec![0u64; cells.len()];
                 let remap = self.remap;
-                let piece = cells
-                    .len()
-                    .div_ceil(rayon::current_num_threads())
-                    .max(REMAP_CHUNK);
-                let nodes = codes
-                    .par_chunks_mut(piece)
-                    .zip(cells.par_chunks(piece))
-                    .map(|(out, cells)| {
-                        let mut nodes = RoaringBitmap::new();
-                        for (code, &(s, o)) in out.iter_mut().zip(cells) {
-                            let (s, o) = (remap(s), remap(o));
-                            nodes.insert(s);
-                            nodes.insert(o);
-                            *code = morton::encode(s, o);
+                let dense =
+                    (job.weight >= self.n as u64 / DENSE_NODES).then(|| NodeBits::new(self.n));
+                let codes = self
+                    .sorted
+                    .relation_map(rel, |s, o| {
+                        let (s, o) = (remap(s), remap(o));
+                        if let Some(d) = &dense {
+                            d.insert(s);
+                            d.insert(o);
                         }
-                        nodes
+                        morton::encode(s, o)
                     })
-                    .reduce(RoaringBitmap::new, |a, b| a | b);
-                (codes, Some(nodes), cells.len() as u64)
+                    .map_err(io_err(self.runs_dir))?;
+                let nodes = match dense {
+                    Some(d) => d.into_roaring(),
+                    None => codes
+                        .par_chunks(NODES_CHUNK)
+                        .map(|piece| {
+                            let mut nodes = RoaringBitmap::new();
+                            for &code in piece {
+                                let (s, o) = morton::decode(code);
+                                nodes.insert(s);
+                                nodes.insert(o);
+                            }
+                            nodes
+                        })
+                        .reduce(RoaringBitmap::new, |a, b| a | b),
+                };
+                (codes, Some(nodes))
             }
-            None => (Vec::new(), None, 0),
+            None => (Vec::new(), None),
         };
+        // The edges read may repeat: the tree keeps each cell once, and for a new
+        // relation its cell count is the distinct count. An old relation's new cells
+        // are counted apart, before the old ones join them.
+        let mut distinct = None;
         if job.incremental {
+            codes.par_sort_unstable();
+            distinct = Some(distinct_count(&codes));
             // The old cells join the new edges (ids of old terms are stable).
             let cells = old_tree(self.old, job.gi, job.pid)?.cells();
             codes.par_extend(cells.par_iter().map(|&(s, o)| morton::encode(s, o)));
@@ -1139,12 +1207,22 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
         if self.fail_after == Some(written) {
             return Err(LoadError::Injected);
         }
+        let distinct = match (job.rel, distinct) {
+            (None, _) => 0,
+            (Some(_), Some(d)) => d,
+            (Some(_), None) => info.edges,
+        };
         Ok(Built {
             info,
             nodes,
             distinct,
         })
     }
+}
+
+/// Distinct values of sorted `codes`.
+fn distinct_count(codes: &[u64]) -> u64 {
+    codes.par_windows(2).filter(|w| w[0] != w[1]).count() as u64 + u64::from(!codes.is_empty())
 }
 
 fn old_tree(old: &Option<Store>, gi: usize, pid: u32) -> Result<Arc<K2Tree>, LoadError> {

@@ -12,6 +12,7 @@
 //! in place: [`load()`] builds a new folder beside the store and swaps it in.
 
 pub mod dictionary;
+mod key_sort;
 mod load;
 
 use std::collections::HashMap;
