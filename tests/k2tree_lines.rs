@@ -177,3 +177,31 @@ fn small_trees_get_their_lists_on_the_first_descent() {
     let built = t.lines_after(false, 1).expect("built on the first descent");
     assert!(*built == Lines::build(&t, false));
 }
+
+#[test]
+fn background_builds_land_in_every_clone_and_wait_for_nothing() {
+    let n = 20_000u64;
+    let t = K2Tree::from_edges(n, n, big_matrix(n, n, 60_000, 13));
+    let threshold = line_build_threshold(t.nodes(), rayon::current_num_threads());
+    assert!(threshold > 0, "a tree above the eager size");
+    let budget = Arc::new(LineBudget::new(u64::MAX));
+    budget.set_background_builds(true);
+    t.set_line_budget(budget.clone());
+    let clone = t.clone();
+    // Crossing the threshold starts the build and returns at once, without lists.
+    assert!(t.lines_after(false, threshold).is_none());
+    t.wait_for_lines();
+    assert_eq!(budget.stats().building, 0);
+    assert_eq!(budget.stats().built, 1);
+    let built = t.lines_if_built(false).expect("built in the background");
+    assert!(*built == Lines::build(&t, false));
+    // The clone made before the build shares the lists; the bytes go back with the last.
+    assert!(clone.lines_if_built(false).is_some());
+    assert!(t.lines_after(false, 0).is_some());
+    let bytes = built.bytes();
+    assert_eq!(budget.used(), bytes);
+    drop(t);
+    assert_eq!(budget.used(), bytes, "the clone still holds them");
+    drop(clone);
+    assert_eq!(budget.used(), 0);
+}

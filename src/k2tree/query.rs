@@ -2,8 +2,8 @@
 
 use rayon::prelude::*;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{count_bits, morton, K2Tree};
@@ -384,6 +384,10 @@ pub struct LineBudget {
     built: AtomicU64,
     refused: AtomicU64,
     build_nanos: AtomicU64,
+    /// Whether large trees' lists are built on a thread of their own.
+    background: AtomicBool,
+    /// Background builds under way.
+    in_flight: AtomicU64,
 }
 
 /// What a [`LineBudget`] holds and has done.
@@ -399,6 +403,8 @@ pub struct LineMemoryStats {
     pub refused: u64,
     /// Wall time of all builds.
     pub build_time: Duration,
+    /// Background builds under way.
+    pub building: u64,
 }
 
 impl std::fmt::Display for LineMemoryStats {
@@ -411,7 +417,11 @@ impl std::fmt::Display for LineMemoryStats {
             self.limit as f64 / (1 << 20) as f64,
             self.build_time.as_secs_f64() * 1e3,
             self.refused
-        )
+        )?;
+        if self.building > 0 {
+            write!(f, ", {} building in the background", self.building)?;
+        }
+        Ok(())
     }
 }
 
@@ -424,12 +434,34 @@ impl LineBudget {
             built: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             build_nanos: AtomicU64::new(0),
+            background: AtomicBool::new(false),
+            in_flight: AtomicU64::new(0),
         }
     }
 
     /// A budget of [`DEFAULT_LINE_MEMORY`].
     pub fn with_default_limit() -> LineBudget {
         LineBudget::new(physical_memory() / 4)
+    }
+
+    /// Whether the lists of trees above [`EAGER_LINE_NODES`] nodes are built on a thread
+    /// of their own when their threshold is crossed ([`K2Tree::lines_after`]) rather than
+    /// by the walk that crossed it; off by default.
+    ///
+    /// A build of a large relation's lists takes 0.1-0.5 s of all cores at 100M
+    /// triples, which the query that crossed the threshold waits for inline (a run of
+    /// `c P131+ v` at ~0.2-0.9 s instead of 0.02-0.6 ms). In the background nobody waits,
+    /// but the walks keep descending until the lists are in while the build takes the
+    /// cores: on the 2-core dev machine the 100M workload's median rose from 1.45 to
+    /// 4.79 ms (docs/BENCHMARKS.md, "Load build phase and background line builds"), so
+    /// it is for servers with cores to spare.
+    pub fn set_background_builds(&self, on: bool) {
+        self.background.store(on, Ordering::Relaxed);
+    }
+
+    /// See [`LineBudget::set_background_builds`].
+    pub fn background_builds(&self) -> bool {
+        self.background.load(Ordering::Relaxed)
     }
 
     /// The budget of trees that no store attached one to ([`K2Tree::set_line_budget`]):
@@ -462,6 +494,7 @@ impl LineBudget {
             built: self.built.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             build_time: Duration::from_nanos(self.build_nanos.load(Ordering::Relaxed)),
+            building: self.in_flight.load(Ordering::Relaxed),
         }
     }
 
@@ -866,35 +899,31 @@ fn decode_packed(t: &K2Tree, by_column: bool, out: &mut [u64]) {
 pub(crate) struct LineCache {
     work: AtomicU64,
     lines: OnceLock<Arc<Lines>>,
-    /// Held by the one thread building; others keep descending meanwhile.
-    building: Mutex<()>,
-}
-
-impl Clone for LineCache {
-    fn clone(&self) -> Self {
-        LineCache {
-            work: AtomicU64::new(self.work.load(Ordering::Relaxed)),
-            lines: self.lines.clone(),
-            building: Mutex::new(()),
-        }
-    }
+    /// Set while one build (on a query's thread or in the background) is under way;
+    /// walks keep descending meanwhile.
+    building: AtomicBool,
 }
 
 /// Both orientations' [`LineCache`]s of a tree and the budget they count against.
+///
+/// Clones of a tree share the caches (they are the same matrix): a background build
+/// works on a clone and its lists land where the original's walks find them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TreeLines {
-    caches: [LineCache; 2],
+    caches: Arc<[LineCache; 2]>,
     budget: OnceLock<Arc<LineBudget>>,
 }
 
 impl Drop for TreeLines {
     fn drop(&mut self) {
-        // Lists shared with a clone of the tree stay counted until the last one goes.
-        let budget = self.budget.get().unwrap_or(LineBudget::global());
-        for c in &mut self.caches {
-            if let Some(l) = c.lines.take() {
-                if Arc::strong_count(&l) == 1 {
-                    budget.release(l.bytes());
+        // The lists go, and their bytes go back, with the last clone of the tree.
+        let budget = self.budget.get().unwrap_or(LineBudget::global()).clone();
+        if let Some(caches) = Arc::get_mut(&mut self.caches) {
+            for c in caches.iter_mut() {
+                if let Some(l) = c.lines.take() {
+                    if Arc::strong_count(&l) == 1 {
+                        budget.release(l.bytes());
+                    }
                 }
             }
         }
@@ -931,36 +960,82 @@ impl K2Tree {
     }
 
     /// The rows' (`by_column == false`: successor) or columns' (predecessor) lists if
-    /// built; built now (by [`Lines::build_parallel`], against [`K2Tree::line_budget`])
-    /// once `work` more node visits of descents in that orientation bring the total to
+    /// built; built (by [`Lines::build_parallel`], against [`K2Tree::line_budget`]) once
+    /// `work` more node visits of descents in that orientation bring the total to
     /// [`line_build_threshold`] of the tree's node count on rayon's threads, i.e. once
-    /// the descents have cost [`LINE_BUILD_SHARE`]`⁻¹` of the build's wall time. While
-    /// another thread builds, and when the budget refuses (the count then starts over,
-    /// so a refused tree retries only after as many visits again), `None`.
+    /// the descents have cost [`LINE_BUILD_SHARE`]`⁻¹` of the build's wall time.
+    ///
+    /// Where the budget asks for background builds ([`LineBudget::set_background_builds`])
+    /// and the tree is above [`EAGER_LINE_NODES`], the build runs
+    /// on a thread of its own and this call returns `None` at once: the query that
+    /// crossed the threshold, and those after it until the lists are in, keep descending
+    /// instead of waiting. Otherwise the calling thread builds them now. While another
+    /// build is under way, and when the budget refuses (the count then starts over, so a
+    /// refused tree retries only after as many visits again), `None`.
     pub fn lines_after(&self, by_column: bool, work: u64) -> Option<&Lines> {
         let cache = &self.lines.caches[by_column as usize];
         if let Some(l) = cache.lines.get() {
             return Some(l);
         }
+        let threshold = line_build_threshold(self.nodes(), rayon::current_num_threads());
         let spent = cache.work.fetch_add(work, Ordering::Relaxed) + work;
-        if spent < line_build_threshold(self.nodes(), rayon::current_num_threads()) {
+        if spent < threshold || cache.building.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let _building = cache.building.try_lock().ok()?;
-        if let Some(l) = cache.lines.get() {
-            return Some(l);
+        if cache.lines.get().is_none() {
+            let budget = self.line_budget().clone();
+            if threshold > 0 && budget.background_builds() {
+                let tree = self.clone();
+                let started = budget.clone();
+                started.in_flight.fetch_add(1, Ordering::Relaxed);
+                let spawned = std::thread::Builder::new()
+                    .name("k2rpq-lines".into())
+                    .spawn(move || tree.build_lines(by_column, &budget, true));
+                match spawned {
+                    Ok(_) => return None,
+                    // No thread to be had: build here.
+                    Err(_) => started.in_flight.fetch_sub(1, Ordering::Relaxed),
+                };
+                self.build_lines(by_column, &started, false);
+            } else {
+                self.build_lines(by_column, &budget, false);
+            }
+        } else {
+            cache.building.store(false, Ordering::Release);
         }
-        let budget = self.line_budget();
+        cache.lines.get().map(|l| &**l)
+    }
+
+    /// Builds one orientation's lists into the (shared) cache, counts a refusal, and
+    /// ends the build that [`K2Tree::lines_after`] started (a `background` one leaves
+    /// the budget's count of those under way first).
+    fn build_lines(&self, by_column: bool, budget: &LineBudget, background: bool) {
+        let cache = &self.lines.caches[by_column as usize];
         match Lines::build_parallel(self, by_column, budget) {
             Ok(l) => {
                 let _ = cache.lines.set(Arc::new(l));
-                cache.lines.get().map(|l| &**l)
             }
             Err(_) => {
                 budget.refused.fetch_add(1, Ordering::Relaxed);
                 cache.work.store(0, Ordering::Relaxed);
-                None
             }
+        }
+        if background {
+            budget.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        cache.building.store(false, Ordering::Release);
+    }
+
+    /// Blocks until no background build of this tree's lists is under way (tests and
+    /// measurements that need the lists in place; walks never wait).
+    pub fn wait_for_lines(&self) {
+        while self
+            .lines
+            .caches
+            .iter()
+            .any(|c| c.building.load(Ordering::Acquire))
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
