@@ -205,3 +205,39 @@ fn background_builds_land_in_every_clone_and_wait_for_nothing() {
     drop(clone);
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn sparse_lines_read_back_through_the_rank_index() {
+    // 1000 non-empty rows spread over 100k: too sparse for the direct index by line,
+    // dense enough for the rank bitmap; `for_each` must read every line as the tree does.
+    let n = 100_000u64;
+    let mut edges = Vec::new();
+    for i in 0..1000u32 {
+        let r = i * 97 + (i % 7);
+        for j in 0..(1 + i % 5) {
+            edges.push((r, (i * 31 + j * 1013) % n as u32));
+        }
+    }
+    let t = K2Tree::from_edges(n, n, edges);
+    let budget = LineBudget::new(u64::MAX);
+    let lines = Lines::build_parallel(&t, false, &budget).unwrap();
+    assert!(lines == Lines::build(&t, false));
+    assert!(!lines.has_index(), "too sparse for the direct index");
+    assert_eq!(budget.used(), lines.bytes());
+    // Active lines: every key, its neighbours (mostly empty), and lines past the last key.
+    let mut active: Vec<u32> = lines
+        .keys()
+        .iter()
+        .flat_map(|&k| [k.saturating_sub(1), k, k + 1])
+        .chain([n as u32 - 2, n as u32 - 1])
+        .collect();
+    active.sort_unstable();
+    active.dedup();
+    let mut got: Vec<(u32, u32)> = Vec::new();
+    lines.for_each(&active, |k, v| got.push((k, v)));
+    let want: Vec<(u32, u32)> = active
+        .iter()
+        .flat_map(|&k| t.row(k).into_iter().map(move |v| (k, v)))
+        .collect();
+    assert_eq!(got, want);
+}
