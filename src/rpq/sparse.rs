@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use roaring::RoaringBitmap;
+use rustc_hash::FxHashSet;
 
 use super::automaton::Dir;
 use super::exec::{emit, TraceStep};
@@ -62,43 +63,81 @@ fn budget(nodes: u32, tree_nodes: u64, starts: u64, states: usize) -> u64 {
 /// Ids per page of a [`NodeSet`] (2^16: 8 KiB of bits).
 const PAGE_IDS: u32 = 1 << 16;
 
-/// A set of node ids as a paged bitset with its members in insertion order. Sparse walks
-/// insert ids at random, so a bit test beats hashing; pages are allocated (zeroed) when
-/// first written, so a set costs what its members touch, not the id space. (A flat bitset
-/// of the id space cost one `memset` of `nodes / 8` bytes per state and query once the
-/// allocator recycled it: ~2.7 MB per state on a 21.7M-node store, about 0.27 ms, the
-/// floor of every small query there.) Reading it back costs its size.
+/// A set of node ids with its members in insertion order: a hash set while it is
+/// small, then a paged bitset. Sparse walks insert ids at random, so a bit test beats
+/// hashing once the set is large; but a page costs 8 KiB zeroed when first written, and a
+/// few thousand random members touch hundreds of pages (w08 at 100M: 1429 members, ~2.4
+/// MB of zeroing, 7 % of the run in `memset`), so the bitset starts once the members
+/// would pay for their pages. Pages stay allocated across [`NodeSet::clear`] for the next
+/// start node. (A flat bitset of the id space cost one `memset` of `nodes / 8` bytes per
+/// state and query: ~0.27 ms per small query on a 21.7M-node store.) Reading it back
+/// costs its size.
 struct NodeSet {
+    /// Members while there are at most `small_limit` of them (since the last promotion
+    /// nothing goes here: `pages` is non-empty).
+    small: FxHashSet<u32>,
+    small_limit: usize,
+    /// Pages of bits (empty until the set outgrows `small`).
     pages: Vec<Option<Box<[u64; (PAGE_IDS / 64) as usize]>>>,
+    page_count: usize,
     members: Vec<u32>,
 }
 
 impl NodeSet {
     fn new(nodes: u32) -> Self {
+        let page_count = nodes.div_ceil(PAGE_IDS) as usize;
         NodeSet {
-            pages: (0..nodes.div_ceil(PAGE_IDS)).map(|_| None).collect(),
+            small: FxHashSet::default(),
+            // 16 members per page pay for a page's zeroing (~0.5 KiB each).
+            small_limit: (16 * page_count).max(1024),
+            pages: Vec::new(),
+            page_count,
             members: Vec::new(),
         }
     }
 
     /// Inserts `v`; whether it was absent.
     fn insert(&mut self, v: u32) -> bool {
-        let page = self.pages[(v / PAGE_IDS) as usize]
-            .get_or_insert_with(|| Box::new([0; (PAGE_IDS / 64) as usize]));
-        let (w, b) = (((v % PAGE_IDS) / 64) as usize, v % 64);
-        let fresh = page[w] & (1 << b) == 0;
-        page[w] |= 1 << b;
+        if self.pages.is_empty() {
+            if !self.small.insert(v) {
+                return false;
+            }
+            self.members.push(v);
+            if self.members.len() > self.small_limit {
+                self.pages = (0..self.page_count).map(|_| None).collect();
+                for i in 0..self.members.len() {
+                    self.set_bit(self.members[i]);
+                }
+                self.small = FxHashSet::default();
+            }
+            return true;
+        }
+        let fresh = self.set_bit(v);
         if fresh {
             self.members.push(v);
         }
         fresh
     }
 
+    /// Sets `v`'s bit in the pages; whether it was clear.
+    fn set_bit(&mut self, v: u32) -> bool {
+        let page = self.pages[(v / PAGE_IDS) as usize]
+            .get_or_insert_with(|| Box::new([0; (PAGE_IDS / 64) as usize]));
+        let (w, b) = (((v % PAGE_IDS) / 64) as usize, v % 64);
+        let fresh = page[w] & (1 << b) == 0;
+        page[w] |= 1 << b;
+        fresh
+    }
+
     /// Empties the set (its pages stay allocated for the next start node).
     fn clear(&mut self) {
-        for &v in &self.members {
-            if let Some(page) = &mut self.pages[(v / PAGE_IDS) as usize] {
-                page[((v % PAGE_IDS) / 64) as usize] = 0;
+        if self.pages.is_empty() {
+            self.small.clear();
+        } else {
+            for &v in &self.members {
+                if let Some(page) = &mut self.pages[(v / PAGE_IDS) as usize] {
+                    page[((v % PAGE_IDS) / 64) as usize] = 0;
+                }
             }
         }
         self.members.clear();
@@ -113,7 +152,7 @@ impl NodeSet {
         // Sorting the members costs ~m·log m, reading a page its 1024 words: a set with
         // many members per page (a giant component's answer) is read off the pages.
         let pages = self.pages.iter().filter(|p| p.is_some()).count();
-        let set = if self.members.len() > 64 * pages {
+        let set = if pages > 0 && self.members.len() > 64 * pages {
             let mut set = RoaringBitmap::new();
             for (k, page) in self.pages.iter().enumerate() {
                 if let Some(page) = page {
@@ -540,7 +579,7 @@ mod tests {
         for round in 0..2 {
             set.clear();
             let mut want = std::collections::BTreeSet::new();
-            // Few members (sorted path), then a dense page (page path).
+            // Few members (hash set), then past the hash set's limit (pages).
             let ids: Vec<u32> = if round == 0 {
                 vec![0, 63, 64, PAGE_IDS - 1, PAGE_IDS, 3 * PAGE_IDS + 16, 5]
             } else {
