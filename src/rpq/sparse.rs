@@ -88,8 +88,8 @@ impl NodeSet {
         let page_count = nodes.div_ceil(PAGE_IDS) as usize;
         NodeSet {
             small: FxHashSet::default(),
-            // 16 members per page pay for a page's zeroing (~0.5 KiB each).
-            small_limit: (16 * page_count).max(1024),
+            // 8 members per page pay for a page's zeroing (1 KiB each).
+            small_limit: (8 * page_count).max(1024),
             pages: Vec::new(),
             page_count,
             members: Vec::new(),
