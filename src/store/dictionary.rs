@@ -70,7 +70,7 @@ fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
 
 /// Length of the common prefix of `a` and `b`, eight bytes at a time: sorted keys share
 /// long namespace prefixes, and a byte loop over them showed in load profiles.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut i = 0;
     while i + 8 <= n {

@@ -11,6 +11,8 @@
 
 use rayon::prelude::*;
 
+use super::dictionary::common_prefix;
+
 /// Groups of at most this many keys are sorted by comparing their bytes.
 const SMALL: usize = 64;
 
@@ -80,35 +82,28 @@ fn sort_from<T: Copy + Send + Sync>(keys: &mut [(&[u8], T)], depth: usize) {
     }
     debug_assert!(keys.len() <= u32::MAX as usize);
     let parallel = keys.len() >= PARALLEL;
-    let depth = depth + shared_prefix(keys, depth, parallel);
+    let depth = depth + shared_prefix(keys, depth);
 
-    let mut places: Vec<Place> = if parallel {
-        keys.par_iter()
-            .enumerate()
-            .map(|(i, k)| Place::of(i, k.0, depth))
-            .collect()
-    } else {
-        keys.iter()
-            .enumerate()
-            .map(|(i, k)| Place::of(i, k.0, depth))
-            .collect()
-    };
+    // Groups below `PARALLEL` keys stay on one thread: each pass is one task then.
+    let mut places: Vec<Place> = keys
+        .par_iter()
+        .with_min_len(PARALLEL)
+        .enumerate()
+        .map(|(i, k)| Place::of(i, k.0, depth))
+        .collect();
     {
         use rdst::RadixSort;
         places.radix_sort_builder().with_parallel(parallel).sort();
     }
-    let ordered: Vec<(&[u8], T)> = if parallel {
-        places.par_iter().map(|p| keys[p.index as usize]).collect()
-    } else {
-        places.iter().map(|p| keys[p.index as usize]).collect()
-    };
-    if parallel {
-        keys.par_iter_mut()
-            .zip(ordered.par_iter())
-            .for_each(|(k, o)| *k = *o);
-    } else {
-        keys.copy_from_slice(&ordered);
-    }
+    let ordered: Vec<(&[u8], T)> = places
+        .par_iter()
+        .with_min_len(PARALLEL)
+        .map(|p| keys[p.index as usize])
+        .collect();
+    keys.par_iter_mut()
+        .zip(ordered.par_iter())
+        .with_min_len(PARALLEL)
+        .for_each(|(k, o)| *k = *o);
     drop(ordered);
 
     // Runs of keys that tie on all 8 bytes are sorted 8 bytes further on.
@@ -141,18 +136,13 @@ fn sort_from<T: Copy + Send + Sync>(keys: &mut [(&[u8], T)], depth: usize) {
 }
 
 /// Length of the prefix that every key shares beyond `depth`.
-fn shared_prefix<T: Sync>(keys: &[(&[u8], T)], depth: usize, parallel: bool) -> usize {
+fn shared_prefix<T: Sync>(keys: &[(&[u8], T)], depth: usize) -> usize {
     let first = &keys[0].0[depth..];
-    let common = |k: &(&[u8], T)| common_len(first, &k.0[depth..]);
-    if parallel {
-        keys.par_iter().map(common).min().unwrap_or(0)
-    } else {
-        keys.iter().map(common).min().unwrap_or(0)
-    }
-}
-
-fn common_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+    keys.par_iter()
+        .with_min_len(PARALLEL)
+        .map(|k| common_prefix(first, &k.0[depth..]))
+        .min()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
