@@ -9,13 +9,18 @@ use common::{arb_matrix, big_matrix};
 use k2rpq::k2tree::{line_build_threshold, K2Tree, LineBudget, LineBuildError, Lines};
 use proptest::prelude::*;
 
+/// A rayon pool of `threads` threads.
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
 /// Both orientations of `t` built in parallel (on `threads` threads) equal the
 /// sequential build, and every line reads back as the tree's row or column.
 fn check_parallel(t: &K2Tree, threads: usize) -> Result<(), TestCaseError> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     for by_column in [false, true] {
         let budget = LineBudget::new(u64::MAX);
         let par = pool
@@ -57,10 +62,7 @@ fn parallel_lists_equal_sequential_on_large_trees() {
     ] {
         let t = K2Tree::from_edges(n, n, big_matrix(n, n, e, seed));
         for threads in [1, 3, 8] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = pool(threads);
             for by_column in [false, true] {
                 let budget = LineBudget::new(u64::MAX);
                 let par = pool

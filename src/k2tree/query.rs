@@ -569,8 +569,7 @@ struct KeyRank {
 
 impl KeyRank {
     fn new(keys: &[u32]) -> KeyRank {
-        let span = keys.last().map_or(0, |&k| k as usize + 1);
-        let mut words = vec![0u64; span.div_ceil(64)];
+        let mut words = vec![0u64; line_span(keys).div_ceil(64)];
         for &k in keys {
             words[k as usize / 64] |= 1 << (k % 64);
         }
@@ -614,8 +613,12 @@ impl KeyRank {
 /// Whether a [`KeyRank`] (span/8 bytes) is worth keeping for `keys`: at most four times
 /// the keys' own 4 bytes each.
 fn wants_key_rank(keys: &[u32]) -> bool {
-    let span = keys.last().map_or(0, |&k| k as usize + 1);
-    keys.len() > 64 && span <= 128 * keys.len()
+    keys.len() > 64 && line_span(keys) <= 128 * keys.len()
+}
+
+/// Lines up to the last key (the keys ascending): what an index by line covers.
+fn line_span(keys: &[u32]) -> usize {
+    keys.last().map_or(0, |&k| k as usize + 1)
 }
 
 /// Equal lists (the build time is not compared).
@@ -634,7 +637,7 @@ impl PartialEq for Lines {
 /// all keys (~20 dependent cache misses on a graph of 10^5-10^6 lines, more than reading
 /// the line itself), kept while at least a quarter of those lines are non-empty.
 fn wants_by_line(keys: &[u32]) -> bool {
-    let span = keys.last().map_or(0, |&k| k as usize + 1);
+    let span = line_span(keys);
     span > 0 && span <= 4 * keys.len()
 }
 
@@ -665,7 +668,7 @@ impl Lines {
         }
         lines.offsets.push(lines.values.len() as u32);
         if wants_by_line(&lines.keys) {
-            let span = *lines.keys.last().unwrap() as usize + 1;
+            let span = line_span(&lines.keys);
             lines.by_line = vec![0; span + 1];
             let mut next = 0;
             for (k, slot) in lines.by_line.iter_mut().enumerate() {
@@ -713,7 +716,7 @@ impl Lines {
         let built = build_parts(tree, by_column).inspect_err(|_| budget.release(peak));
         let mut lines = built?;
         if wants_by_line(&lines.keys) {
-            let span = *lines.keys.last().unwrap() as usize + 1;
+            let span = line_span(&lines.keys);
             if let Ok(mut by_line) = try_zeroed::<u32>(span + 1) {
                 fill_by_line(&lines.keys, &lines.offsets, &mut by_line);
                 lines.by_line = by_line;
@@ -1004,7 +1007,7 @@ pub(crate) struct TreeLines {
 impl Drop for TreeLines {
     fn drop(&mut self) {
         // The lists go, and their bytes go back, with the last clone of the tree.
-        let budget = self.budget.get().unwrap_or(LineBudget::global()).clone();
+        let budget = self.budget.get().unwrap_or(LineBudget::global());
         if let Some(caches) = Arc::get_mut(&mut self.caches) {
             for c in caches.iter_mut() {
                 if let Some(l) = c.lines.take() {
@@ -1069,27 +1072,25 @@ impl K2Tree {
         if spent < threshold || cache.building.swap(true, Ordering::AcqRel) {
             return None;
         }
-        if cache.lines.get().is_none() {
-            let budget = self.line_budget().clone();
-            if threshold > 0 && budget.background_builds() {
-                let tree = self.clone();
-                let started = budget.clone();
-                started.in_flight.fetch_add(1, Ordering::Relaxed);
-                let spawned = std::thread::Builder::new()
-                    .name("k2rpq-lines".into())
-                    .spawn(move || tree.build_lines(by_column, &budget, true));
-                match spawned {
-                    Ok(_) => return None,
-                    // No thread to be had: build here.
-                    Err(_) => started.in_flight.fetch_sub(1, Ordering::Relaxed),
-                };
-                self.build_lines(by_column, &started, false);
-            } else {
-                self.build_lines(by_column, &budget, false);
-            }
-        } else {
+        if let Some(l) = cache.lines.get() {
+            // Another build ended between the two looks.
             cache.building.store(false, Ordering::Release);
+            return Some(l);
         }
+        let budget = self.line_budget().clone();
+        if threshold > 0 && budget.background_builds() {
+            budget.in_flight.fetch_add(1, Ordering::Relaxed);
+            let (tree, theirs) = (self.clone(), budget.clone());
+            let spawned = std::thread::Builder::new()
+                .name("k2rpq-lines".into())
+                .spawn(move || tree.build_lines(by_column, &theirs, true));
+            if spawned.is_ok() {
+                return None;
+            }
+            // No thread to be had: build here.
+            budget.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.build_lines(by_column, &budget, false);
         cache.lines.get().map(|l| &**l)
     }
 
