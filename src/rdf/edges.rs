@@ -262,7 +262,8 @@ impl EdgeCollector {
         self.spilled
     }
 
-    /// Ends collection: the records sorted by relation, readable one relation at a time.
+    /// Ends collection: the records grouped by relation (in increasing relation order),
+    /// readable one relation at a time.
     pub fn finish(mut self) -> SortedEdges {
         self.group_by_relation();
         let mem_index = index_of(&self.buf);

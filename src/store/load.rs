@@ -150,7 +150,7 @@ pub struct LoadReport {
     /// buffer grouped by relation beside it (the longer of the two sides).
     #[serde(default)]
     pub sort_seconds: f64,
-    /// Of the sort phase: seconds sorting the edge buffer (beside the terms).
+    /// Of the sort phase: seconds grouping the edge buffer by relation (beside the terms).
     #[serde(default)]
     pub sort_edges_seconds: f64,
     /// Of the sort phase: seconds sorting and renumbering the new terms (beside the edges).
@@ -1185,7 +1185,8 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
         };
         // The edges read may repeat: the tree keeps each cell once, and for a new
         // relation its cell count is the distinct count. An old relation's new cells
-        // are counted apart, before the old ones join them.
+        // (none for a rebuild without new edges) are counted apart, before the old ones
+        // join them.
         let mut distinct = None;
         if job.incremental {
             codes.par_sort_unstable();
@@ -1207,15 +1208,10 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
         if self.fail_after == Some(written) {
             return Err(LoadError::Injected);
         }
-        let distinct = match (job.rel, distinct) {
-            (None, _) => 0,
-            (Some(_), Some(d)) => d,
-            (Some(_), None) => info.edges,
-        };
         Ok(Built {
+            distinct: distinct.unwrap_or(info.edges),
             info,
             nodes,
-            distinct,
         })
     }
 }
