@@ -73,12 +73,12 @@ const PAGE_IDS: u32 = 1 << 16;
 /// state and query: ~0.27 ms per small query on a 21.7M-node store.) Reading it back
 /// costs its size.
 struct NodeSet {
-    /// Members while there are at most `small_limit` of them (since the last promotion
-    /// nothing goes here: `pages` is non-empty).
+    /// Members while there are at most [`NodeSet::small_limit`] of them; unused once
+    /// `pages` is not empty.
     small: FxHashSet<u32>,
-    small_limit: usize,
     /// Pages of bits (empty until the set outgrows `small`).
     pages: Vec<Option<Box<[u64; (PAGE_IDS / 64) as usize]>>>,
+    /// Pages the id space needs.
     page_count: usize,
     members: Vec<u32>,
 }
@@ -88,12 +88,16 @@ impl NodeSet {
         let page_count = nodes.div_ceil(PAGE_IDS) as usize;
         NodeSet {
             small: FxHashSet::default(),
-            // 8 members per page pay for a page's zeroing (1 KiB each).
-            small_limit: (8 * page_count).max(1024),
             pages: Vec::new(),
             page_count,
             members: Vec::new(),
         }
+    }
+
+    /// Members up to which the hash set holds the set: 8 per page pay for a page's
+    /// zeroing (1 KiB each).
+    fn small_limit(&self) -> usize {
+        (8 * self.page_count).max(1024)
     }
 
     /// Inserts `v`; whether it was absent.
@@ -103,7 +107,7 @@ impl NodeSet {
                 return false;
             }
             self.members.push(v);
-            if self.members.len() > self.small_limit {
+            if self.members.len() > self.small_limit() {
                 self.pages = (0..self.page_count).map(|_| None).collect();
                 for i in 0..self.members.len() {
                     self.set_bit(self.members[i]);
