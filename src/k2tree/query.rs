@@ -65,54 +65,46 @@ impl K2Tree {
 
     /// Cells on a line, at most `cap`, and the nodes visited to count them.
     fn line_count(&self, axis: Axis, fixed: u32, cap: u64) -> (u64, u64) {
-        let limit = match axis {
-            Axis::Row => self.rows,
-            Axis::Col => self.cols,
-        };
-        if self.nodes() == 0 || fixed as u64 >= limit || cap == 0 {
+        if cap == 0 {
             return (0, 0);
         }
-        let h = self.height;
-        let (mut count, mut visits) = (0u64, 0u64);
-        let mut stack = vec![(0u64, 0u32)];
-        while let Some((j, d)) = stack.pop() {
-            visits += 1;
-            let fbit = ((fixed >> (h - 1 - d)) & 1) as u8;
-            let s = self.signature(j);
-            let quads = match axis {
-                Axis::Row => [fbit << 1, (fbit << 1) | 1],
-                Axis::Col => [fbit, 2 | fbit],
-            };
-            if d + 1 == h {
-                count += quads.iter().filter(|&&b| s & (1 << b) != 0).count() as u64;
-                if count >= cap {
-                    return (cap, visits);
-                }
-                continue;
-            }
-            let first = self.first_child(j);
-            for b in quads {
-                if s & (1 << b) != 0 {
-                    stack.push((first + (s & ((1 << b) - 1)).count_ones() as u64, d + 1));
-                }
-            }
-        }
+        let mut count = 0u64;
+        let visits = self.walk_line(axis, fixed, |_| {
+            count += 1;
+            count < cap
+        });
         (count, visits)
     }
 
     fn line(&self, axis: Axis, fixed: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.walk_line(axis, fixed, |free| {
+            out.push(free);
+            true
+        });
+        out
+    }
+
+    /// Descends to the cells of line `fixed`, depth-first with the lower free coordinate
+    /// first (so in ascending order), calling `cell(free coordinate)` for each until it
+    /// returns false; returns the tree nodes visited.
+    fn walk_line(&self, axis: Axis, fixed: u32, mut cell: impl FnMut(u32) -> bool) -> u64 {
         let limit = match axis {
             Axis::Row => self.rows,
             Axis::Col => self.cols,
         };
-        let mut out = Vec::new();
         if self.nodes() == 0 || fixed as u64 >= limit {
-            return out;
+            return 0;
         }
         let h = self.height;
-        // Depth-first with the lower free coordinate first, so the output is ascending.
+        let free_of = |b: u8| match axis {
+            Axis::Row => b & 1,
+            Axis::Col => b >> 1,
+        } as u64;
+        let mut visits = 0u64;
         let mut stack = vec![(0u64, 0u32, 0u64)]; // (node, level, free-coordinate base)
         while let Some((j, d, base)) = stack.pop() {
+            visits += 1;
             let shift = h - 1 - d;
             let fbit = ((fixed >> shift) & 1) as u8;
             let s = self.signature(j);
@@ -122,12 +114,8 @@ impl K2Tree {
             };
             if d + 1 == h {
                 for b in quads {
-                    if s & (1 << b) != 0 {
-                        let free = match axis {
-                            Axis::Row => b & 1,
-                            Axis::Col => b >> 1,
-                        };
-                        out.push((base + free as u64) as u32);
+                    if s & (1 << b) != 0 && !cell((base + free_of(b)) as u32) {
+                        return visits;
                     }
                 }
                 continue;
@@ -135,16 +123,12 @@ impl K2Tree {
             let first = self.first_child(j);
             for b in quads.into_iter().rev() {
                 if s & (1 << b) != 0 {
-                    let free = match axis {
-                        Axis::Row => b & 1,
-                        Axis::Col => b >> 1,
-                    } as u64;
                     let child = first + (s & ((1 << b) - 1)).count_ones() as u64;
-                    stack.push((child, d + 1, base + (free << shift)));
+                    stack.push((child, d + 1, base + (free_of(b) << shift)));
                 }
             }
         }
-        out
+        visits
     }
 }
 
