@@ -16,7 +16,8 @@
 #           Oxigraph (issue 9), with bin/k2rpq-base (if carried: K2RPQ_BASE=path at --build)
 #           run the same way first, for before/after in one run; explain traces of one query
 #   wd      gen wikidata-like (WD_TRIPLES, default 100M) + its workload, load, bench gpu,cpu,oxigraph
-#           (Oxigraph's load overlapped, --warmup 0 --repeats WD_REPEATS=1 --timeout WD_TIMEOUT=10)
+#           (Oxigraph's load overlapped, --warmup 0 --repeats WD_REPEATS=1 --timeout WD_TIMEOUT=10);
+#           between load and bench, `k2rpq lines` keeps the line lists (WD_LINES=0: not)
 #   wdtrace wikidata-like 100M: load (timed), explain traces of small constant queries on
 #           the GPU and the CPU (where a device query's fixed cost goes)
 #   build   bench-build on cnr-2000 and a 1G-edge web-like graph
@@ -181,6 +182,10 @@ for line in sys.stdin:
         ( time "$k2" gen wikidata-like --triples "$n" -o "$tmp/wd.nt" --workload "$out/wd-queries.rpq" ) 2>&1 | tail -5 | tee -a "$out/summary.txt"
         ( time "$k2" load "$tmp/wd.nt" --store "$tmp/wd.store" --quiet ) 2>&1 | tail -6 | tee -a "$out/summary.txt"
         rm -f "$tmp/wd.nt"
+        # The line lists kept on disk (timed apart from the load; WD_LINES=0 skips them).
+        if [ "${WD_LINES:-1}" != 0 ]; then
+            ( time "$k2" lines --store "$tmp/wd.store" --quiet ) 2>&1 | tail -5 | tee -a "$out/summary.txt"
+        fi
         timeout "${WD_BENCH_LIMIT:-480}" "$k2" bench --store "$tmp/wd.store" --queries "$out/wd-queries.rpq" \
             --engines "${WD_ENGINES:-gpu,cpu,oxigraph}" --overlap-load --quiet --stats --warmup 0 \
             --repeats "${WD_REPEATS:-1}" --timeout "${WD_TIMEOUT:-10}" \

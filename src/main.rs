@@ -29,6 +29,9 @@ enum Command {
     Load(cli::load::Args),
     /// Show what a store holds: graphs, predicates, edges, bits per edge, sizes.
     Info(cli::info::Args),
+    /// Keep a store's line lists (successors and predecessors of every relation) on disk,
+    /// so that its first queries read them instead of building them.
+    Lines(cli::lines::Args),
     /// Generate synthetic datasets (see `gen wikidata-like --help`).
     Gen(cli::gen::Args),
     /// Evaluate regular path queries `S REGEX O` and print the (start, end) pairs as TSV.
@@ -56,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         Command::BenchCache(a) => cli::bench_cache::run(a),
         Command::Load(a) => cli::load::run(a),
         Command::Info(a) => cli::info::run(a),
+        Command::Lines(a) => cli::lines::run(a),
         Command::Gen(a) => cli::gen::run(a),
         Command::Rpq(a) => cli::rpq::run(a),
         Command::Explain(a) => cli::explain::run(a),

@@ -243,3 +243,139 @@ fn sparse_lines_read_back_through_the_rank_index() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// A copy of `t` that shares none of its lists (a clone shares them).
+fn without_lines(t: &K2Tree) -> K2Tree {
+    K2Tree::from_edges(t.rows(), t.cols(), t.cells())
+}
+
+/// Lists written to a lines file read back equal (both orientations, every index kind),
+/// and the tree's line walks then use them without a build.
+fn check_file_round_trip(t: &K2Tree, dir: &std::path::Path) -> Result<(), TestCaseError> {
+    use k2rpq::k2tree::{lines_file, LineFileState};
+    let crc = 0x5eed_u32;
+    for by_column in [false, true] {
+        let built = Lines::build(t, by_column);
+        let path = dir.join(if by_column { "t.cols" } else { "t.rows" });
+        let bytes = lines_file::write(&built, by_column, crc, &path)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes);
+        let budget = LineBudget::new(u64::MAX);
+        let read = lines_file::read(&path, by_column, t, crc, &budget)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(read == built, "lists read back differ");
+        prop_assert_eq!(budget.used(), read.bytes());
+        // Attached to a fresh copy of the tree: the first walk reads the file.
+        let fresh = without_lines(t);
+        fresh.set_line_budget(Arc::new(LineBudget::new(u64::MAX)));
+        fresh.set_line_file(by_column, path.clone(), crc);
+        prop_assert!(fresh.lines_after(by_column, 0).is_some_and(|l| *l == built));
+        prop_assert_eq!(
+            fresh.line_info()[by_column as usize].file.clone(),
+            Some(LineFileState::Read)
+        );
+        prop_assert_eq!(fresh.line_budget().stats().read, 1);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn lines_files_round_trip((rows, cols, edges) in arb_matrix()) {
+        let side = rows.max(cols);
+        let t = K2Tree::from_edges(side, side, edges);
+        let dir = tempfile::tempdir().unwrap();
+        check_file_round_trip(&t, dir.path())?;
+    }
+}
+
+#[test]
+fn lines_files_round_trip_with_every_index_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    // Dense lines (direct index), sparse ones (rank bitmap), very sparse (binary search).
+    for (n, e, seed) in [
+        (2_000u64, 20_000usize, 3u64),
+        (100_000, 3_000, 4),
+        (1 << 24, 40, 5),
+    ] {
+        let t = K2Tree::from_edges(n, n, big_matrix(n, n, e, seed));
+        check_file_round_trip(&t, dir.path()).unwrap();
+    }
+}
+
+#[test]
+fn damaged_stale_or_foreign_lines_files_are_errors_and_walks_build_instead() {
+    use k2rpq::k2tree::{lines_file, LineFileState};
+    let dir = tempfile::tempdir().unwrap();
+    let n = 5_000u64;
+    let t = K2Tree::from_edges(n, n, big_matrix(n, n, 30_000, 9));
+    let other = K2Tree::from_edges(n, n, big_matrix(n, n, 30_000, 10));
+    let good = dir.path().join("good.rows");
+    lines_file::write(&Lines::build(&t, false), false, 7, &good).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let variant = |name: &str, f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = bytes.clone();
+        f(&mut b);
+        let p = dir.path().join(name);
+        std::fs::write(&p, b).unwrap();
+        p
+    };
+    let cases: Vec<(std::path::PathBuf, bool, u32, &K2Tree, &str)> = vec![
+        (
+            variant("body", &|b| *b.last_mut().unwrap() ^= 1),
+            false,
+            7,
+            &t,
+            "body",
+        ),
+        (variant("head", &|b| b[20] ^= 1), false, 7, &t, "header"),
+        (
+            variant("short", &|b| b.truncate(b.len() - 4)),
+            false,
+            7,
+            &t,
+            "length",
+        ),
+        (
+            variant("long", &|b| b.extend_from_slice(&[0; 4])),
+            false,
+            7,
+            &t,
+            "length",
+        ),
+        (variant("magic", &|b| b[0] = b'X'), false, 7, &t, "magic"),
+        (variant("empty", &|b| b.clear()), false, 7, &t, "magic"),
+        (good.clone(), true, 7, &t, "orientation"),
+        (good.clone(), false, 8, &t, "another tree"),
+        (good.clone(), false, 7, &other, "another tree"),
+        (dir.path().join("missing"), false, 7, &t, "No such file"),
+    ];
+    for (path, by_column, crc, tree, why) in cases {
+        let budget = LineBudget::new(u64::MAX);
+        let err = lines_file::read(&path, by_column, tree, crc, &budget)
+            .err()
+            .unwrap_or_else(|| panic!("{} ({why}) was accepted", path.display()))
+            .to_string();
+        assert!(err.contains(why), "{}: {err}", path.display());
+        assert_eq!(budget.used(), 0, "nothing held after a refusal");
+        // A walk over a tree with that file attached falls back to descents and builds.
+        let fresh = without_lines(tree);
+        fresh.set_line_budget(Arc::new(LineBudget::new(u64::MAX)));
+        fresh.set_line_file(by_column, path.clone(), crc);
+        let threshold = line_build_threshold(fresh.nodes(), rayon::current_num_threads());
+        let lines = fresh
+            .lines_after(by_column, threshold.max(1))
+            .expect("built instead");
+        assert!(*lines == Lines::build(tree, by_column));
+        assert!(matches!(
+            fresh.line_info()[by_column as usize].file,
+            Some(LineFileState::Failed(ref e)) if e.contains(why)
+        ));
+    }
+    // Over the budget: refused, nothing held, and the walk goes on without lists.
+    let tiny = LineBudget::new(100);
+    let err = lines_file::read(&good, false, &t, 7, &tiny).unwrap_err();
+    assert!(err.to_string().contains("budget"), "{err}");
+    assert_eq!(tiny.used(), 0);
+}

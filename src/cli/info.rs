@@ -13,7 +13,7 @@ pub struct Args {
     /// Print the manifest as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also read every tree and bitmap and check their checksums.
+    /// Also read every tree, bitmap and kept line list and check their checksums.
     #[arg(long)]
     pub verify: bool,
 }
@@ -59,13 +59,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or(9)
             .max(9);
         println!(
-            "  {:<width$} {:>10} {:>12} {:>9} {:>12}  file",
-            "predicate", "id", "edges", "bits/edge", "bytes"
+            "  {:<width$} {:>10} {:>12} {:>9} {:>12} {:>12}  file",
+            "predicate", "id", "edges", "bits/edge", "bytes", "lists bytes"
         );
         for p in &g.predicates {
+            // The line lists kept on disk (`k2rpq lines`), both orientations together.
+            let lists = match p.lines.iter().map(|l| l.bytes).sum::<u64>() {
+                0 => "-".to_string(),
+                b => b.to_string(),
+            };
             println!(
-                "  {:<width$} {:>10} {:>12} {:>9.2} {:>12}  {}",
-                p.iri, p.id, p.edges, p.bits_per_edge, p.bytes, p.file
+                "  {:<width$} {:>10} {:>12} {:>9.2} {:>12} {:>12}  {}",
+                p.iri, p.id, p.edges, p.bits_per_edge, p.bytes, lists, p.file
             );
         }
     }

@@ -30,6 +30,10 @@ pub struct Args {
     /// size trades that table's cache footprint against deduplication within a piece.
     #[arg(long)]
     pub chunk_size: Option<String>,
+    /// After the load, keep every relation's line lists on disk, as `k2rpq lines` does
+    /// (timed and reported apart from the load).
+    #[arg(long)]
+    pub line_lists: bool,
     /// Hide the progress bars.
     #[arg(long)]
     pub quiet: bool,
@@ -115,5 +119,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .peak_rss_bytes
             .map_or("unknown".into(), |b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64)),
     );
+    if args.line_lists {
+        let lines = super::lines::keep(&args.store, false, None, args.quiet)?;
+        eprintln!("  {lines}");
+    }
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod explain;
 pub mod gen;
 pub mod graph_source;
 pub mod info;
+pub mod lines;
 pub mod load;
 pub mod query;
 pub mod rpq;

@@ -193,13 +193,21 @@ fn header_len(levels: u32) -> usize {
     FIXED_LEN + 8 * levels as usize + 8
 }
 
-/// The bytes of a word slice (the format is little-endian, as is the target).
-fn as_bytes(words: &[u64]) -> &[u8] {
-    // SAFETY: u64 has no padding and any byte pattern is a valid u8; the length is exact.
+/// Unsigned integers, whose slices can be viewed as bytes (no padding, every bit
+/// pattern valid).
+pub(crate) trait Plain: Copy {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+
+/// The bytes of a word slice (the formats are little-endian, as is the target).
+pub(crate) fn as_bytes<T: Plain>(words: &[T]) -> &[u8] {
+    // SAFETY: `Plain` types have no padding and any byte pattern is a valid u8; the
+    // length is exact.
     unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, std::mem::size_of_val(words)) }
 }
 
-fn crc(bytes: &[u8]) -> u32 {
+/// CRC-32 of `bytes`, computed in parallel pieces for large inputs.
+pub(crate) fn crc(bytes: &[u8]) -> u32 {
     // Large sections are hashed in parallel pieces and combined.
     const PIECE: usize = 8 << 20;
     if bytes.len() <= PIECE {
@@ -613,16 +621,31 @@ pub fn write(
         has_frontier: frontier.is_some(),
         sections,
     };
+    write_atomically(path, |w| {
+        w.write_all(&encode_header(&header))?;
+        for p in payload {
+            w.write_all(as_bytes(p))?;
+        }
+        Ok(())
+    })
+    .map_err(io)?;
+    Ok(header)
+}
+
+/// Writes `path` as a whole or not at all: `write` fills a temporary file beside it, which
+/// is synced and renamed over `path`, and the folder is synced so that the rename lasts. On
+/// an error the temporary file is removed and `path` is as before.
+pub(crate) fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().ok_or_else(|| {
-        io(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a file name",
-        ))
-    })?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
         ".{}.tmp.{}.{}",
@@ -633,10 +656,7 @@ pub fn write(
     let result = (|| -> io::Result<()> {
         let f = File::create(&tmp)?;
         let mut w = io::BufWriter::with_capacity(1 << 20, &f);
-        w.write_all(&encode_header(&header))?;
-        for p in payload {
-            w.write_all(as_bytes(p))?;
-        }
+        write(&mut w)?;
         w.flush()?;
         drop(w);
         f.sync_all()?;
@@ -644,9 +664,8 @@ pub fn write(
         // The rename is durable once the folder's entry is.
         File::open(&dir)?.sync_all()
     })();
-    if let Err(e) = result {
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
     }
-    Ok(header)
+    result
 }

@@ -20,6 +20,7 @@
 
 mod build;
 pub mod file;
+pub mod lines_file;
 pub mod morton;
 mod query;
 mod words;
@@ -27,9 +28,9 @@ mod words;
 use std::sync::OnceLock;
 
 pub use query::{
-    line_build_threshold, physical_memory, LineBudget, LineBuildError, LineInfo, LineMemoryStats,
-    Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, EAGER_LINE_NODES, LINE_BUILD_SHARE,
-    LINE_READS_PER_VISIT,
+    line_build_threshold, physical_memory, LineBudget, LineBuildError, LineFileState, LineInfo,
+    LineMemoryStats, Lines, BUILD_NODES_PER_VISIT, DEFAULT_LINE_MEMORY, EAGER_LINE_NODES,
+    LINE_BUILD_SHARE, LINE_READS_PER_VISIT,
 };
 pub use words::Words;
 

@@ -368,6 +368,8 @@ pub struct LineBudget {
     built: AtomicU64,
     refused: AtomicU64,
     build_nanos: AtomicU64,
+    read: AtomicU64,
+    read_nanos: AtomicU64,
     /// Whether large trees' lists are built on a thread of their own.
     background: AtomicBool,
     /// Background builds under way.
@@ -387,6 +389,10 @@ pub struct LineMemoryStats {
     pub refused: u64,
     /// Wall time of all builds.
     pub build_time: Duration,
+    /// Lists read from lines files instead of built.
+    pub read: u64,
+    /// Wall time of all reads.
+    pub read_time: Duration,
     /// Background builds under way.
     pub building: u64,
 }
@@ -402,6 +408,14 @@ impl std::fmt::Display for LineMemoryStats {
             self.build_time.as_secs_f64() * 1e3,
             self.refused
         )?;
+        if self.read > 0 {
+            write!(
+                f,
+                ", {} read from files ({:.1} ms)",
+                self.read,
+                self.read_time.as_secs_f64() * 1e3
+            )?;
+        }
         if self.building > 0 {
             write!(f, ", {} building in the background", self.building)?;
         }
@@ -418,6 +432,8 @@ impl LineBudget {
             built: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             build_nanos: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            read_nanos: AtomicU64::new(0),
             background: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
         }
@@ -478,12 +494,14 @@ impl LineBudget {
             built: self.built.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             build_time: Duration::from_nanos(self.build_nanos.load(Ordering::Relaxed)),
+            read: self.read.load(Ordering::Relaxed),
+            read_time: Duration::from_nanos(self.read_nanos.load(Ordering::Relaxed)),
             building: self.in_flight.load(Ordering::Relaxed),
         }
     }
 
     /// Takes `bytes` from the budget if they fit.
-    fn reserve(&self, bytes: u64) -> Result<(), LineBuildError> {
+    pub(crate) fn reserve(&self, bytes: u64) -> Result<(), LineBuildError> {
         let limit = self.limit();
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
@@ -699,15 +717,7 @@ impl Lines {
         budget.reserve(peak)?;
         let built = build_parts(tree, by_column).inspect_err(|_| budget.release(peak));
         let mut lines = built?;
-        if wants_by_line(&lines.keys) {
-            let span = line_span(&lines.keys);
-            if let Ok(mut by_line) = try_zeroed::<u32>(span + 1) {
-                fill_by_line(&lines.keys, &lines.offsets, &mut by_line);
-                lines.by_line = by_line;
-            }
-        } else if wants_key_rank(&lines.keys) {
-            lines.key_rank = KeyRank::new(&lines.keys);
-        }
+        lines.add_index();
         budget.release(peak - lines.bytes());
         lines.build_time = t0.elapsed();
         budget.built.fetch_add(1, Ordering::Relaxed);
@@ -715,6 +725,85 @@ impl Lines {
             .build_nanos
             .fetch_add(lines.build_time.as_nanos() as u64, Ordering::Relaxed);
         Ok(lines)
+    }
+
+    /// Adds the index that finds a line without a search: the direct index by line
+    /// where the lines are dense enough, else a [`KeyRank`] where that pays; none when
+    /// the allocator refuses the direct index (lines are then found by binary search).
+    fn add_index(&mut self) {
+        if wants_by_line(&self.keys) {
+            if let Ok(mut by_line) = try_zeroed::<u32>(line_span(&self.keys) + 1) {
+                fill_by_line(&self.keys, &self.offsets, &mut by_line);
+                self.by_line = by_line;
+            }
+        } else if wants_key_rank(&self.keys) {
+            self.key_rank = KeyRank::new(&self.keys);
+        }
+    }
+
+    /// Bytes that [`Lines::add_index`] adds for these keys.
+    fn index_bytes(keys: &[u32]) -> u64 {
+        let span = line_span(keys) as u64;
+        if wants_by_line(keys) {
+            4 * (span + 1)
+        } else if wants_key_rank(keys) {
+            8 * span.div_ceil(64) + 4 * span.div_ceil(512)
+        } else {
+            0
+        }
+    }
+
+    /// Lists from their parts as [`Lines::parts`] gives them (read back from a file),
+    /// checked so that no line lookup can index out of bounds: keys strictly ascending
+    /// and below `side`, `offsets` one longer than `keys`, ascending from 0 to the
+    /// number of values, every value below `side`. The index is added as a build adds
+    /// it, its bytes taken from `budget` (left out when the budget refuses them); the
+    /// parts' own bytes are the caller's to reserve.
+    pub(crate) fn from_parts(
+        keys: Vec<u32>,
+        offsets: Vec<u32>,
+        values: Vec<u32>,
+        side: u64,
+        budget: &LineBudget,
+    ) -> Result<Lines, String> {
+        if offsets.len() != keys.len() + 1 {
+            return Err(format!("{} keys but {} offsets", keys.len(), offsets.len()));
+        }
+        if offsets[0] != 0 || *offsets.last().unwrap() as usize != values.len() {
+            return Err("offsets do not span the values".into());
+        }
+        let ascending = |v: &[u32], strict: bool| {
+            v.par_windows(2)
+                .all(|w| w[0] < w[1] || (!strict && w[0] == w[1]))
+        };
+        if !ascending(&keys, true) || keys.last().is_some_and(|&k| k as u64 >= side) {
+            return Err("keys are not ascending or exceed the side".into());
+        }
+        if !ascending(&offsets, false) {
+            return Err("offsets are not ascending".into());
+        }
+        if values.par_iter().any(|&v| v as u64 >= side) {
+            return Err("a value exceeds the side".into());
+        }
+        let mut lines = Lines {
+            keys,
+            offsets,
+            values,
+            ..Lines::default()
+        };
+        let index = Lines::index_bytes(&lines.keys);
+        if budget.reserve(index).is_ok() {
+            let before = lines.bytes();
+            lines.add_index();
+            budget.release(index - (lines.bytes() - before));
+        }
+        Ok(lines)
+    }
+
+    /// Keys, offsets and values: what [`Lines::from_parts`] takes back (the index is
+    /// derived from them).
+    pub(crate) fn parts(&self) -> [&[u32]; 3] {
+        [&self.keys, &self.offsets, &self.values]
     }
 
     /// Calls `f(key, value)` for every cell on the lines `active` (ascending, distinct);
@@ -973,9 +1062,32 @@ fn decode_packed(t: &K2Tree, by_column: bool, out: &mut [u64]) {
 pub(crate) struct LineCache {
     work: AtomicU64,
     lines: OnceLock<Arc<Lines>>,
-    /// Set while one build (on a query's thread or in the background) is under way;
-    /// walks keep descending meanwhile.
+    /// Set while one build (on a query's thread or in the background), or the read of
+    /// the lists' file, is under way; walks keep descending meanwhile.
     building: AtomicBool,
+    /// The lists' file, when the store keeps one ([`K2Tree::set_line_file`]).
+    file: OnceLock<LineFile>,
+    /// How reading [`LineCache::file`] went, once tried.
+    file_state: OnceLock<LineFileState>,
+}
+
+/// A lines file ([`super::lines_file`]) of one orientation of a tree.
+#[derive(Debug)]
+struct LineFile {
+    path: std::path::PathBuf,
+    /// CRC-32 of the tree's `.k2` file, which the lines file must name.
+    tree_crc: u32,
+}
+
+/// What became of a tree's lines file ([`LineInfo::file`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum LineFileState {
+    /// Not needed yet: the lists are read on the orientation's first walk.
+    Unread,
+    /// Read; the lists in use came from the file.
+    Read,
+    /// Not usable (the reason); the lists are built as if there were no file.
+    Failed(String),
 }
 
 /// Both orientations' [`LineCache`]s of a tree and the budget they count against.
@@ -1015,8 +1127,10 @@ pub struct LineInfo {
     pub threshold: u64,
     /// Bytes held, when built.
     pub bytes: Option<u64>,
-    /// Build wall time, when built.
+    /// Build (or read) wall time, when built.
     pub build_time: Option<Duration>,
+    /// The lines file, when the store keeps one.
+    pub file: Option<LineFileState>,
 }
 
 impl K2Tree {
@@ -1051,6 +1165,11 @@ impl K2Tree {
         if let Some(l) = cache.lines.get() {
             return Some(l);
         }
+        if cache.file.get().is_some() && cache.file_state.get().is_none() {
+            if let Some(l) = self.read_line_file(by_column) {
+                return Some(l);
+            }
+        }
         let threshold = line_build_threshold(self.nodes(), rayon::current_num_threads());
         let spent = cache.work.fetch_add(work, Ordering::Relaxed) + work;
         if spent < threshold || cache.building.swap(true, Ordering::AcqRel) {
@@ -1075,6 +1194,48 @@ impl K2Tree {
             budget.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
         self.build_lines(by_column, &budget, false);
+        cache.lines.get().map(|l| &**l)
+    }
+
+    /// Keeps the lists of one orientation in a lines file ([`super::lines_file`]) at
+    /// `path`, written for the tree whose `.k2` file has CRC `tree_crc`: the first walk
+    /// in that orientation reads them instead of counting descents towards a build. A
+    /// file that cannot be read (missing, damaged, stale, over the budget) is reported
+    /// by [`K2Tree::line_info`] and the lists are then built as without it. A no-op
+    /// once a file is attached.
+    pub fn set_line_file(&self, by_column: bool, path: std::path::PathBuf, tree_crc: u32) {
+        let _ = self.lines.caches[by_column as usize]
+            .file
+            .set(LineFile { path, tree_crc });
+    }
+
+    /// Reads the lists of the attached file once (the first caller that finds no build
+    /// under way; the others keep descending meanwhile).
+    fn read_line_file(&self, by_column: bool) -> Option<&Lines> {
+        let cache = &self.lines.caches[by_column as usize];
+        let file = cache.file.get()?;
+        if cache.building.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        if cache.file_state.get().is_none() && cache.lines.get().is_none() {
+            let budget = self.line_budget();
+            let t0 = Instant::now();
+            let state =
+                match super::lines_file::read(&file.path, by_column, self, file.tree_crc, budget) {
+                    Ok(mut l) => {
+                        l.build_time = t0.elapsed();
+                        budget.read.fetch_add(1, Ordering::Relaxed);
+                        budget
+                            .read_nanos
+                            .fetch_add(l.build_time.as_nanos() as u64, Ordering::Relaxed);
+                        let _ = cache.lines.set(Arc::new(l));
+                        LineFileState::Read
+                    }
+                    Err(e) => LineFileState::Failed(e.to_string()),
+                };
+            let _ = cache.file_state.set(state);
+        }
+        cache.building.store(false, Ordering::Release);
         cache.lines.get().map(|l| &**l)
     }
 
@@ -1131,6 +1292,10 @@ impl K2Tree {
                 threshold,
                 bytes: l.map(|l| l.bytes()),
                 build_time: l.map(|l| l.build_time()),
+                file: c
+                    .file
+                    .get()
+                    .map(|_| c.file_state.get().cloned().unwrap_or(LineFileState::Unread)),
             }
         })
     }

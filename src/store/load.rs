@@ -336,7 +336,8 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
+/// A progress bar in `template`'s style, hidden unless `show`.
+pub(super) fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
@@ -890,9 +891,17 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             } else {
                 let to = tmp.path.join(&info.file);
                 link_or_copy(&dir.join(&info.file), &to).map_err(io_err(&to))?;
+                // Its line lists (same tree, same CRC) come along where they can; they
+                // are a cache, so one that cannot is dropped below, not an error.
+                for l in &info.lines {
+                    let _ = link_or_copy(&dir.join(&l.file), &tmp.path.join(&l.file));
+                }
                 relations_kept += 1;
             }
         }
+    }
+    for info in new_preds.iter_mut().flat_map(|p| p.values_mut()) {
+        info.lines.retain(|l| tmp.path.join(&l.file).exists());
     }
     let pb = bar(
         options.progress,
@@ -1254,5 +1263,6 @@ fn build_and_write(
         crc32: crc32fast::hash(&bytes),
         file,
         side: n as u64,
+        lines: Vec::new(),
     })
 }

@@ -4,7 +4,10 @@
 //! - `dict-NNNN.fc`: front-coded dictionary segments ([`dictionary`]);
 //! - `g{G}-p{P}.k2`: one k²-tree per (graph index `G`, predicate term id `P`), square with
 //!   side = node count;
-//! - `g{G}.nodes`: the ids occurring as subject or object in graph `G` (a roaring bitmap).
+//! - `g{G}.nodes`: the ids occurring as subject or object in graph `G` (a roaring bitmap);
+//! - optionally `g{G}-p{P}.rows` / `.cols`: a tree's successor / predecessor lists
+//!   ([`crate::k2tree::lines_file`], written by [`keep_lines`]), read on a relation's first
+//!   walk instead of being built; a missing or damaged one is rebuilt as if absent.
 //!
 //! [`Store::open`] reads the manifest, maps and checksums the dictionary and checks that
 //! every listed file exists with its recorded size; trees are mapped lazily, on first
@@ -13,6 +16,7 @@
 
 pub mod dictionary;
 mod key_sort;
+mod lines;
 mod load;
 
 use std::collections::HashMap;
@@ -24,9 +28,10 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 pub use dictionary::Dictionary;
+pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport};
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
-use crate::k2tree::{file, height_for, K2Tree, LineBudget};
+use crate::k2tree::{file, height_for, lines_file, K2Tree, LineBudget};
 pub use crate::rdf::parse::{Format, Input};
 
 /// Name of the manifest file inside a store folder.
@@ -118,6 +123,21 @@ pub struct PredicateInfo {
     pub crc32: u32,
     /// Side of the tree when it was written (≤ node count; see [`Store::relation`]).
     pub side: u64,
+    /// The relation's line lists kept on disk (`k2rpq lines`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LineFileInfo>,
+}
+
+/// One orientation of a relation's line lists kept beside its tree
+/// ([`crate::k2tree::lines_file`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LineFileInfo {
+    /// Predecessor lists (by column) rather than successor lists (by row).
+    pub by_column: bool,
+    /// File name inside the store.
+    pub file: String,
+    /// File size.
+    pub bytes: u64,
 }
 
 /// One graph as listed in the manifest.
@@ -390,6 +410,9 @@ impl Store {
             tree = wider;
         }
         tree.set_line_budget(self.line_budget.clone());
+        for l in &info.lines {
+            tree.set_line_file(l.by_column, self.dir.join(&l.file), info.crc32);
+        }
         let tree = Arc::new(tree);
         self.trees
             .lock()
@@ -453,7 +476,17 @@ impl Store {
                         reason: "checksum differs from the manifest: the file is corrupt".into(),
                     });
                 }
-                self.relation(g, p.id)?;
+                let tree = self.relation(g, p.id)?.expect("listed in the manifest");
+                for l in &p.lines {
+                    let path = self.dir.join(&l.file);
+                    let all = LineBudget::new(u64::MAX);
+                    lines_file::read(&path, l.by_column, &tree, p.crc32, &all).map_err(|e| {
+                        StoreError::File {
+                            path,
+                            reason: format!("line lists: {e}"),
+                        }
+                    })?;
+                }
             }
         }
         for s in self.dictionary.segments() {
