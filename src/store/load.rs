@@ -546,28 +546,31 @@ impl Shard {
         Ok(id)
     }
 
-    /// Numbers the keys `idx` of `batch` (all of this shard) into `ids`, prefetching
-    /// ahead: the bucket of key `j + 2·AHEAD`, then (once that bucket is likely cached)
-    /// the arena bytes of its entries whose hash bits match key `j + AHEAD`, so that
-    /// [`Shard::id`] finds both in cache. Prefetches are hints only: a table that grows
-    /// in between just makes some of them useless.
+    /// Numbers the keys `idx` of `batch` (all of this shard; `(index, hash)` pairs, so
+    /// that hashes are read in order, not at random in the batch) into `ids`, prefetching
+    /// ahead: the bucket and the key's place in `batch.ends` for key `j + 2·AHEAD`, then
+    /// (once those are likely cached) the batch's key bytes and the arena bytes of the
+    /// bucket's entries whose hash bits match, for key `j + AHEAD`, so that [`Shard::id`]
+    /// finds all of them in cache. Prefetches are hints only: a table that grows in
+    /// between just makes some of them useless.
     fn number_all(
         &mut self,
         batch: &Batch,
-        idx: &[u32],
+        idx: &[(u32, u64)],
         ids: &mut [u32],
         shard: usize,
         old: Option<&Store>,
         old_n: u32,
     ) -> Result<(), String> {
-        for (j, &i) in idx.iter().enumerate() {
+        for (j, &(i, hash)) in idx.iter().enumerate() {
             if !self.buckets.is_empty() {
-                if let Some(&far) = idx.get(j + 2 * AHEAD) {
-                    let h32 = (batch.hashes[far as usize] >> 32) as u32;
-                    prefetch(&self.buckets[self.home(h32)]);
+                if let Some(&(far, hash)) = idx.get(j + 2 * AHEAD) {
+                    prefetch(&self.buckets[self.home((hash >> 32) as u32)]);
+                    prefetch(batch.ends.as_ptr().wrapping_add(far as usize));
                 }
-                if let Some(&near) = idx.get(j + AHEAD) {
-                    let h32 = (batch.hashes[near as usize] >> 32) as u32;
+                if let Some(&(near, hash)) = idx.get(j + AHEAD) {
+                    prefetch(batch.key(near as usize).as_ptr());
+                    let h32 = (hash >> 32) as u32;
                     for e in &self.buckets[self.home(h32)].0 {
                         if e.hash == h32 && !e.is_empty() {
                             prefetch(self.keys.as_ptr().wrapping_add(e.start()));
@@ -576,7 +579,7 @@ impl Shard {
                 }
             }
             let i = i as usize;
-            ids[i] = self.id(batch.key(i), batch.hashes[i], shard, old, old_n)?;
+            ids[i] = self.id(batch.key(i), hash, shard, old, old_n)?;
         }
         Ok(())
     }
@@ -644,9 +647,9 @@ impl Numbering<'_> {
             starts[s + 1] += starts[s];
         }
         let mut pos = starts.clone();
-        let mut order = vec![0u32; n];
+        let mut order = vec![(0u32, 0u64); n];
         for (i, &s) in shard.iter().enumerate() {
-            order[pos[s as usize] as usize] = i as u32;
+            order[pos[s as usize] as usize] = (i as u32, batch.hashes[i]);
             pos[s as usize] += 1;
         }
         let mut ids = vec![0u32; n];
@@ -1435,7 +1438,7 @@ mod tests {
             batch.ends.push(batch.bytes.len());
             batch.hashes.push(terms::hash_key(batch.key(n as usize)));
         }
-        let idx: Vec<u32> = (0..3000).collect();
+        let idx: Vec<(u32, u64)> = (0..3000).map(|i| (i, batch.hashes[i as usize])).collect();
         let mut ids = vec![0; 3000];
         let mut shard = Shard::default();
         shard
