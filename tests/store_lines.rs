@@ -191,52 +191,44 @@ fn incremental_loads_keep_the_lists_of_untouched_relations_only() {
     }
 }
 
+/// Runs `k2rpq ARGS`, expects success, and returns its stdout and stderr.
+fn k2rpq_ok(args: &[&std::ffi::OsStr]) -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "k2rpq {args:?}: {stderr}");
+    (stdout, stderr)
+}
+
 #[test]
 fn cli_keeps_lists_and_info_shows_them() {
     let dir = tempfile::tempdir().unwrap();
     let (dir_store, _) = store(dir.path());
-    let exe = env!("CARGO_BIN_EXE_k2rpq");
-    let out = std::process::Command::new(exe)
-        .args(["lines", "--quiet", "--store"])
-        .arg(&dir_store)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("files written"));
-    let info = std::process::Command::new(exe)
-        .args(["info", "--verify"])
-        .arg(&dir_store)
-        .output()
-        .unwrap();
-    assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
-    );
-    let text = String::from_utf8_lossy(&info.stdout);
+    let s = dir_store.as_os_str();
+    let (_, stderr) = k2rpq_ok(&["lines".as_ref(), "--quiet".as_ref(), "--store".as_ref(), s]);
+    assert!(stderr.contains("files written"), "{stderr}");
+    let (text, _) = k2rpq_ok(&["info".as_ref(), "--verify".as_ref(), s]);
     assert!(text.contains("lists bytes"), "{text}");
     // `load --line-lists` writes them with the load.
     let nt = dir.path().join("w.nt");
     let fresh = dir.path().join("fresh");
-    let out = std::process::Command::new(exe)
-        .args(["load", "--quiet", "--line-lists", "--store"])
-        .arg(&fresh)
-        .arg(&nt)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    k2rpq_ok(&[
+        "load".as_ref(),
+        "--quiet".as_ref(),
+        "--line-lists".as_ref(),
+        "--store".as_ref(),
+        fresh.as_os_str(),
+        nt.as_os_str(),
+    ]);
     let m = Store::open(&fresh).unwrap().manifest().clone();
     assert!(m.graphs[0].predicates.iter().all(|p| p.lines.len() == 2));
     // Not a store: a clear error, no panic.
-    let bad = std::process::Command::new(exe)
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_k2rpq"))
         .args(["lines", "--store"])
         .arg(dir.path().join("nowhere"))
         .output()
