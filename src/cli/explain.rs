@@ -83,21 +83,30 @@ impl EngineTask for Run<'_> {
     }
 }
 
-/// The line lists of the relations the query mapped: built or not, bytes, build time,
-/// and the visits spent towards the build; then the store's line memory totals.
+/// The line lists of the relations the query mapped: built, read from a kept file, or
+/// not yet (with the visits spent towards the build), bytes and time; then the store's
+/// line memory totals.
 fn print_lines(db: &k2rpq::database::Database) {
     for (_, p, tree) in db.store().mapped_relations() {
         let name = db
             .term(p)
             .map(|t| t.to_string())
             .unwrap_or_else(|| format!("#{p}"));
-        let side = |i: &k2rpq::k2tree::LineInfo| match (i.bytes, i.build_time) {
-            (Some(b), Some(t)) => format!(
-                "built ({:.1} MiB, {:.1} ms)",
-                b as f64 / (1 << 20) as f64,
-                t.as_secs_f64() * 1e3
-            ),
-            _ => format!("not built ({} of {} visits)", i.spent_visits, i.threshold),
+        let side = |i: &k2rpq::k2tree::LineInfo| {
+            use k2rpq::k2tree::LineFileState;
+            let how = match &i.file {
+                Some(LineFileState::Read) => "read from its file".to_string(),
+                Some(LineFileState::Failed(e)) => format!("built (its file failed: {e})"),
+                _ => "built".to_string(),
+            };
+            match (i.bytes, i.build_time) {
+                (Some(b), Some(t)) => format!(
+                    "{how} ({:.1} MiB, {:.1} ms)",
+                    b as f64 / (1 << 20) as f64,
+                    t.as_secs_f64() * 1e3
+                ),
+                _ => format!("not built ({} of {} visits)", i.spent_visits, i.threshold),
+            }
         };
         let [rows, cols] = tree.line_info();
         println!(
