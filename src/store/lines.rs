@@ -89,11 +89,11 @@ pub fn keep_lines(dir: &Path, options: &KeepLinesOptions) -> Result<KeepLinesRep
                     if by_column { "cols" } else { "rows" }
                 ));
                 let listed = p.lines.iter().position(|l| l.by_column == by_column);
-                let present = listed.filter(|&i| {
+                let present = listed.is_some_and(|i| {
                     std::fs::metadata(dir.join(&p.lines[i].file))
                         .is_ok_and(|m| m.len() == p.lines[i].bytes)
                 });
-                if let (Some(_), false) = (present, options.force) {
+                if present && !options.force {
                     report.kept += 1;
                     pb.inc(1);
                     continue;

@@ -596,7 +596,7 @@ impl Shard {
             .filter(|e| !e.is_empty() && e.id >= old_n)
             .copied()
             .collect();
-        entries.sort_unstable_by_key(|e| e.at & ((1 << 40) - 1));
+        entries.sort_unstable_by_key(Entry::start);
         entries.iter().map(|e| (self.key(e), e.id)).collect()
     }
 }
