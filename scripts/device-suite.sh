@@ -10,6 +10,7 @@
 #   tests   every carried GPU test binary (--test-threads=1)
 #   spmv    k2rpq bench-spmv on cnr-2000
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph
+#   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
 #   cnr     RPQ benchmark on cnr-2000 (100 constants; all pairs on the GPU vs Oxigraph)
 #   latency cnr-2000 constants on the GPU vs Oxigraph (issue 6) and CoDEx-M on the CPU vs
@@ -61,6 +62,7 @@ for line in sys.stdin:
     cp target/release/k2rpq "$carry/bin/k2rpq"
     if [ -n "${K2RPQ_BASE:-}" ]; then cp "$K2RPQ_BASE" "$carry/bin/k2rpq-base"; fi
     cargo build --release --example lines_build && cp target/release/examples/lines_build "$carry/bin/lines_build"
+    cargo build --release --example profile_leaves && cp target/release/examples/profile_leaves "$carry/bin/profile_leaves"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -115,7 +117,7 @@ for line in sys.stdin:
         bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build) continue ;; esac
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves) continue ;; esac
             step "test $name"
             if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
                 echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"
@@ -129,9 +131,25 @@ for line in sys.stdin:
         spmv_rows "$out/spmv-cnr.txt" ;;
     spmvweb)
         step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
+        # SPMVWEB_KERNELS (e.g. rows,wagg): the leaf-kernel variants beside the default.
         "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches 1,16 --bit-batches 64 --skip-cpu \
-            --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
+            ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
         spmv_rows "$out/spmv-web.txt" ;;
+    leaves)
+        # LEAVES_KERNELS / LEAVES_LAYOUTS: which leaf kernels and frontier layouts.
+        kernels="${LEAVES_KERNELS:-rows,wagg,runs}" layouts="${LEAVES_LAYOUTS:-codes,blocks,rowblocks}"
+        step "leaf kernels alone, web 200M, f32 B = 1 (profile_leaves: $kernels over $layouts)"
+        "$bin/profile_leaves" 200000000 "$kernels" 20 "$layouts" 2>&1 | tee -a "$out/summary.txt" || status=1
+        if command -v ncu >/dev/null; then
+            step "ncu: the block-entry leaf kernels (ncu-leaves.txt)"
+            timeout 240 ncu --kernel-name regex:'blocks_' --launch-count 12 --section SpeedOfLight \
+                --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+                "$bin/profile_leaves" 200000000 "$kernels" 1 blocks,rowblocks > "$out/ncu-leaves.txt" 2>&1 || status=1
+            grep -E "blocks_|Duration|Memory Throughput|DRAM Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Compute \(SM\) Throughput" \
+                "$out/ncu-leaves.txt" | tee -a "$out/summary.txt"
+        else
+            echo "ncu: not installed" | tee -a "$out/summary.txt"
+        fi ;;
     codex)
         step "main job: CoDEx-M"
         rm -rf "$tmp/codex-m.store"
@@ -290,5 +308,5 @@ for line in sys.stdin:
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv spmvweb codex cnr fwd wd wdtrace build cache multi load latency quick]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv spmvweb leaves codex cnr fwd wd wdtrace build cache multi load latency quick]" >&2; exit 2 ;;
 esac

@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{self, GpuEngine, GpuOptions, LeafKernel, OffsetSource};
+use k2rpq::engine::gpu::{self, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource};
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
     Semiring, Traversal, Tropical,
@@ -46,13 +46,25 @@ fn option_sets() -> Vec<GpuOptions> {
             top_nodes,
             offset_source,
             leaf_kernel,
+            frontier: FrontierLayout::default(),
         };
         let auto = GpuOptions {
             leaf_kernel,
             ..GpuOptions::default()
         };
+        // Every frontier layout under every kernel (`cells` and `window` keep codes).
+        out.extend(
+            FrontierLayout::ALL
+                .into_iter()
+                .filter(|&f| f != auto.frontier)
+                .map(|frontier| GpuOptions { frontier, ..auto }),
+        );
         if leaf_kernel == LeafKernel::default() {
             out.extend([
+                GpuOptions {
+                    frontier: FrontierLayout::RowBlocks,
+                    ..o(64, 1, Some(OffsetSource::Scan))
+                },
                 auto,
                 o(1 << 20, 1 << 16, None),
                 o(4, 1, Some(OffsetSource::Directory)),
@@ -426,6 +438,7 @@ fn recorded_graph_replays_the_product() {
                 top_nodes: 1,
                 offset_source: None,
                 leaf_kernel,
+                frontier: FrontierLayout::default(),
             },
         )
         .unwrap();
@@ -540,7 +553,7 @@ fn kernels_compile_with_nvrtc() {
             ];
             for name in ops
                 .into_iter()
-                .map(|op| kernel.leaves(op))
+                .flat_map(|op| [kernel.leaves(op), kernel.block_leaves(op)])
                 .chain([kernel.expand()])
             {
                 assert!(
@@ -599,8 +612,20 @@ fn cnr_2000_matches_cpu() {
         top_nodes,
         offset_source,
         leaf_kernel,
+        frontier: FrontierLayout::default(),
     };
-    let mut sets = vec![GpuOptions::default()];
+    let mut sets: Vec<GpuOptions> = FrontierLayout::ALL
+        .into_iter()
+        .map(|frontier| GpuOptions {
+            frontier,
+            ..GpuOptions::default()
+        })
+        .collect();
+    sets.push(GpuOptions {
+        leaf_kernel: LeafKernel::WarpAgg,
+        frontier: FrontierLayout::RowBlocks,
+        ..GpuOptions::default()
+    });
     for k in LeafKernel::ALL {
         sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));
         sets.push(o(1 << 14, 1 << 10, Some(OffsetSource::Directory), k));

@@ -363,6 +363,26 @@ impl K2Tree {
         self
     }
 
+    /// The 4x4 block of cells below last-internal-level node `j` (level `h − 2`) whose
+    /// leaves start at global index `first_leaf` (`first_child(j)`): bit `4r + c` is cell
+    /// `(r, c)` of the block. A node's up to four 2x2 leaves are contiguous, in the order
+    /// of its signature's bits (leaf `q` = 2 × row + col of the 2x2 quadrants).
+    pub fn block_bitmap(&self, j: u64, first_leaf: u64) -> u16 {
+        let s = self.signature(j);
+        let mut leaf = first_leaf;
+        let mut bm = 0u16;
+        for q in 0..4u16 {
+            if s & (1 << q) != 0 {
+                let lam = self.signature(leaf) as u16;
+                leaf += 1;
+                // Leaf cell e = 2 × row + col: its rows land four bits apart.
+                let spread = (lam & 3) | ((lam & 12) << 2);
+                bm |= spread << ((q >> 1) * 8 + (q & 1) * 2);
+            }
+        }
+        bm
+    }
+
     /// Morton codes of the nodes of level `d`, in level order (a host-side expansion).
     pub fn level_codes(&self, d: u32) -> Vec<u64> {
         query::expand_to(self, d)

@@ -1,8 +1,10 @@
 //! Our GPU engine as a contender of the SpMV benchmark: one contender per configuration
-//! (`k2`, `k2+F`) and offset source (directory, scan) with the default leaf kernel, plus
-//! one per leaf-kernel variant ([`LeafKernel`]) of the configurations the issue-10 targets
-//! name (`k2 dir`, `k2+F dir`, `k2+F scan`), so each variant is a row of its own in the
-//! same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
+//! (`k2`, `k2+F`) and offset source (directory, scan) with the default leaf kernel over
+//! a frontier of codes, one per block layout of the frontier ([`FrontierLayout`]:
+//! `gpu k2+F blocks`, `gpu k2+F rowblk`), plus one per leaf-kernel variant
+//! ([`LeafKernel`]) of the configurations the issue-10 targets name (`k2 dir`, `k2+F dir`,
+//! `k2+F scan`, and the block layouts for the kernels that read them), so each variant is
+//! a row of its own in the same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
 //! as a CUDA graph ([`GpuEngine::record_product`]) and replayed, timed with CUDA events;
 //! its working set is the engine's exact [`GpuEngine::product_bytes`].
 
@@ -11,7 +13,8 @@ use std::sync::Arc;
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
 use crate::engine::gpu::{
-    DeviceTree, GpuBits, GpuEngine, GpuOptions, LeafKernel, OffsetSource, ProductGraph,
+    DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
+    ProductGraph,
 };
 use crate::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
@@ -30,6 +33,8 @@ pub struct GpuContender {
     source: OffsetSource,
     kernel: LeafKernel,
     tile_nodes: Option<u64>,
+    /// The frontier's layout as loaded (`Codes` for tree-only matrices).
+    layout: FrontierLayout,
 }
 
 /// `directory` or `scan`.
@@ -42,13 +47,15 @@ pub fn source_name(s: OffsetSource) -> &'static str {
 
 impl GpuContender {
     /// The contenders on device 0: (k2, k2+F) × (directory, scan) with the default leaf
-    /// kernel, then `k2 dir`, `k2+F dir` and `k2+F scan` with each other variant of
-    /// `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
+    /// kernel over codes, `k2+F` over each block layout, then `k2 dir`, `k2+F dir` and
+    /// `k2+F scan` (and the block layouts, for kernels that read them) with each other
+    /// variant of `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
     pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
+        use FrontierLayout::{Blocks, Codes, RowBlocks};
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
         let mut add = |kernel: LeafKernel,
-                       source: OffsetSource,
+                       (source, frontier): (OffsetSource, FrontierLayout),
                        configs: &[MatrixConfig],
                        tile_nodes: Option<u64>|
          -> Result<()> {
@@ -58,12 +65,15 @@ impl GpuContender {
                     offset_source: Some(source),
                     leaf_kernel: kernel,
                     tile_nodes,
+                    frontier,
                     ..GpuOptions::default()
                 },
             )?);
             for &config in configs {
+                let matrix = engine.load(tree, config)?;
                 out.push(GpuContender {
-                    matrix: engine.load(tree, config)?,
+                    layout: matrix.frontier_layout(),
+                    matrix,
                     engine: engine.clone(),
                     config,
                     source,
@@ -75,24 +85,35 @@ impl GpuContender {
         };
         let default = LeafKernel::default();
         let tile = GpuOptions::default().tile_nodes;
-        for source in [OffsetSource::Directory, OffsetSource::Scan] {
-            add(default, source, &[TreeOnly, CachedFrontier], tile)?;
+        let (dir, scan) = (OffsetSource::Directory, OffsetSource::Scan);
+        for source in [dir, scan] {
+            add(default, (source, Codes), &[TreeOnly, CachedFrontier], tile)?;
+        }
+        for layout in [Blocks, RowBlocks] {
+            add(default, (dir, layout), &[CachedFrontier], tile)?;
         }
         for &kernel in kernels.iter().filter(|&&k| k != default) {
-            add(
+            // `runs` exists over blocks only (over codes it is `rows`).
+            if kernel != LeafKernel::Runs {
+                add(kernel, (dir, Codes), &[TreeOnly, CachedFrontier], tile)?;
+                add(kernel, (scan, Codes), &[CachedFrontier], tile)?;
+            }
+            // Over blocks `wrank` has no rank to share: it is `rows` there.
+            if matches!(
                 kernel,
-                OffsetSource::Directory,
-                &[TreeOnly, CachedFrontier],
-                tile,
-            )?;
-            add(kernel, OffsetSource::Scan, &[CachedFrontier], tile)?;
+                LeafKernel::Rows | LeafKernel::WarpAgg | LeafKernel::Runs
+            ) {
+                for layout in [Blocks, RowBlocks] {
+                    add(kernel, (dir, layout), &[CachedFrontier], tile)?;
+                }
+            }
         }
         // The default kernel with the old fixed tiles, against the automatic ones: over
         // the cached frontier one launch instead of one per 2^20 nodes; tree-only, tiles
         // whose scratch fits the matrix's own bytes (fewer bytes, more launches).
         add(
             default,
-            OffsetSource::Directory,
+            (dir, Codes),
             &[TreeOnly, CachedFrontier],
             Some(FIXED_TILE),
         )?;
@@ -138,11 +159,15 @@ impl DeviceProduct for GpuProduct<'_> {
 
 impl Contender for GpuContender {
     fn name(&self) -> String {
-        let mut name = format!(
-            "gpu {} {}",
-            config_name(self.config),
-            source_name(self.source)
-        );
+        // Over block entries there are no child offsets: the layout takes the source's
+        // place (`gpu k2+F blocks`, `gpu k2+F rowblk`; a tree too tall for blocks keeps
+        // codes and the source's name).
+        let place = match self.layout {
+            FrontierLayout::Codes => source_name(self.source),
+            FrontierLayout::Blocks => "blocks",
+            FrontierLayout::RowBlocks => "rowblk",
+        };
+        let mut name = format!("gpu {} {place}", config_name(self.config));
         // The default (`tuned`, the measured winner per product) keeps the plain name.
         if self.kernel != LeafKernel::default() {
             name.push(' ');

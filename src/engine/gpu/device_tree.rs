@@ -1,13 +1,15 @@
 //! A k²-tree resident on the device: its signatures, sampled directory, host-expanded top
-//! level, optional cached frontier, and the tile plans of its products.
+//! level, optional cached frontier (in a [`FrontierLayout`]), and the tile plans of its
+//! products.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::context::GpuContext;
+use super::frontier::{block_entries, FrontierLayout};
 use super::tile_plan::{TilePlan, TileSizes};
-use super::OffsetSource;
+use super::{GpuOptions, OffsetSource};
 use crate::engine::{MatrixConfig, Result};
 use crate::k2tree::K2Tree;
 
@@ -23,6 +25,8 @@ pub struct DeviceTree {
     pub(super) top_level: u32,
     pub(super) top_codes: CudaSlice<u64>,
     pub(super) frontier: Option<CudaSlice<u64>>,
+    /// What the frontier's entries are (`Codes` when there is no frontier).
+    pub(super) layout: FrontierLayout,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
     /// Plans over the cached frontier (`CachedFrontier` only): with child offsets from
@@ -35,15 +39,20 @@ pub struct DeviceTree {
 }
 
 impl DeviceTree {
-    /// Uploads `tree` with `config`; `top_nodes` bounds the host-expanded top level and
-    /// `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]).
+    /// Uploads `tree` with `config`; the options' `top_nodes` bound the host-expanded top
+    /// level, `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]) and
+    /// `frontier` (with `leaf_kernel`) the frontier's layout.
     pub(super) fn load(
         gpu: &GpuContext,
         tree: &Arc<K2Tree>,
         config: MatrixConfig,
-        top_nodes: u64,
-        tile_nodes: Option<u64>,
+        options: &GpuOptions,
     ) -> Result<DeviceTree> {
+        let GpuOptions {
+            top_nodes,
+            tile_nodes,
+            ..
+        } = *options;
         let words = tree.nodes().div_ceil(16) as usize;
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
         let dir = tree.directory();
@@ -63,10 +72,19 @@ impl DeviceTree {
             tree.level_codes(top_level)
         };
         let top_codes = gpu.upload(&top, "top-level codes")?;
-        let frontier = if config == MatrixConfig::CachedFrontier {
-            Some(gpu.upload(&tree.frontier()[..], "cached frontier")?)
-        } else {
-            None
+        let layout = match config {
+            MatrixConfig::CachedFrontier => options.frontier.for_tree(tree, options.leaf_kernel),
+            MatrixConfig::TreeOnly => FrontierLayout::Codes,
+        };
+        let frontier = match (config, layout) {
+            (MatrixConfig::TreeOnly, _) => None,
+            (_, FrontierLayout::Codes) => {
+                Some(gpu.upload(&tree.frontier()[..], "cached frontier")?)
+            }
+            (_, l) => Some(gpu.upload(
+                &block_entries(tree, l == FrontierLayout::RowBlocks),
+                "cached frontier (blocks)",
+            )?),
         };
         let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
         let bytes = tree_only + 8 * frontier.as_ref().map_or(0, |f| f.len()) as u64;
@@ -90,6 +108,7 @@ impl DeviceTree {
             top_level,
             top_codes,
             frontier,
+            layout,
             descend,
             over_frontier,
             tiles,
@@ -112,10 +131,25 @@ impl DeviceTree {
         self.top_level
     }
 
+    /// The layout of its cached frontier (`Codes` when it has none).
+    pub fn frontier_layout(&self) -> FrontierLayout {
+        self.layout
+    }
+
+    /// The offset source a product asked to use `source` gets: the directory's plan over
+    /// block entries, which need no child offsets at all (so no scan).
+    pub fn offsets(&self, source: OffsetSource) -> OffsetSource {
+        if self.layout.packed() {
+            OffsetSource::Directory
+        } else {
+            source
+        }
+    }
+
     /// The plan a dense product with child offsets from `source` follows: over the cached
     /// frontier when there is one.
     pub fn dense_plan(&self, source: OffsetSource) -> &TilePlan {
-        match (&self.over_frontier, source) {
+        match (&self.over_frontier, self.offsets(source)) {
             (Some((dir, _)), OffsetSource::Directory) => dir,
             (Some((_, scan)), OffsetSource::Scan) => scan,
             (None, _) => &self.descend,

@@ -53,6 +53,20 @@ const WINDOW_ITEMS: u64 = 2;
 /// = 1024 items, the size counted best for its 16 KB window (docs/BENCHMARKS.md).
 const WINDOW_BLOCK: u32 = 512;
 
+/// Block entries one thread of the `runs` kernel takes (`RUN_ENTRIES` in
+/// `cuda/leaves.cu`).
+const RUN_ENTRIES: u64 = 8;
+
+/// The launch of a leaf step over `nodes` block entries and `width` vectors with
+/// `kernel`'s block-entry kernel: a thread per (entry, vector), or for `runs` per (run of
+/// [`RUN_ENTRIES`] entries, vector).
+pub fn block_leaf_config(kernel: LeafKernel, nodes: u64, width: u64) -> LaunchConfig {
+    match kernel {
+        LeafKernel::Runs => config_for(nodes.div_ceil(RUN_ENTRIES) * width),
+        _ => config_for(nodes * width),
+    }
+}
+
 /// The launch of a leaf step of `items` (nodes × vectors) with `kernel`: one thread per
 /// item, except `window`, whose blocks each take chunks of 1024 items (at most one block
 /// per chunk; the kernel loops over chunks with the grid stride).
@@ -110,20 +124,26 @@ pub enum LeafKernel {
     /// output beyond the window to `y` directly, and flushes the window with one global
     /// update per touched entry: one atomic per distinct output entry per chunk.
     Window,
+    /// Over block entries of the cached frontier: a thread takes 8 consecutive entries
+    /// and sums each run of entries with the same output block in registers, one update
+    /// per non-empty output entry of a run (with [`super::FrontierLayout::RowBlocks`] a
+    /// right product's runs are block rows). Over codes it is `Rows`.
+    Runs,
 }
 
 impl LeafKernel {
     /// Every concrete variant (what [`LeafKernel::Tuned`] chooses from), the paper's first.
-    pub const ALL: [LeafKernel; 5] = [
+    pub const ALL: [LeafKernel; 6] = [
         LeafKernel::Cells,
         LeafKernel::Rows,
         LeafKernel::RowsWarpRank,
         LeafKernel::WarpAgg,
         LeafKernel::Window,
+        LeafKernel::Runs,
     ];
 
-    /// Short name (`cells`, `rows`, `wrank`, `wagg`, `window`), as in benchmark rows and on
-    /// the CLI.
+    /// Short name (`cells`, `rows`, `wrank`, `wagg`, `window`, `runs`), as in benchmark
+    /// rows and on the CLI.
     pub fn name(self) -> &'static str {
         match self {
             LeafKernel::Tuned => "tuned",
@@ -132,6 +152,7 @@ impl LeafKernel {
             LeafKernel::RowsWarpRank => "wrank",
             LeafKernel::WarpAgg => "wagg",
             LeafKernel::Window => "window",
+            LeafKernel::Runs => "runs",
         }
     }
 
@@ -142,16 +163,37 @@ impl LeafKernel {
             .find(|k| k.name() == name)
     }
 
-    /// The concrete variant that runs a product of `op` in direction `dir`: itself, or
-    /// for [`LeafKernel::Tuned`] the measured winner (left semiring products gain most
-    /// from warp aggregation, whose column updates collide within a warp; elsewhere
-    /// per-row registers with read-before-atomic are fastest).
-    pub fn resolve(self, op: LeafOp, dir: crate::engine::Direction) -> LeafKernel {
-        match (self, op, dir) {
-            (LeafKernel::Tuned, LeafOp::Bits, _) => LeafKernel::Rows,
-            (LeafKernel::Tuned, _, crate::engine::Direction::Right) => LeafKernel::Rows,
-            (LeafKernel::Tuned, _, crate::engine::Direction::Left) => LeafKernel::WarpAgg,
-            (k, _, _) => k,
+    /// The concrete variant that runs a product of `op` in direction `dir` over a batch
+    /// of `width` vectors over a frontier in `layout`: itself, or for
+    /// [`LeafKernel::Tuned`] the measured winner (bench-spmv on the H200, cnr-2000 and a
+    /// 200M-edge web graph; docs/BENCHMARKS.md, "Block entries in the cached frontier"):
+    ///
+    /// - bit-packed batches: `rows` (read-before-atomic skips most updates; aggregation
+    ///   only adds shuffles);
+    /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
+    /// - over block entries, right: `runs` (a thread sums a block row's run of entries in
+    ///   registers; over Morton-ordered blocks a single vector gains more from `wagg`);
+    /// - over block entries, left: `wagg` for single vectors, `rows` for batches.
+    pub fn resolve(
+        self,
+        op: LeafOp,
+        dir: crate::engine::Direction,
+        width: u64,
+        layout: super::FrontierLayout,
+    ) -> LeafKernel {
+        use super::FrontierLayout::{Blocks, Codes, RowBlocks};
+        use crate::engine::Direction::{Left, Right};
+        if self != LeafKernel::Tuned {
+            return self;
+        }
+        match (op, dir, layout) {
+            (LeafOp::Bits, _, _) => LeafKernel::Rows,
+            (_, Right, Codes) => LeafKernel::Rows,
+            (_, Left, Codes) => LeafKernel::WarpAgg,
+            (_, Right, Blocks) if width == 1 => LeafKernel::WarpAgg,
+            (_, Right, Blocks | RowBlocks) => LeafKernel::Runs,
+            (_, Left, _) if width == 1 => LeafKernel::WarpAgg,
+            (_, Left, _) => LeafKernel::Rows,
         }
     }
 
@@ -159,8 +201,9 @@ impl LeafKernel {
     pub fn leaves(self, op: LeafOp) -> &'static str {
         let i = op as usize;
         match self {
-            // Without a direction, `Tuned` is `Rows` (callers resolve it first).
-            LeafKernel::Rows | LeafKernel::Tuned => LEAF_VARIANT_KERNELS[i],
+            // Without a direction, `Tuned` is `Rows` (callers resolve it first); `Runs`
+            // exists over block entries only.
+            LeafKernel::Rows | LeafKernel::Tuned | LeafKernel::Runs => LEAF_VARIANT_KERNELS[i],
             LeafKernel::Cells => [
                 "leaves_plus_times",
                 "leaves_counting",
@@ -174,12 +217,27 @@ impl LeafKernel {
         }
     }
 
+    /// The leaf kernel of this variant for `op` over block entries of the cached frontier
+    /// ([`super::FrontierLayout::Blocks`]): `rows` (also for `wrank`, which has no rank
+    /// to share there), `wagg` or `runs`. `cells` and `window` never run over block
+    /// entries ([`super::FrontierLayout::for_tree`]); they name `rows` here.
+    pub fn block_leaves(self, op: LeafOp) -> &'static str {
+        let i = op as usize;
+        match self {
+            LeafKernel::WarpAgg => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 5 + i],
+            LeafKernel::Runs => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 10 + i],
+            _ => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + i],
+        }
+    }
+
     /// The expand kernel of this variant.
     pub fn expand(self) -> &'static str {
         match self {
-            LeafKernel::Cells | LeafKernel::Rows | LeafKernel::Tuned | LeafKernel::Window => {
-                "expand"
-            }
+            LeafKernel::Cells
+            | LeafKernel::Rows
+            | LeafKernel::Tuned
+            | LeafKernel::Window
+            | LeafKernel::Runs => "expand",
             LeafKernel::RowsWarpRank | LeafKernel::WarpAgg => "expand_wrank",
         }
     }
@@ -212,9 +270,13 @@ impl From<crate::engine::SemiringKind> for LeafOp {
     }
 }
 
-/// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] indexes them:
-/// rows, wrank, agg, window × (plus-times, counting, boolean, tropical, bits), then
-/// `expand_wrank`.
+/// Where the block-entry kernels start in [`LEAF_VARIANT_KERNELS`].
+const BLOCK_KERNELS: usize = 21;
+
+/// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] and
+/// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
+/// counting, boolean, tropical, bits), `expand_wrank`, then rows and agg over block
+/// entries × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -237,6 +299,21 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_window_tropical",
     "leaves_window_bits",
     "expand_wrank",
+    "blocks_rows_plus_times",
+    "blocks_rows_counting",
+    "blocks_rows_boolean",
+    "blocks_rows_tropical",
+    "blocks_rows_bits",
+    "blocks_agg_plus_times",
+    "blocks_agg_counting",
+    "blocks_agg_boolean",
+    "blocks_agg_tropical",
+    "blocks_agg_bits",
+    "blocks_runs_plus_times",
+    "blocks_runs_counting",
+    "blocks_runs_boolean",
+    "blocks_runs_tropical",
+    "blocks_runs_bits",
 ];
 
 #[cfg(test)]
@@ -259,7 +336,7 @@ mod tests {
             assert_eq!(LeafKernel::from_name(k.name()), Some(k));
             let family = match k {
                 LeafKernel::Cells => "leaves_",
-                LeafKernel::Rows | LeafKernel::Tuned => "leaves_rows_",
+                LeafKernel::Rows | LeafKernel::Tuned | LeafKernel::Runs => "leaves_rows_",
                 LeafKernel::RowsWarpRank => "leaves_wrank_",
                 LeafKernel::WarpAgg => "leaves_agg_",
                 LeafKernel::Window => "leaves_window_",
@@ -271,20 +348,57 @@ mod tests {
         assert_eq!(LeafKernel::from_name("nope"), None);
         assert_eq!(LeafKernel::default(), LeafKernel::Tuned);
         assert_eq!(LeafKernel::from_name("tuned"), Some(LeafKernel::Tuned));
+        use crate::engine::gpu::FrontierLayout::{self, Blocks, Codes, RowBlocks};
         use crate::engine::Direction::{Left, Right};
         for op in OPS.map(|(op, _)| op) {
             for dir in [Left, Right] {
-                let k = LeafKernel::Tuned.resolve(op, dir);
-                assert!(LeafKernel::ALL.contains(&k), "{op:?} {dir:?} -> {k:?}");
-                assert_eq!(LeafKernel::Rows.resolve(op, dir), LeafKernel::Rows);
+                for width in [1, 16] {
+                    for layout in FrontierLayout::ALL {
+                        let k = LeafKernel::Tuned.resolve(op, dir, width, layout);
+                        assert!(LeafKernel::ALL.contains(&k), "{op:?} {dir:?} -> {k:?}");
+                        // `runs` exists over block entries only.
+                        assert!(layout.packed() || k != LeafKernel::Runs);
+                        let rows = LeafKernel::Rows.resolve(op, dir, width, layout);
+                        assert_eq!(rows, LeafKernel::Rows);
+                    }
+                }
             }
         }
+        let tuned = |op, dir, width, layout| LeafKernel::Tuned.resolve(op, dir, width, layout);
         assert_eq!(
-            LeafKernel::Tuned.resolve(LeafOp::PlusTimes, Left),
+            tuned(LeafOp::PlusTimes, Left, 1, Codes),
             LeafKernel::WarpAgg
         );
+        assert_eq!(
+            tuned(LeafOp::PlusTimes, Right, 1, Blocks),
+            LeafKernel::WarpAgg
+        );
+        assert_eq!(
+            tuned(LeafOp::PlusTimes, Right, 1, RowBlocks),
+            LeafKernel::Runs
+        );
+        assert_eq!(
+            tuned(LeafOp::Boolean, Left, 16, RowBlocks),
+            LeafKernel::Rows
+        );
+        assert_eq!(tuned(LeafOp::Bits, Right, 1, RowBlocks), LeafKernel::Rows);
         assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
         assert_eq!(LeafKernel::from_name("window"), Some(LeafKernel::Window));
+        assert_eq!(LEAF_VARIANT_KERNELS[BLOCK_KERNELS - 1], "expand_wrank");
+        for (op, suffix) in OPS {
+            for k in LeafKernel::ALL {
+                let family = match k {
+                    LeafKernel::WarpAgg => "blocks_agg_",
+                    LeafKernel::Runs => "blocks_runs_",
+                    _ => "blocks_rows_",
+                };
+                assert_eq!(
+                    k.block_leaves(op),
+                    format!("{family}{suffix}"),
+                    "{k:?} {op:?}"
+                );
+            }
+        }
     }
 
     /// A `window` block takes 1024 items: enough blocks for every chunk (up to the cap),

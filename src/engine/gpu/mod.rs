@@ -22,6 +22,7 @@
 mod context;
 mod device_tree;
 pub mod devices;
+mod frontier;
 mod launch;
 mod product_graph;
 pub mod tile_plan;
@@ -35,12 +36,13 @@ use cudarc::driver::{
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
 pub use device_tree::DeviceTree;
 pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
+pub use frontier::{block_entries, FrontierLayout, MAX_BLOCK_HEIGHT};
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::ProductGraph;
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
-use launch::{config_for, leaf_config, scan_config, StepParams};
+use launch::{block_leaf_config, config_for, leaf_config, scan_config, StepParams};
 use tile_plan::SCAN_TILE_NODES;
 
 use super::{
@@ -79,6 +81,10 @@ pub struct GpuOptions {
     pub offset_source: Option<OffsetSource>,
     /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Tuned`].
     pub leaf_kernel: LeafKernel,
+    /// What the cached frontier holds (`CachedFrontier` matrices). Default
+    /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels); see
+    /// [`FrontierLayout::for_tree`] for when a matrix keeps codes anyway.
+    pub frontier: FrontierLayout,
 }
 
 impl Default for GpuOptions {
@@ -88,6 +94,7 @@ impl Default for GpuOptions {
             top_nodes: 1 << 16,
             offset_source: None,
             leaf_kernel: LeafKernel::Tuned,
+            frontier: FrontierLayout::default(),
         }
     }
 }
@@ -367,14 +374,14 @@ impl GpuEngine {
         &self.gpu
     }
 
-    fn source_for(&self, width: usize, bits: bool) -> OffsetSource {
+    fn source_for(&self, m: &DeviceTree, width: usize, bits: bool) -> OffsetSource {
         // Measured on the H200 (bench-spmv, cnr-2000): the directory is faster for every
         // bit-packed batch (W = 1, 2, 4: 1.3-1.9x), the scan for semiring batches of 16.
-        self.options.offset_source.unwrap_or(if width > 1 && !bits {
+        m.offsets(self.options.offset_source.unwrap_or(if width > 1 && !bits {
             OffsetSource::Scan
         } else {
             OffsetSource::Directory
-        })
+        }))
     }
 
     fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -429,7 +436,7 @@ impl GpuEngine {
         let (n_in, n_out) = dir.lengths(t.rows(), t.cols());
         let (layout, vectors) = match bits {
             None => {
-                let source = self.source_for(batch, false);
+                let source = self.source_for(m, batch, false);
                 (
                     ScratchLayout::new(m.dense_plan(source), source, false, t.height()),
                     (n_in + n_out) * batch as u64 * elem_bytes,
@@ -437,7 +444,7 @@ impl GpuEngine {
             }
             Some((words, traversal)) => {
                 let masked = traversal == Traversal::Masked;
-                let source = self.source_for(words, true);
+                let source = self.source_for(m, words, true);
                 let plan = if masked {
                     m.masked_plan(source)
                 } else {
@@ -520,7 +527,7 @@ impl GpuEngine {
         y: &mut DeviceVec<S::Elem>,
     ) -> Result<()> {
         check_product_shape(&m.tree, dir, x.len, batch, y.len)?;
-        let source = self.source_for(batch, false);
+        let source = self.source_for(m, batch, false);
         let layout = ScratchLayout::new(m.dense_plan(source), source, false, m.tree.height());
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
@@ -539,7 +546,7 @@ impl GpuEngine {
     ) -> Result<ProductGraph<S::Elem>> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         check_product_shape(&m.tree, dir, x.len, batch, y.len)?;
-        let source = self.source_for(batch, false);
+        let source = self.source_for(m, batch, false);
         let layout = ScratchLayout::new(m.dense_plan(source), source, false, m.tree.height());
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
@@ -584,7 +591,12 @@ impl GpuEngine {
         self.enqueue_plan(
             m,
             m.dense_plan(source),
-            (self.options.leaf_kernel.resolve(op, dir), op),
+            (
+                self.options
+                    .leaf_kernel
+                    .resolve(op, dir, batch as u64, m.layout),
+                op,
+            ),
             xp,
             yp,
             batch as u64,
@@ -640,6 +652,12 @@ impl GpuEngine {
         let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
         let expand = self.gpu.function(kernel.expand())?;
         let leaves = self.gpu.function(kernel.leaves(op))?;
+        // Over block entries the leaf kernel reads each node's block from its entry.
+        let block_leaves = if m.layout.packed() {
+            Some(self.gpu.function(kernel.block_leaves(op))?)
+        } else {
+            None
+        };
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
         for step in &plan.steps {
@@ -691,10 +709,12 @@ impl GpuEngine {
                     Direction::Left => 1,
                 },
             };
-            let (f, cfg) = if expanding {
-                (expand, config_for(step.count))
-            } else {
-                (leaves, leaf_config(kernel, step.count * width))
+            let (f, cfg) = match (expanding, block_leaves) {
+                (true, _) => (expand, config_for(step.count)),
+                (false, Some(b)) if step.src == CodeSource::Frontier => {
+                    (b, block_leaf_config(kernel, step.count, width))
+                }
+                (false, _) => (leaves, leaf_config(kernel, step.count * width)),
             };
             // SAFETY: the plan's positions lie within the buffers sized from it, and x/y
             // were checked against the matrix's shape.
@@ -782,13 +802,7 @@ impl Engine for GpuEngine {
 
     fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<DeviceTree> {
         let _g = self.guard();
-        let m = DeviceTree::load(
-            &self.gpu,
-            tree,
-            config,
-            self.options.top_nodes,
-            self.options.tile_nodes,
-        )?;
+        let m = DeviceTree::load(&self.gpu, tree, config, &self.options)?;
         self.sync()?;
         Ok(m)
     }
@@ -1016,7 +1030,7 @@ impl Engine for GpuEngine {
             return Ok(());
         }
         let masked = traversal == Traversal::Masked;
-        let source = self.source_for(x.words, true);
+        let source = self.source_for(m, x.words, true);
         let plan = if masked {
             m.masked_plan(source)
         } else {
@@ -1035,7 +1049,9 @@ impl Engine for GpuEngine {
                 m,
                 plan,
                 (
-                    self.options.leaf_kernel.resolve(LeafOp::Bits, dir),
+                    self.options
+                        .leaf_kernel
+                        .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
                     LeafOp::Bits,
                 ),
                 xp,

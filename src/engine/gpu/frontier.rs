@@ -1,0 +1,194 @@
+//! What the cached frontier holds on the device: its [`FrontierLayout`].
+//!
+//! The cached frontier has one entry per node of the last internal level (`h − 2`), i.e.
+//! per non-empty 4x4 block of the matrix. In the paper's layout ([`FrontierLayout::Codes`])
+//! an entry is the node's Morton code, and the leaf kernel finds the node's leaves
+//! itself: a signature load, a directory rank (a sample plus up to 16 popcounted words)
+//! and one or two leaf loads per node. A *block* entry packs the same code with the
+//! block's 16-cell bitmap into one word, `code << 16 | bitmap`, so the leaf kernel reads
+//! 8 bytes per node and nothing of the tree. The frontier keeps its size (8 bytes per
+//! node); the tree, its file and the CPU engine do not change. The code of a level
+//! `h − 2` node has `2(h − 2)` bits, so a block entry fits while `h ≤ 26` (a matrix side
+//! of at most 2^26); a taller tree keeps codes.
+//!
+//! Block entries carry their position, so their order is free:
+//! [`FrontierLayout::RowBlocks`] sorts them by block row (then column), so the 32 lanes
+//! of a warp mostly update the same few rows of a right product and warp aggregation
+//! merges their updates.
+
+use rayon::prelude::*;
+
+use super::LeafKernel;
+use crate::k2tree::{morton, K2Tree};
+
+/// The tallest tree whose block entries fit a word: `2(h − 2) + 16 ≤ 64`.
+pub const MAX_BLOCK_HEIGHT: u32 = 26;
+
+/// Nodes per parallel chunk when block entries are built (each chunk ranks its first
+/// node once, then walks its leaves in order).
+const CHUNK: usize = 1 << 16;
+
+/// The entries of the cached frontier on the device.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum FrontierLayout {
+    /// Morton codes in level order (the paper's): the leaf kernel reads the leaves from
+    /// the tree through the directory.
+    Codes,
+    /// `code << 16 | bitmap` in level (Morton) order: no tree reads in the leaf kernel.
+    Blocks,
+    /// Block entries sorted by block row, then column (the default: with the tuned
+    /// kernels the fastest right products, left ones within 0.56-0.65x of cuSPARSE's).
+    #[default]
+    RowBlocks,
+}
+
+impl FrontierLayout {
+    /// Every layout.
+    pub const ALL: [FrontierLayout; 3] = [
+        FrontierLayout::Codes,
+        FrontierLayout::Blocks,
+        FrontierLayout::RowBlocks,
+    ];
+
+    /// Short name (`codes`, `blocks`, `rowblocks`), as in benchmark rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrontierLayout::Codes => "codes",
+            FrontierLayout::Blocks => "blocks",
+            FrontierLayout::RowBlocks => "rowblocks",
+        }
+    }
+
+    /// Whether entries are block entries (`code << 16 | bitmap`).
+    pub fn packed(self) -> bool {
+        self != FrontierLayout::Codes
+    }
+
+    /// The layout a matrix gets when `self` is asked for with leaf kernel `kernel`:
+    /// codes when the tree is too tall for block entries or the kernel reads the tree's
+    /// leaves itself (`cells`, `window`: the paper's kernel and the window kernel are kept
+    /// as measured baselines over codes).
+    pub fn for_tree(self, tree: &K2Tree, kernel: LeafKernel) -> FrontierLayout {
+        let fits = tree.height() <= MAX_BLOCK_HEIGHT;
+        let reads_blocks = !matches!(kernel, LeafKernel::Cells | LeafKernel::Window);
+        if self.packed() && fits && reads_blocks {
+            self
+        } else {
+            FrontierLayout::Codes
+        }
+    }
+}
+
+/// The block entries of `tree`'s last internal level (`code << 16 | bitmap`, bit
+/// `4r + c` of the bitmap = cell `(r, c)` of the block), in level order or, with
+/// `by_row`, sorted by block row and column. The caller checks
+/// `tree.height() ≤ MAX_BLOCK_HEIGHT`.
+pub fn block_entries(tree: &K2Tree, by_row: bool) -> Vec<u64> {
+    debug_assert!(tree.height() <= MAX_BLOCK_HEIGHT);
+    if tree.nodes() == 0 {
+        return Vec::new();
+    }
+    let codes: &[u64] = tree.frontier();
+    let first = tree.level_start(tree.height() - 2);
+    let mut out = vec![0u64; codes.len()];
+    out.par_chunks_mut(CHUNK)
+        .zip(codes.par_chunks(CHUNK))
+        .enumerate()
+        .for_each(|(k, (dst, src))| {
+            let j0 = first + (k * CHUNK) as u64;
+            let mut leaf = tree.first_child(j0);
+            for (i, (e, &code)) in dst.iter_mut().zip(src).enumerate() {
+                let j = j0 + i as u64;
+                *e = code << 16 | tree.block_bitmap(j, leaf) as u64;
+                leaf += tree.signature(j).count_ones() as u64;
+            }
+        });
+    if by_row {
+        out.par_sort_unstable_by_key(|&e| {
+            let (r, c) = morton::decode(e >> 16);
+            (r as u64) << 32 | c as u64
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// Every cell of a block entry, as `(row, col)` of the matrix.
+    fn cells_of(e: u64) -> impl Iterator<Item = (u32, u32)> {
+        let (br, bc) = morton::decode(e >> 16);
+        (0..16u32)
+            .filter(move |b| e >> b & 1 != 0)
+            .map(move |b| (4 * br + b / 4, 4 * bc + b % 4))
+    }
+
+    fn check(tree: &K2Tree) {
+        let mut want = tree.cells();
+        want.sort_unstable();
+        for by_row in [false, true] {
+            let entries = block_entries(tree, by_row);
+            assert_eq!(entries.len() as u64, tree.frontier().len() as u64);
+            assert!(entries.iter().all(|e| e & 0xFFFF != 0), "an empty block");
+            let mut got: Vec<(u32, u32)> = entries.iter().flat_map(|&e| cells_of(e)).collect();
+            if by_row {
+                let keys: Vec<(u32, u32)> =
+                    entries.iter().map(|&e| morton::decode(e >> 16)).collect();
+                assert!(keys.windows(2).all(|w| w[0] < w[1]), "not sorted by row");
+            } else {
+                let codes: Vec<u64> = entries.iter().map(|&e| e >> 16).collect();
+                assert_eq!(&codes[..], &tree.frontier()[..]);
+            }
+            got.sort_unstable();
+            assert_eq!(got, want, "by_row={by_row}");
+        }
+    }
+
+    /// Block entries hold exactly the tree's cells: random shapes (non-square, sides
+    /// that are not powers of two, more than one chunk of nodes), a full block, one cell.
+    #[test]
+    fn block_entries_hold_exactly_the_cells() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for (rows, cols, m) in [
+            (1u64, 1u64, 1usize),
+            (5, 3, 10),
+            (1000, 37, 5000),
+            (300_000, 300_000, 400_000),
+        ] {
+            let edges: Vec<(u32, u32)> = (0..m)
+                .map(|_| {
+                    (
+                        rng.random_range(0..rows) as u32,
+                        rng.random_range(0..cols) as u32,
+                    )
+                })
+                .collect();
+            check(&K2Tree::from_edges(rows, cols, edges));
+        }
+        let full: Vec<(u32, u32)> = (0..4).flat_map(|r| (0..4).map(move |c| (r, c))).collect();
+        check(&K2Tree::from_edges(4, 4, full));
+        check(&K2Tree::from_edges(10, 10, vec![]));
+    }
+
+    /// Taller trees and the kernels that read leaves themselves keep codes.
+    #[test]
+    fn layout_falls_back_to_codes() {
+        let small = K2Tree::from_edges(8, 8, vec![(1, 2)]);
+        let tall = K2Tree::from_edges(1 << 30, 1 << 30, vec![(1, (1 << 30) - 1)]);
+        assert!(tall.height() > MAX_BLOCK_HEIGHT);
+        for l in FrontierLayout::ALL {
+            assert_eq!(l.for_tree(&tall, LeafKernel::Tuned), FrontierLayout::Codes);
+            assert_eq!(l.for_tree(&small, LeafKernel::Cells), FrontierLayout::Codes);
+            assert_eq!(
+                l.for_tree(&small, LeafKernel::Window),
+                FrontierLayout::Codes
+            );
+            assert_eq!(l.for_tree(&small, LeafKernel::WarpAgg), l);
+            assert_eq!(l.for_tree(&small, LeafKernel::Runs), l);
+        }
+    }
+}
