@@ -364,24 +364,17 @@ mod tests {
                 }
             }
         }
-        let tuned = |op, dir, width, layout| LeafKernel::Tuned.resolve(op, dir, width, layout);
-        assert_eq!(
-            tuned(LeafOp::PlusTimes, Left, 1, Codes),
-            LeafKernel::WarpAgg
-        );
-        assert_eq!(
-            tuned(LeafOp::PlusTimes, Right, 1, Blocks),
-            LeafKernel::WarpAgg
-        );
-        assert_eq!(
-            tuned(LeafOp::PlusTimes, Right, 1, RowBlocks),
-            LeafKernel::Runs
-        );
-        assert_eq!(
-            tuned(LeafOp::Boolean, Left, 16, RowBlocks),
-            LeafKernel::Rows
-        );
-        assert_eq!(tuned(LeafOp::Bits, Right, 1, RowBlocks), LeafKernel::Rows);
+        use LeafKernel::{Rows, Runs, WarpAgg};
+        for (op, dir, width, layout, want) in [
+            (LeafOp::PlusTimes, Left, 1, Codes, WarpAgg),
+            (LeafOp::PlusTimes, Right, 1, Blocks, WarpAgg),
+            (LeafOp::PlusTimes, Right, 1, RowBlocks, Runs),
+            (LeafOp::Boolean, Left, 16, RowBlocks, Rows),
+            (LeafOp::Bits, Right, 1, RowBlocks, Rows),
+        ] {
+            let got = LeafKernel::Tuned.resolve(op, dir, width, layout);
+            assert_eq!(got, want, "{op:?} {dir:?} B={width} {layout:?}");
+        }
         assert!(LEAF_VARIANT_KERNELS.contains(&LeafKernel::WarpAgg.expand()));
         assert_eq!(LeafKernel::from_name("window"), Some(LeafKernel::Window));
         assert_eq!(LEAF_VARIANT_KERNELS[BLOCK_KERNELS - 1], "expand_wrank");
