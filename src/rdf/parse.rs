@@ -205,6 +205,8 @@ struct BatchBuilder {
     /// while its bytes are still in cache; `strict` says whether all passed so far.
     check: bool,
     strict: bool,
+    /// The check, which resumes IRIs of the namespace it saw last.
+    checker: terms::KeyCheck,
 }
 
 impl Default for BatchBuilder {
@@ -247,6 +249,7 @@ impl BatchBuilder {
             preds: [u32::MAX; PRED_SLOTS],
             check,
             strict: true,
+            checker: terms::KeyCheck::default(),
         }
     }
 
@@ -313,23 +316,29 @@ impl BatchBuilder {
             hashes,
             ..
         } = &mut self.batch;
-        let found = self.index.find(hash, |&i| {
-            let i = i as usize;
-            let start = if i == 0 { 0 } else { ends[i - 1] };
-            let key = &bytes[start..ends[i]];
-            key.len() == rest.len() + 1 && key[0] == tag && key[1..] == *rest
-        });
-        if let Some(&i) = found {
-            return i;
-        }
+        // One probe finds the key or the slot for it (`entry`, not `find` then insert).
+        let entry = self.index.entry(
+            hash,
+            |&i| {
+                let i = i as usize;
+                let start = if i == 0 { 0 } else { ends[i - 1] };
+                let key = &bytes[start..ends[i]];
+                key.len() == rest.len() + 1 && key[0] == tag && key[1..] == *rest
+            },
+            |&j| hashes[j as usize],
+        );
+        let slot = match entry {
+            hashbrown::hash_table::Entry::Occupied(o) => return *o.get(),
+            hashbrown::hash_table::Entry::Vacant(v) => v,
+        };
         let i = ends.len() as u32;
-        let start = bytes.len();
+        slot.insert(i);
         bytes.push(tag);
         bytes.extend_from_slice(rest);
         ends.push(bytes.len());
         hashes.push(hash);
-        self.index.insert_unique(hash, i, |&j| hashes[j as usize]);
-        if self.check && !terms::is_strict_key(&bytes[start..]) {
+        // The source, not the fresh copy (see `KeyCheck::is_strict_parts`).
+        if self.check && !self.checker.is_strict_parts(tag, rest) {
             self.strict = false;
         }
         i
@@ -1144,6 +1153,14 @@ mod tests {
             "<http://e/s> <http://p> \"x\"@toolonglangtag .\n",
             "<http://e/s> <http://p> \"x\"^^<not-absolute> .\n",
             "<http://e/s> <http://p> \"\\uD83D\\uDE00\" .\n",
+            // The scanner takes an IRI up to the next `>`: the distinct-term check
+            // catches the bytes `IRIREF` forbids.
+            "<http://e/s> <http://p> <http://e/a b> .\n",
+            "<http://e/s <http://p> <http://e/o> <http://e/x> .\n",
+            "<http://e/s> <http://p> <http://e/{o}> .\n",
+            "<http://e/s> <http://p> \"x\"^^<http://e/d\tt> .\n",
+            "<http://e/s> <http://p> <http://e/o\"> .\n",
+            "<http://e/s> <http://e/p<q> <http://e/o> .\n",
         ]
         .into_iter()
         .enumerate()
@@ -1158,6 +1175,36 @@ mod tests {
             }
             let (objects, bad_count) = read_nt(&text, true, &format!("lenient{i}")).unwrap();
             assert_eq!((objects.len(), bad_count), (299, 1), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_reported_at_their_line() {
+        // The scanner checks no UTF-8; the distinct-term check does, for IRIs, literal
+        // values and datatypes alike.
+        for (i, bad) in [
+            b"<http://e/s> <http://p> <http://e/\xff> .\n".as_slice(),
+            b"<http://e/s> <http://p> \"a\xfeb\" .\n",
+            b"<http://e/\xc3> <http://p> \"x\"@en .\n",
+            b"<http://e/s> <http://p> \"1\"^^<http://e/\xe9> .\n",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let text = with_line_201("");
+            let mut lines: Vec<&[u8]> = text.as_bytes().split_inclusive(|&c| c == b'\n').collect();
+            lines.insert(200, bad);
+            let bytes = lines.concat();
+            let path =
+                std::env::temp_dir().join(format!("k2rpq-utf8-{i}-{}.nt", std::process::id()));
+            std::fs::write(&path, &bytes).unwrap();
+            match read_path(&path, false) {
+                Err(ParseError::Syntax { line, .. }) => assert_eq!(line, 201, "{bad:?}"),
+                other => panic!("{bad:?}: expected a syntax error, got {other:?}"),
+            }
+            let (objects, skipped) = read_path(&path, true).unwrap();
+            assert_eq!((objects.len(), skipped), (299, 1), "{bad:?}");
+            std::fs::remove_file(&path).unwrap();
         }
     }
 
@@ -1208,7 +1255,13 @@ mod tests {
         let mut nt = String::new();
         let mut nq = String::new();
         for i in 0..600 {
-            let plain = format!("<http://e/s{i}> <http://e/p{}> \"v{i}\"@en .\n", i % 7);
+            // Predicates of one length and last two bytes share a slot of the
+            // builder's predicate cache.
+            let plain = format!(
+                "<http://e/s{i}> <http://{}/p{}x> \"v{i}\"@en .\n",
+                ["e", "f"][i % 2],
+                i % 7
+            );
             nt.push_str(&plain);
             nq.push_str(&plain);
             nq.push_str(&format!(
