@@ -137,13 +137,13 @@ impl NodeSet {
             || (self.tests >= MIN_TESTS
                 && self.tests > TESTS_PER_MEMBER * self.members.len() as u64)
         {
-            self.to_pages();
+            self.move_to_pages();
         }
         fresh
     }
 
     /// Moves the members from the hash set to the pages.
-    fn to_pages(&mut self) {
+    fn move_to_pages(&mut self) {
         if self.pages.len() < self.page_count {
             self.pages.resize_with(self.page_count, || None);
         }

@@ -622,6 +622,38 @@ mod tests {
         assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&path).unwrap());
     }
 
+    /// The batch decode gives what `term` gives id by id: any order, repeats, ids in
+    /// either of two segments, ids past the end, batches shorter than the prefetch
+    /// distances.
+    #[test]
+    fn terms_in_a_batch_match_term_by_term() {
+        use proptest::prelude::*;
+        let dir = tempfile::tempdir().unwrap();
+        let mut segments = Vec::new();
+        let mut first = 0u32;
+        for (s, n) in [(0, 300u32), (1, 45)] {
+            let mut keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    let iri = format!("http://www.wikidata.org/entity/Q{s}_{i}");
+                    terms::encode(oxrdf::NamedNode::new_unchecked(iri).as_ref().into())
+                })
+                .collect();
+            keys.sort();
+            let path = dir.path().join(format!("d{s}"));
+            write_segment(&path, first, keys.iter().map(|k| k.as_slice())).unwrap();
+            segments.push(Segment::open(&path, None).unwrap());
+            first += n;
+        }
+        let dict = Dictionary::from_segments(segments).unwrap();
+        let len = dict.len();
+        proptest!(|(ids in prop::collection::vec(0..len + 10, 0..100))| {
+            let one: Vec<Option<Term>> = ids.iter().map(|&id| dict.term(id)).collect();
+            prop_assert_eq!(dict.terms(&ids), one);
+        });
+        let all: Vec<u32> = (0..len).collect();
+        assert!(dict.terms(&all).iter().all(Option::is_some));
+    }
+
     #[test]
     fn empty_segment_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
