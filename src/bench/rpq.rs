@@ -285,16 +285,19 @@ fn run_k2rpq(
                 matches!(q.subject, LogEndpoint::Var(_)),
                 matches!(q.object, LogEndpoint::Var(_)),
             );
-            let terms: Vec<(Option<Term>, Option<Term>)> = a
-                .result
-                .pairs
-                .iter()
-                .map(|&(s, o)| {
-                    (
-                        sv.then(|| db.term(s)).flatten(),
-                        ov.then(|| db.term(o)).flatten(),
-                    )
-                })
+            // Each variable's column is decoded at once (`Database::terms`), as a caller
+            // that receives the whole answer would.
+            let pairs = &a.result.pairs;
+            let column = |on: bool, end: fn(&(u32, u32)) -> u32| -> Vec<Option<Term>> {
+                if on {
+                    db.terms(&pairs.iter().map(end).collect::<Vec<u32>>())
+                } else {
+                    vec![None; pairs.len()]
+                }
+            };
+            let terms: Vec<(Option<Term>, Option<Term>)> = column(sv, |p| p.0)
+                .into_iter()
+                .zip(column(ov, |p| p.1))
                 .collect();
             std::hint::black_box(&terms);
             Ok((a.result.pairs, status))

@@ -561,7 +561,8 @@ pub struct Lines {
 /// binary search over the keys is ~20 dependent cache misses on 10^5-10^7 keys (a
 /// profile of the 100M store's `?x P131* c` on dev: that search was 29 % of the run).
 /// About 1.1 bits per line up to the last key; kept where that is at most four times the
-/// keys' own bytes ([`wants_key_rank`]) and the direct index ([`Lines::has_index`]) is not.
+/// keys' own bytes or a quarter of the lists' ([`wants_key_rank`]) and the direct index
+/// ([`Lines::has_index`]) is not.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct KeyRank {
     words: Vec<u64>,
@@ -612,10 +613,15 @@ impl KeyRank {
     }
 }
 
-/// Whether a [`KeyRank`] (span/8 bytes) is worth keeping for `keys`: at most four times
-/// the keys' own 4 bytes each.
-fn wants_key_rank(keys: &[u32]) -> bool {
-    keys.len() > 64 && line_span(keys) <= 128 * keys.len()
+/// Whether a [`KeyRank`] (~span/8 bytes) is worth keeping for `keys` over `values` cells:
+/// at most four times the keys' own 4 bytes each, or a quarter of the lists' bytes (keys,
+/// offsets and values). The second bound keeps it where few keys hold long lines spread
+/// over the id space: P279's rows at 100M (125k keys over 21M lines, 23 cells each), whose
+/// binary search was ~15 % of `c P279+ v` (w04) for a rank of 2.7 MB beside 12 MB of lists.
+fn wants_key_rank(keys: &[u32], values: usize) -> bool {
+    let rank_bytes = line_span(keys) / 8;
+    let list_bytes = 4 * (2 * keys.len() + values);
+    keys.len() > 64 && (rank_bytes <= 16 * keys.len() || rank_bytes <= list_bytes / 4)
 }
 
 /// Lines up to the last key (the keys ascending): what an index by line covers.
@@ -679,7 +685,7 @@ impl Lines {
                 }
                 *slot = lines.offsets[next];
             }
-        } else if wants_key_rank(&lines.keys) {
+        } else if wants_key_rank(&lines.keys, lines.values.len()) {
             lines.key_rank = KeyRank::new(&lines.keys);
         }
         lines.build_time = t0.elapsed();
@@ -736,17 +742,17 @@ impl Lines {
                 fill_by_line(&self.keys, &self.offsets, &mut by_line);
                 self.by_line = by_line;
             }
-        } else if wants_key_rank(&self.keys) {
+        } else if wants_key_rank(&self.keys, self.values.len()) {
             self.key_rank = KeyRank::new(&self.keys);
         }
     }
 
     /// Bytes that [`Lines::add_index`] adds for these keys.
-    fn index_bytes(keys: &[u32]) -> u64 {
+    fn index_bytes(keys: &[u32], values: usize) -> u64 {
         let span = line_span(keys) as u64;
         if wants_by_line(keys) {
             4 * (span + 1)
-        } else if wants_key_rank(keys) {
+        } else if wants_key_rank(keys, values) {
             8 * span.div_ceil(64) + 4 * span.div_ceil(512)
         } else {
             0
@@ -791,7 +797,7 @@ impl Lines {
             values,
             ..Lines::default()
         };
-        let index = Lines::index_bytes(&lines.keys);
+        let index = Lines::index_bytes(&lines.keys, lines.values.len());
         if budget.reserve(index).is_ok() {
             let before = lines.bytes();
             lines.add_index();
@@ -1298,5 +1304,32 @@ impl K2Tree {
                     .map(|_| c.file_state.get().cloned().unwrap_or(LineFileState::Unread)),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rank is kept for dense-enough keys (the old bound), for few keys with long
+    /// lines spread over the id space (the lists' bytes bound), and not for a handful of
+    /// keys or short lines spread thin.
+    #[test]
+    fn key_rank_bounds() {
+        let spread = |count: u32, span: u32| -> Vec<u32> {
+            (0..count)
+                .map(|i| (i as u64 * span as u64 / count as u64) as u32)
+                .collect()
+        };
+        // 128 lines per key: the keys' bound, whatever the values.
+        assert!(wants_key_rank(&spread(1000, 128_000), 1000));
+        assert!(!wants_key_rank(&spread(1000, 200_000), 1000));
+        // P279's rows at 100M: 125k keys over 21M lines, 2.9M cells.
+        assert!(wants_key_rank(&spread(125_000, 21_024_122), 2_935_664));
+        // P530's: 200 keys over 2.5M lines, 40k cells (a search over 200 keys is cached).
+        assert!(!wants_key_rank(&spread(200, 2_522_375), 40_000));
+        // Too few keys for any index, even with long lines.
+        assert!(!wants_key_rank(&spread(64, 1 << 20), 1 << 24));
+        assert!(!wants_key_rank(&[], 0));
     }
 }

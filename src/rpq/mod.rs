@@ -33,6 +33,7 @@ mod automaton;
 mod exec;
 mod graph;
 mod log;
+mod node_set;
 mod path;
 mod plan;
 mod sparse;

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use roaring::RoaringBitmap;
-use rustc_hash::FxHashSet;
 
 use super::automaton::Dir;
 use super::exec::{emit, TraceStep};
 use super::graph::PathGraph;
+use super::node_set::{NodeSet, SetPool};
 use super::plan::{Plan, RelKey};
 use super::{EvalOptions, PathResult};
 use crate::k2tree::K2Tree;
@@ -58,120 +58,6 @@ pub(super) fn device_front_budget(nodes: u32) -> u64 {
 fn budget(nodes: u32, tree_nodes: u64, starts: u64, states: usize) -> u64 {
     let base = (nodes as u64 / 4 + 2 * tree_nodes).max(MIN_BUDGET);
     base.saturating_add(starts.saturating_mul(states as u64 * (nodes as u64 / 256).max(1)))
-}
-
-/// Ids per page of a [`NodeSet`] (2^16: 8 KiB of bits).
-const PAGE_IDS: u32 = 1 << 16;
-
-/// A set of node ids with its members in insertion order: a hash set while it is
-/// small, then a paged bitset. Sparse walks insert ids at random, so a bit test beats
-/// hashing once the set is large; but a page costs 8 KiB zeroed when first written, and a
-/// few thousand random members touch hundreds of pages (w08 at 100M: 1429 members, ~2.4
-/// MB of zeroing, 7 % of the run in `memset`), so the bitset starts once the members
-/// would pay for their pages. Pages stay allocated across [`NodeSet::clear`] for the next
-/// start node. (A flat bitset of the id space cost one `memset` of `nodes / 8` bytes per
-/// state and query: ~0.27 ms per small query on a 21.7M-node store.) Reading it back
-/// costs its size.
-struct NodeSet {
-    /// Members while there are at most [`NodeSet::small_limit`] of them; unused once
-    /// `pages` is not empty.
-    small: FxHashSet<u32>,
-    /// Pages of bits (empty until the set outgrows `small`).
-    pages: Vec<Option<Box<[u64; (PAGE_IDS / 64) as usize]>>>,
-    /// Pages the id space needs.
-    page_count: usize,
-    members: Vec<u32>,
-}
-
-impl NodeSet {
-    fn new(nodes: u32) -> Self {
-        let page_count = nodes.div_ceil(PAGE_IDS) as usize;
-        NodeSet {
-            small: FxHashSet::default(),
-            pages: Vec::new(),
-            page_count,
-            members: Vec::new(),
-        }
-    }
-
-    /// Members up to which the hash set holds the set: 8 per page pay for a page's
-    /// zeroing (1 KiB each).
-    fn small_limit(&self) -> usize {
-        (8 * self.page_count).max(1024)
-    }
-
-    /// Inserts `v`; whether it was absent.
-    fn insert(&mut self, v: u32) -> bool {
-        if self.pages.is_empty() {
-            if !self.small.insert(v) {
-                return false;
-            }
-            self.members.push(v);
-            if self.members.len() > self.small_limit() {
-                self.pages = (0..self.page_count).map(|_| None).collect();
-                for i in 0..self.members.len() {
-                    self.set_bit(self.members[i]);
-                }
-                self.small = FxHashSet::default();
-            }
-            return true;
-        }
-        let fresh = self.set_bit(v);
-        if fresh {
-            self.members.push(v);
-        }
-        fresh
-    }
-
-    /// Sets `v`'s bit in the pages; whether it was clear.
-    fn set_bit(&mut self, v: u32) -> bool {
-        let page = self.pages[(v / PAGE_IDS) as usize]
-            .get_or_insert_with(|| Box::new([0; (PAGE_IDS / 64) as usize]));
-        let (w, b) = (((v % PAGE_IDS) / 64) as usize, v % 64);
-        let fresh = page[w] & (1 << b) == 0;
-        page[w] |= 1 << b;
-        fresh
-    }
-
-    /// Empties the set (its pages stay allocated for the next start node).
-    fn clear(&mut self) {
-        if self.pages.is_empty() {
-            self.small.clear();
-        } else {
-            for &v in &self.members {
-                if let Some(page) = &mut self.pages[(v / PAGE_IDS) as usize] {
-                    page[((v % PAGE_IDS) / 64) as usize] = 0;
-                }
-            }
-        }
-        self.members.clear();
-    }
-
-    fn len(&self) -> u64 {
-        self.members.len() as u64
-    }
-
-    /// ORs the set into `out`.
-    fn add_to(&self, out: &mut RoaringBitmap) {
-        // Sorting the members costs ~m·log m, reading a page its 1024 words: a set with
-        // many members per page (a giant component's answer) is read off the pages.
-        let pages = self.pages.iter().filter(|p| p.is_some()).count();
-        let set = if pages > 0 && self.members.len() > 64 * pages {
-            let mut set = RoaringBitmap::new();
-            for (k, page) in self.pages.iter().enumerate() {
-                if let Some(page) = page {
-                    let bytes: Vec<u8> = page.iter().flat_map(|w| w.to_le_bytes()).collect();
-                    set |= RoaringBitmap::from_lsb0_bytes(k as u32 * PAGE_IDS, &bytes);
-                }
-            }
-            set
-        } else {
-            let mut sorted = self.members.clone();
-            sorted.sort_unstable();
-            RoaringBitmap::from_sorted_iter(sorted).expect("distinct ids, sorted")
-        };
-        *out |= set;
-    }
 }
 
 /// Calls `f(input, output)` for every cell of `tree` whose input coordinate (row when following
@@ -276,8 +162,9 @@ pub(super) fn evaluate_sparse(
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
     let mut result = PathResult::default();
-    // Reused by every start node: clearing a set costs its members, not the id space.
-    let mut visited: Vec<NodeSet> = (0..states).map(|_| NodeSet::new(n)).collect();
+    // Reused by every start node, and by later walks on this thread: clearing a set
+    // costs its members, not the id space.
+    let mut visited = SetPool::take(states, n);
     let mut work = 0u64;
     let mut input: Vec<u32> = Vec::new();
     for (batch, start) in starts.enumerate() {
@@ -568,46 +455,4 @@ fn tree_nodes(rels: &[(Vec<Arc<K2Tree>>, Dir)]) -> u64 {
         .filter(|t| counted.insert(Arc::as_ptr(t)))
         .map(|t| t.nodes())
         .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Both read-back paths (sorted members, pages) and `clear` agree with a plain set,
-    /// across page boundaries and the last, partial page.
-    #[test]
-    fn node_set_matches_a_plain_set() {
-        let nodes = 3 * PAGE_IDS + 17;
-        let mut set = NodeSet::new(nodes);
-        for round in 0..2 {
-            set.clear();
-            let mut want = std::collections::BTreeSet::new();
-            // Few members (hash set), then past the hash set's limit (pages).
-            let ids: Vec<u32> = if round == 0 {
-                vec![0, 63, 64, PAGE_IDS - 1, PAGE_IDS, 3 * PAGE_IDS + 16, 5]
-            } else {
-                (PAGE_IDS..2 * PAGE_IDS)
-                    .step_by(3)
-                    .chain([nodes - 1])
-                    .collect()
-            };
-            for &v in &ids {
-                assert_eq!(set.insert(v), want.insert(v));
-                assert!(!set.insert(v));
-            }
-            assert_eq!(set.len(), want.len() as u64);
-            let mut out = RoaringBitmap::new();
-            set.add_to(&mut out);
-            assert_eq!(
-                out.iter().collect::<Vec<_>>(),
-                want.iter().copied().collect::<Vec<_>>()
-            );
-        }
-        set.clear();
-        let mut out = RoaringBitmap::new();
-        set.add_to(&mut out);
-        assert!(out.is_empty());
-        assert!(set.insert(PAGE_IDS + 3), "cleared bits are free again");
-    }
 }

@@ -43,6 +43,7 @@ use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use super::prefetch::prefetch;
 use super::{
     write_tree, GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError, FORMAT_NAME,
     FORMAT_VERSION, MANIFEST,
@@ -412,19 +413,6 @@ struct Bucket([Entry; BUCKET]);
 /// table bucket `2 × AHEAD` ahead, the key bytes of the matching entries `AHEAD` ahead.
 /// A few lines in flight per stage cover the ~100 ns of a miss at ~20 ns a key.
 const AHEAD: usize = 8;
-
-/// Hints the CPU to bring the cache line at `p` into cache; never faults, any address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch does not access memory architecturally (no fault, no effect on
-    // program state), so any address, even a dangling one, is fine; SSE is baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// One shard of the term table.
 ///

@@ -18,6 +18,7 @@ pub mod dictionary;
 mod key_sort;
 mod lines;
 mod load;
+mod prefetch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
