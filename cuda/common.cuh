@@ -8,7 +8,7 @@ typedef unsigned int u32;
 #define PRUNED 0xFFFFFFFFFFFFFFFFull
 
 // Everything one traversal step needs. The host fills it per step (tile); the layout is
-// mirrored by `StepParams` in src/engine/gpu/kernels.rs: every field is 8 bytes except
+// mirrored by `StepParams` in src/engine/gpu/launch.rs: every field is 8 bytes except
 // the four trailing u32, so both sides agree without padding rules.
 struct StepParams {
     const u64 *nib;        // signatures, 16 per word
@@ -24,6 +24,7 @@ struct StepParams {
     u64 child0;            // global index of the first child of node0
     u64 src_off;           // position of node0's code in codes_in
     u64 width;             // batch width B (semiring) or words W (bits); 1 for expand
+    u64 inputs;            // input indices x holds (right: columns, left: rows)
     u32 sample_log2;
     u32 level;             // level of the step's nodes
     u32 height;            // tree levels h
@@ -76,13 +77,18 @@ __device__ __forceinline__ u64 pyramid_offset(u32 h, u32 g) {
     return off;
 }
 
-// Whether the node of Morton code `code` at `level` has an input range (right: columns,
-// left: rows) that meets an active input row.
-__device__ __forceinline__ bool block_active(const StepParams &p, u64 code, u32 level) {
+// Whether input block `idx` of a node at `level` (its input range, right: columns
+// idx·2^g .., left: rows, g = height − level) meets an active input row.
+__device__ __forceinline__ bool input_active(const StepParams &p, u32 idx, u32 level) {
     u32 g = p.height - level;
-    u32 idx = p.dir == 0 ? compact_bits(code) : compact_bits(code >> 1);
     const u32 *lvl = p.pyramid + pyramid_offset(p.height, g);
     return (lvl[idx >> 5] >> (idx & 31)) & 1;
+}
+
+// Whether the node of Morton code `code` at `level` has an input range that meets an
+// active input row.
+__device__ __forceinline__ bool block_active(const StepParams &p, u64 code, u32 level) {
+    return input_active(p, p.dir == 0 ? compact_bits(code) : compact_bits(code >> 1), level);
 }
 
 __device__ __forceinline__ u64 global_thread() {

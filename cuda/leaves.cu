@@ -27,14 +27,14 @@
 
 #define FULL_MASK 0xffffffffu
 
-// One semiring's accumulator: T, its identity, the contribution of one input entry, the
-// combine, and the update of y (with read-before-atomic where the semiring is idempotent).
+// One semiring's accumulator: T, its identity, the element type of x (Raw) and the
+// contribution of one of its entries (convert), the combine, and the update of y (with
+// read-before-atomic where the semiring is idempotent).
 struct PlusTimesAcc {
     typedef float T;
+    typedef float Raw;
     __device__ __forceinline__ static T identity() { return 0.0f; }
-    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
-        return ((const float *)p.x)[i * p.width + b];
-    }
+    __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     // The cell kernel skips zero inputs: adding a zero sum changes nothing either.
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0.0f; }
@@ -46,10 +46,9 @@ struct PlusTimesAcc {
 };
 struct CountingAcc {
     typedef u32 T;
+    typedef u32 Raw;
     __device__ __forceinline__ static T identity() { return 0u; }
-    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
-        return ((const u32 *)p.x)[i * p.width + b];
-    }
+    __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
     __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
@@ -59,10 +58,9 @@ struct CountingAcc {
 };
 struct BooleanAcc {
     typedef u32 T;
+    typedef u32 Raw;
     __device__ __forceinline__ static T identity() { return 0u; }
-    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
-        return ((const u32 *)p.x)[i * p.width + b] != 0u ? 1u : 0u;
-    }
+    __device__ __forceinline__ static T convert(Raw v) { return v != 0u ? 1u : 0u; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
     __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
@@ -77,9 +75,9 @@ struct BooleanAcc {
 // NaN one) gives the cell kernel's result.
 struct TropicalAcc {
     typedef float T;
+    typedef float Raw;
     __device__ __forceinline__ static T identity() { return __int_as_float(0x7f800000); }
-    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
-        float v = ((const float *)p.x)[i * p.width + b];
+    __device__ __forceinline__ static T convert(Raw v) {
         return v != __int_as_float(0x7f800000) ? 1.0f + v : identity();
     }
     __device__ __forceinline__ static T combine(T a, T b) {
@@ -101,10 +99,9 @@ struct TropicalAcc {
 };
 struct BitsAcc {
     typedef u64 T;
+    typedef u64 Raw;
     __device__ __forceinline__ static T identity() { return 0ull; }
-    __device__ __forceinline__ static T input(const StepParams &p, u64 i, u64 b) {
-        return ((const u64 *)p.x)[i * p.width + b];
-    }
+    __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0ull; }
     __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
@@ -179,37 +176,100 @@ __device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
     return bm;
 }
 
-// The per-output-entry sums of one node's block for vector b: acc[i] for output index
-// o0 + i (right: rows, left: columns). Inputs are read once each.
+// Four consecutive entries of x at input indices i0 .. i0 + 3 (i0 a multiple of 4).
+__device__ __forceinline__ void load_quad(const float *src, float v[4]) {
+    float4 q = *(const float4 *)src;
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load_quad(const u32 *src, u32 v[4]) {
+    uint4 q = *(const uint4 *)src;
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load_quad(const u64 *src, u64 v[4]) {
+    ulonglong2 a = *(const ulonglong2 *)src, b = *(const ulonglong2 *)(src + 2);
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+
+// The inputs of a block for vector b: xv[i] = the contribution of input index i0 + i
+// where bit i of `present` is set. A single vector's four entries are one aligned
+// 16- or 32-byte load (one sector, one instruction instead of up to four) unless the
+// block hangs over the end of x; batches load entry by entry (lanes of consecutive b
+// are coalesced).
+template <typename Op>
+__device__ __forceinline__ void load_inputs(const StepParams &p, u64 i0, u64 b, u32 present,
+                                            typename Op::T xv[4]) {
+    typedef typename Op::Raw R;
+    const R *x = (const R *)p.x;
+    if (p.width == 1 && i0 + 4 <= p.inputs) {
+        R raw[4];
+        load_quad(x + i0, raw);
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) xv[i] = Op::convert(raw[i]);
+    } else {
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i)
+            xv[i] = (present >> i) & 1 ? Op::convert(x[(i0 + i) * p.width + b]) : Op::identity();
+    }
+}
+
+// The inputs of the block of cells bm at (r0, c0): right products read the block's
+// columns, left ones its rows.
+template <typename Op>
+__device__ __forceinline__ void block_inputs(const StepParams &p, u32 bm, u64 r0, u64 c0, u64 b,
+                                             typename Op::T xv[4]) {
+    if (p.dir == 0) {
+        u32 cols = (bm | (bm >> 4) | (bm >> 8) | (bm >> 12)) & 15u;
+        load_inputs<Op>(p, c0, b, cols, xv);
+    } else {
+        u32 rows = 0;
+#pragma unroll
+        for (u32 r = 0; r < 4; ++r) rows |= ((bm >> (4 * r)) & 15u) ? 1u << r : 0u;
+        load_inputs<Op>(p, r0, b, rows, xv);
+    }
+}
+
+// The per-output-entry sums of a block from its inputs: acc[i] for output index o0 + i
+// (right: rows, left: columns).
+template <typename Op>
+__device__ __forceinline__ void block_combine(u32 dir, u32 bm, const typename Op::T xv[4],
+                                              typename Op::T acc[4]) {
+    typedef typename Op::T T;
+#pragma unroll
+    for (u32 o = 0; o < 4; ++o) {
+        T a = Op::identity();
+        // Right: row o of the block over its columns i; left: column o over its rows i.
+        u32 line = dir == 0 ? (bm >> (4 * o)) & 15u : (bm >> o) & 0x1111u;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i)
+            if ((line >> (dir == 0 ? i : 4 * i)) & 1) a = Op::combine(a, xv[i]);
+        acc[o] = a;
+    }
+}
+
+// The per-output-entry sums of one node's block for vector b (inputs read once each).
 template <typename Op>
 __device__ __forceinline__ void block_sums(const StepParams &p, u32 bm, u64 r0, u64 c0, u64 b,
                                            typename Op::T acc[4]) {
-    typedef typename Op::T T;
-    T xv[4];
-    if (p.dir == 0) {
-        u32 cols = (bm | (bm >> 4) | (bm >> 8) | (bm >> 12)) & 15u;
-#pragma unroll
-        for (u32 c = 0; c < 4; ++c) xv[c] = (cols >> c) & 1 ? Op::input(p, c0 + c, b) : Op::identity();
-#pragma unroll
-        for (u32 r = 0; r < 4; ++r) {
-            T a = Op::identity();
-#pragma unroll
-            for (u32 c = 0; c < 4; ++c)
-                if ((bm >> (4 * r + c)) & 1) a = Op::combine(a, xv[c]);
-            acc[r] = a;
-        }
-    } else {
-#pragma unroll
-        for (u32 r = 0; r < 4; ++r) xv[r] = (bm >> (4 * r)) & 15u ? Op::input(p, r0 + r, b) : Op::identity();
-#pragma unroll
-        for (u32 c = 0; c < 4; ++c) {
-            T a = Op::identity();
-#pragma unroll
-            for (u32 r = 0; r < 4; ++r)
-                if ((bm >> (4 * r + c)) & 1) a = Op::combine(a, xv[r]);
-            acc[c] = a;
-        }
+    typename Op::T xv[4];
+    block_inputs<Op>(p, bm, r0, c0, b, xv);
+    block_combine<Op>(p.dir, bm, xv, acc);
+}
+
+// A block entry of the cached frontier: `row << 40 | col << 16 | bitmap`
+// (src/engine/gpu/frontier.rs): its first row and column of cells, and its bitmap.
+__device__ __forceinline__ u64 entry_row0(u64 e) { return (e >> 40) << 2; }
+__device__ __forceinline__ u64 entry_col0(u64 e) { return ((e >> 16) & 0xFFFFFFull) << 2; }
+__device__ __forceinline__ u32 entry_bitmap(u64 e) { return (u32)(e & 0xFFFFull); }
+
+// The entry's bitmap, or 0 when a masked product's pyramid says its input block (right:
+// its column of blocks, left: its row) has no active input.
+__device__ __forceinline__ u32 entry_active_bitmap(const StepParams &p, u64 e) {
+    u32 bm = entry_bitmap(e);
+    if (bm && p.pyramid) {
+        u64 i0 = p.dir == 0 ? entry_col0(e) : entry_row0(e);
+        if (!input_active(p, (u32)(i0 >> 2), p.level)) bm = 0u;
     }
+    return bm;
 }
 
 // Combines acc[0..4] over the lanes of `peers` (all lanes with the same key, this lane
@@ -235,10 +295,21 @@ __device__ __forceinline__ void reduce_peers(u32 peers, u32 lane, typename Op::T
     }
 }
 
-// BLOCKS: the step's nodes are block entries of the cached frontier (`code << 16 |
-// bitmap`, src/engine/gpu/frontier.rs): the block comes with the entry, so nothing of the
-// tree is read (no signature, rank or leaves). Entries are never PRUNED (only descents
-// write that) and may come in any order.
+// Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
+// and clears acc.
+template <typename Op>
+__device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4]) {
+#pragma unroll
+    for (u32 i = 0; i < 4; ++i) {
+        if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i]);
+        acc[i] = Op::identity();
+    }
+}
+
+// BLOCKS: the step's nodes are block entries of the cached frontier (`row << 40 | col
+// << 16 | bitmap`, src/engine/gpu/frontier.rs): the block comes with the entry, so
+// nothing of the tree is read (no signature, rank or leaves) and no Morton code is
+// decoded. Entries are never PRUNED (only descents write that) and may come in any order.
 template <typename Op, bool WRANK, bool AGG, bool BLOCKS>
 __device__ __forceinline__ void leaves_rows(const StepParams &p) {
     typedef typename Op::T T;
@@ -250,13 +321,13 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
         bool valid = g < total;
         u64 t = (valid ? g : total - 1) / p.width;
         u64 b = valid ? g - t * p.width : 0;
-        u64 code;
+        u64 r0, c0;
         u32 bm;
         if (BLOCKS) {
             u64 entry = p.codes_in[p.src_off + t];
-            code = entry >> 16;
-            bool active = valid && (!p.pyramid || block_active(p, code, p.level));
-            bm = active ? (u32)(entry & 0xFFFFu) : 0u;
+            r0 = entry_row0(entry);
+            c0 = entry_col0(entry);
+            bm = valid ? entry_active_bitmap(p, entry) : 0u;
         } else {
             u32 s;
             u64 leaf;
@@ -266,12 +337,12 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
                 s = signature(p.nib, p.node0 + t);
                 leaf = first_child(p, t);
             }
-            code = p.codes_in[p.src_off + t];
+            u64 code = p.codes_in[p.src_off + t];
             bool active = valid && code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
             bm = active ? block_bitmap(p.nib, s, leaf) : 0u;
+            r0 = (u64)compact_bits(code >> 1) << 2;
+            c0 = (u64)compact_bits(code) << 2;
         }
-        u64 r0 = (u64)compact_bits(code >> 1) << 2;
-        u64 c0 = (u64)compact_bits(code) << 2;
         u64 o0 = p.dir == 0 ? r0 : c0;
         T acc[4];
         if (bm) {
@@ -290,11 +361,7 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             reduce_peers<Op>(peers, lane, acc);
             leader = key != none && (__ffs(peers) - 1) == (int)lane;
         }
-        if (leader) {
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i)
-                if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i]);
-        }
+        if (leader) flush_block<Op>(p, o0, b, acc);
     }
 }
 
@@ -302,18 +369,11 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
 // entries (for one vector) and sums the blocks of a run of entries with the same output
 // block in registers, with one update per non-empty output entry when the run ends. Over
 // `RowBlocks` a right product's runs are the blocks of one block row (11 on average on the
-// 200M web graph), with no cross-lane traffic (`wagg` shuffles), and the thread's entries
-// are loaded before any is summed, so their loads overlap.
+// 200M web graph), with no cross-lane traffic (`wagg` shuffles). Two phases: every
+// entry's inputs are loaded before any update is issued, so a thread's RUN_ENTRIES input
+// loads are in flight together (loads placed after an update could not be hoisted above
+// it: x and y might alias for all the compiler knows).
 #define RUN_ENTRIES 8
-
-template <typename Op>
-__device__ __forceinline__ void flush_run(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4]) {
-#pragma unroll
-    for (u32 i = 0; i < 4; ++i) {
-        if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i]);
-        acc[i] = Op::identity();
-    }
-}
 
 template <typename Op>
 __device__ __forceinline__ void blocks_runs(const StepParams &p) {
@@ -324,33 +384,43 @@ __device__ __forceinline__ void blocks_runs(const StepParams &p) {
         u64 r = g / p.width;
         u64 b = g - r * p.width;
         u64 t0 = r * RUN_ENTRIES;
+        const u64 *src = p.codes_in + p.src_off + t0;
         u64 entry[RUN_ENTRIES];
+        if (t0 + RUN_ENTRIES <= p.count && ((size_t)src & 15) == 0) {
 #pragma unroll
-        for (u32 j = 0; j < RUN_ENTRIES; ++j)
-            entry[j] = t0 + j < p.count ? p.codes_in[p.src_off + t0 + j] : 0ull;
+            for (u32 j = 0; j < RUN_ENTRIES; j += 2) {
+                ulonglong2 q = *(const ulonglong2 *)(src + j);
+                entry[j] = q.x, entry[j + 1] = q.y;
+            }
+        } else {
+#pragma unroll
+            for (u32 j = 0; j < RUN_ENTRIES; ++j) entry[j] = t0 + j < p.count ? src[j] : 0ull;
+        }
+        u32 bm[RUN_ENTRIES];
+        T xv[RUN_ENTRIES][4];
+#pragma unroll
+        for (u32 j = 0; j < RUN_ENTRIES; ++j) {
+            bm[j] = entry_active_bitmap(p, entry[j]);
+            if (bm[j]) block_inputs<Op>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
+        }
         u64 cur = ~0ull;  // output block of the open run; never a multiple of 4 when none
         T acc[4];
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
 #pragma unroll
         for (u32 j = 0; j < RUN_ENTRIES; ++j) {
-            u64 code = entry[j] >> 16;
-            u32 bm = (u32)(entry[j] & 0xFFFFu);
-            if (bm && p.pyramid && !block_active(p, code, p.level)) bm = 0u;
-            if (!bm) continue;
-            u64 r0 = (u64)compact_bits(code >> 1) << 2;
-            u64 c0 = (u64)compact_bits(code) << 2;
-            u64 o0 = p.dir == 0 ? r0 : c0;
+            if (!bm[j]) continue;
+            u64 o0 = p.dir == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
             if (o0 != cur) {
-                if (cur != ~0ull) flush_run<Op>(p, cur, b, acc);
+                if (cur != ~0ull) flush_block<Op>(p, cur, b, acc);
                 cur = o0;
             }
             T part[4];
-            block_sums<Op>(p, bm, r0, c0, b, part);
+            block_combine<Op>(p.dir, bm[j], xv[j], part);
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
         }
-        if (cur != ~0ull) flush_run<Op>(p, cur, b, acc);
+        if (cur != ~0ull) flush_block<Op>(p, cur, b, acc);
     }
 }
 

@@ -4,17 +4,17 @@
 //! per non-empty 4x4 block of the matrix. In the paper's layout ([`FrontierLayout::Codes`])
 //! an entry is the node's Morton code, and the leaf kernel finds the node's leaves
 //! itself: a signature load, a directory rank (a sample plus up to 16 popcounted words)
-//! and one or two leaf loads per node. A *block* entry packs the same code with the
-//! block's 16-cell bitmap into one word, `code << 16 | bitmap`, so the leaf kernel reads
-//! 8 bytes per node and nothing of the tree. The frontier keeps its size (8 bytes per
-//! node); the tree, its file and the CPU engine do not change. The code of a level
-//! `h − 2` node has `2(h − 2)` bits, so a block entry fits while `h ≤ 26` (a matrix side
-//! of at most 2^26); a taller tree keeps codes.
+//! and one or two leaf loads per node. A *block entry* ([`block_entry`]) packs the
+//! block's row, its column and its 16-cell bitmap into one word, `row << 40 | col << 16
+//! | bitmap`, so the leaf kernel reads 8 bytes per node, nothing of the tree, and decodes
+//! no Morton code. The frontier keeps its size (8 bytes per node); the tree, its file and
+//! the CPU engine do not change. A block index has `h − 2` bits, so a block entry fits
+//! while `h ≤ 26` (a matrix side of at most 2^26); a taller tree keeps codes.
 //!
 //! Block entries carry their position, so their order is free:
-//! [`FrontierLayout::RowBlocks`] sorts them by block row (then column), so the 32 lanes
-//! of a warp mostly update the same few rows of a right product and warp aggregation
-//! merges their updates.
+//! [`FrontierLayout::RowBlocks`] sorts them by block row (then column), so a thread of a
+//! right product sums a run of blocks of one row in registers and the 32 lanes of a
+//! warp update the same few rows.
 
 use rayon::prelude::*;
 
@@ -23,6 +23,34 @@ use crate::k2tree::{morton, K2Tree};
 
 /// The tallest tree whose block entries fit a word: `2(h − 2) + 16 ≤ 64`.
 pub const MAX_BLOCK_HEIGHT: u32 = 26;
+
+/// Bits of a block index (row or column) in a block entry: `MAX_BLOCK_HEIGHT − 2`.
+const INDEX_BITS: u32 = MAX_BLOCK_HEIGHT - 2;
+
+/// The block entry of the block at block row `row`, block column `col` (cells `4 row ..
+/// 4 row + 3` × `4 col .. 4 col + 3`) with cells `bitmap` (bit `4r + c` = cell `(r, c)`):
+/// `row << 40 | col << 16 | bitmap`. Sorting entries sorts them by row, then column.
+///
+/// ```
+/// use k2rpq::engine::gpu::{block_entry, block_entry_parts};
+/// let e = block_entry(3, 7, 0b1000_0000_0000_0001);
+/// assert_eq!(block_entry_parts(e), (3, 7, 0b1000_0000_0000_0001));
+/// assert!(block_entry(3, 8, 1) > e && block_entry(4, 0, 1) > block_entry(3, 8, 1));
+/// ```
+pub fn block_entry(row: u32, col: u32, bitmap: u16) -> u64 {
+    debug_assert!(row >> INDEX_BITS == 0 && col >> INDEX_BITS == 0);
+    (row as u64) << (16 + INDEX_BITS) | (col as u64) << 16 | bitmap as u64
+}
+
+/// `(block row, block column, bitmap)` of a [`block_entry`].
+pub fn block_entry_parts(e: u64) -> (u32, u32, u16) {
+    let mask = (1u64 << INDEX_BITS) - 1;
+    (
+        (e >> (16 + INDEX_BITS)) as u32,
+        (e >> 16 & mask) as u32,
+        e as u16,
+    )
+}
 
 /// Nodes per parallel chunk when block entries are built (each chunk ranks its first
 /// node once, then walks its leaves in order).
@@ -36,7 +64,7 @@ pub enum FrontierLayout {
     /// Morton codes in level order (the paper's): the leaf kernel reads the leaves from
     /// the tree through the directory.
     Codes,
-    /// `code << 16 | bitmap` in level (Morton) order: no tree reads in the leaf kernel.
+    /// [`block_entry`]s in level (Morton) order: no tree reads in the leaf kernel.
     Blocks,
     /// Block entries sorted by block row, then column (the default: with the tuned
     /// kernels the fastest right products, left ones within 0.56-0.65x of cuSPARSE's).
@@ -61,7 +89,7 @@ impl FrontierLayout {
         }
     }
 
-    /// Whether entries are block entries (`code << 16 | bitmap`).
+    /// Whether entries are [`block_entry`]s.
     pub fn packed(self) -> bool {
         self != FrontierLayout::Codes
     }
@@ -72,8 +100,7 @@ impl FrontierLayout {
     /// as measured baselines over codes).
     pub fn for_tree(self, tree: &K2Tree, kernel: LeafKernel) -> FrontierLayout {
         let fits = tree.height() <= MAX_BLOCK_HEIGHT;
-        let reads_blocks = !matches!(kernel, LeafKernel::Cells | LeafKernel::Window);
-        if self.packed() && fits && reads_blocks {
+        if self.packed() && fits && kernel.reads_blocks() {
             self
         } else {
             FrontierLayout::Codes
@@ -81,8 +108,7 @@ impl FrontierLayout {
     }
 }
 
-/// The block entries of `tree`'s last internal level (`code << 16 | bitmap`, bit
-/// `4r + c` of the bitmap = cell `(r, c)` of the block), in level order or, with
+/// The [`block_entry`]s of `tree`'s last internal level, in level order or, with
 /// `by_row`, sorted by block row and column. The caller checks
 /// `tree.height() ≤ MAX_BLOCK_HEIGHT`.
 pub fn block_entries(tree: &K2Tree, by_row: bool) -> Vec<u64> {
@@ -101,15 +127,13 @@ pub fn block_entries(tree: &K2Tree, by_row: bool) -> Vec<u64> {
             let mut leaf = tree.first_child(j0);
             for (i, (e, &code)) in dst.iter_mut().zip(src).enumerate() {
                 let j = j0 + i as u64;
-                *e = code << 16 | tree.block_bitmap(j, leaf) as u64;
+                let (row, col) = morton::decode(code);
+                *e = block_entry(row, col, tree.block_bitmap(j, leaf));
                 leaf += tree.signature(j).count_ones() as u64;
             }
         });
     if by_row {
-        out.par_sort_unstable_by_key(|&e| {
-            let (r, c) = morton::decode(e >> 16);
-            (r as u64) << 32 | c as u64
-        });
+        out.par_sort_unstable();
     }
     out
 }
@@ -121,7 +145,7 @@ mod tests {
 
     /// Every cell of a block entry, as `(row, col)` of the matrix.
     fn cells_of(e: u64) -> impl Iterator<Item = (u32, u32)> {
-        let (br, bc) = morton::decode(e >> 16);
+        let (br, bc, _) = block_entry_parts(e);
         (0..16u32)
             .filter(move |b| e >> b & 1 != 0)
             .map(move |b| (4 * br + b / 4, 4 * bc + b % 4))
@@ -136,11 +160,22 @@ mod tests {
             assert!(entries.iter().all(|e| e & 0xFFFF != 0), "an empty block");
             let mut got: Vec<(u32, u32)> = entries.iter().flat_map(|&e| cells_of(e)).collect();
             if by_row {
-                let keys: Vec<(u32, u32)> =
-                    entries.iter().map(|&e| morton::decode(e >> 16)).collect();
+                let keys: Vec<(u32, u32)> = entries
+                    .iter()
+                    .map(|&e| {
+                        let (r, c, _) = block_entry_parts(e);
+                        (r, c)
+                    })
+                    .collect();
                 assert!(keys.windows(2).all(|w| w[0] < w[1]), "not sorted by row");
             } else {
-                let codes: Vec<u64> = entries.iter().map(|&e| e >> 16).collect();
+                let codes: Vec<u64> = entries
+                    .iter()
+                    .map(|&e| {
+                        let (r, c, _) = block_entry_parts(e);
+                        morton::encode(r, c)
+                    })
+                    .collect();
                 assert_eq!(&codes[..], &tree.frontier()[..]);
             }
             got.sort_unstable();

@@ -20,6 +20,7 @@ pub struct StepParams {
     pub child0: u64,
     pub src_off: u64,
     pub width: u64,
+    pub inputs: u64,
     pub sample_log2: u32,
     pub level: u32,
     pub height: u32,
@@ -230,6 +231,13 @@ impl LeafKernel {
         }
     }
 
+    /// Whether the variant visits a node's leaves as a 4x4 block (all but the paper's
+    /// `cells` and the `window` kernel, kept over codes as measured baselines): such
+    /// variants can read block entries.
+    pub fn reads_blocks(self) -> bool {
+        !matches!(self, LeafKernel::Cells | LeafKernel::Window)
+    }
+
     /// The expand kernel of this variant.
     pub fn expand(self) -> &'static str {
         match self {
@@ -275,7 +283,7 @@ const BLOCK_KERNELS: usize = 21;
 
 /// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] and
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
-/// counting, boolean, tropical, bits), `expand_wrank`, then rows and agg over block
+/// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
 /// entries × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
@@ -392,6 +400,7 @@ mod tests {
                 );
             }
         }
+        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 15);
     }
 
     /// A `window` block takes 1024 items: enough blocks for every chunk (up to the cap),

@@ -36,7 +36,9 @@ use cudarc::driver::{
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
 pub use device_tree::DeviceTree;
 pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
-pub use frontier::{block_entries, FrontierLayout, MAX_BLOCK_HEIGHT};
+pub use frontier::{
+    block_entries, block_entry, block_entry_parts, FrontierLayout, MAX_BLOCK_HEIGHT,
+};
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::ProductGraph;
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
@@ -701,6 +703,7 @@ impl GpuEngine {
                 child0: step.child0,
                 src_off: step.src_off,
                 width: if expanding { 1 } else { width },
+                inputs: dir.lengths(m.tree.rows(), m.tree.cols()).0,
                 sample_log2: m.sample_log2,
                 level: step.level,
                 height: m.tree.height(),
