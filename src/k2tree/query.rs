@@ -531,6 +531,8 @@ fn try_zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, LineBuildError> {
         .map_err(|_| LineBuildError::Alloc {
             bytes: (len * std::mem::size_of::<T>()) as u64,
         })?;
+    // Lists are read at random by walks: huge pages where enabled (before the writes).
+    crate::huge_pages::advise_vec(&v);
     v.resize(len, T::default());
     Ok(v)
 }
@@ -572,7 +574,10 @@ struct KeyRank {
 
 impl KeyRank {
     fn new(keys: &[u32]) -> KeyRank {
-        let mut words = vec![0u64; line_span(keys).div_ceil(64)];
+        let len = line_span(keys).div_ceil(64);
+        let mut words = Vec::with_capacity(len);
+        crate::huge_pages::advise_vec(&words);
+        words.resize(len, 0u64);
         for &k in keys {
             words[k as usize / 64] |= 1 << (k % 64);
         }
