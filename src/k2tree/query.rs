@@ -824,8 +824,24 @@ impl Lines {
         self.read(active, f).div_ceil(LINE_READS_PER_VISIT)
     }
 
+    /// [`Lines::for_each`] a line at a time: `f(key, line)` for every non-empty line of
+    /// `active` (ascending, distinct), the same work returned. A caller that tests every
+    /// cell against a set keeps the set's state in registers over a whole line.
+    pub fn for_each_line(&self, active: &[u32], f: impl FnMut(u32, &[u32])) -> u64 {
+        self.read_lines(active, f).div_ceil(LINE_READS_PER_VISIT)
+    }
+
     /// [`Lines::for_each`], returning the lines looked up plus the cells read.
     fn read(&self, active: &[u32], mut f: impl FnMut(u32, u32)) -> u64 {
+        self.read_lines(active, |a, line| {
+            for &v in line {
+                f(a, v);
+            }
+        })
+    }
+
+    /// [`Lines::for_each_line`], returning the lines looked up plus the cells read.
+    fn read_lines(&self, active: &[u32], mut f: impl FnMut(u32, &[u32])) -> u64 {
         if !self.by_line.is_empty() {
             let mut cells = 0u64;
             let last = self.by_line.len() - 1;
@@ -835,8 +851,8 @@ impl Lines {
                     break;
                 }
                 let (lo, hi) = (self.by_line[a_] as usize, self.by_line[a_ + 1] as usize);
-                for &v in &self.values[lo..hi] {
-                    f(a, v);
+                if hi > lo {
+                    f(a, &self.values[lo..hi]);
                 }
                 cells += (hi - lo) as u64;
             }
@@ -847,9 +863,7 @@ impl Lines {
             for &a in active {
                 if let Some(i) = self.key_rank.index(a) {
                     let (lo, hi) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-                    for &v in &self.values[lo..hi] {
-                        f(a, v);
-                    }
+                    f(a, &self.values[lo..hi]);
                     cells += (hi - lo) as u64;
                 }
             }
@@ -864,9 +878,7 @@ impl Lines {
             }
             if self.keys[from] == a {
                 let (lo, hi) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
-                for &v in &self.values[lo..hi] {
-                    f(a, v);
-                }
+                f(a, &self.values[lo..hi]);
                 cells += (hi - lo) as u64;
             }
         }
