@@ -14,6 +14,7 @@ pub mod bench;
 pub mod cache;
 pub mod database;
 pub mod engine;
+pub(crate) mod huge_pages;
 pub mod k2tree;
 pub mod oxigraph;
 pub mod rdf;

@@ -2,6 +2,13 @@
 
 mod cli;
 
+/// The binary's allocator (feature `mimalloc`, on by default): answers allocate and free a
+/// string per term, and glibc's allocator measured ~15 % slower on the 100M store's median
+/// queries (docs/BENCHMARKS.md, session 8).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// k²-tree compressed RDF relations on the GPU: property paths and regular path queries

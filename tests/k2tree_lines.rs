@@ -242,6 +242,14 @@ fn sparse_lines_read_back_through_the_rank_index() {
         .flat_map(|&k| t.row(k).into_iter().map(move |v| (k, v)))
         .collect();
     assert_eq!(got, want);
+    // A line at a time: the same cells, the same work.
+    let mut by_line: Vec<(u32, u32)> = Vec::new();
+    let work = lines.for_each_line(&active, |k, line| {
+        assert!(!line.is_empty(), "only non-empty lines");
+        by_line.extend(line.iter().map(|&v| (k, v)));
+    });
+    assert_eq!(by_line, want);
+    assert_eq!(work, lines.for_each(&active, |_, _| {}));
 }
 
 /// A copy of `t` that shares none of its lists (a clone shares them).

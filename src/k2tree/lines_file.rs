@@ -195,7 +195,10 @@ pub fn read(
 
 /// Little-endian `u32`s of `bytes` (a multiple of 4 long), decoded in parallel.
 fn u32s(bytes: &[u8]) -> Vec<u32> {
-    let mut v = Vec::new();
+    // Sized and advised before the writes: walks read the lists at random, and huge
+    // pages spare them the TLB misses (`crate::huge_pages`).
+    let mut v = Vec::with_capacity(bytes.len() / 4);
+    crate::huge_pages::advise_vec(&v);
     bytes
         .par_chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))

@@ -531,6 +531,8 @@ fn try_zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, LineBuildError> {
         .map_err(|_| LineBuildError::Alloc {
             bytes: (len * std::mem::size_of::<T>()) as u64,
         })?;
+    // Lists are read at random by walks: huge pages where enabled (before the writes).
+    crate::huge_pages::advise_vec(&v);
     v.resize(len, T::default());
     Ok(v)
 }
@@ -572,7 +574,10 @@ struct KeyRank {
 
 impl KeyRank {
     fn new(keys: &[u32]) -> KeyRank {
-        let mut words = vec![0u64; line_span(keys).div_ceil(64)];
+        let len = line_span(keys).div_ceil(64);
+        let mut words = Vec::with_capacity(len);
+        crate::huge_pages::advise_vec(&words);
+        words.resize(len, 0u64);
         for &k in keys {
             words[k as usize / 64] |= 1 << (k % 64);
         }
@@ -819,8 +824,24 @@ impl Lines {
         self.read(active, f).div_ceil(LINE_READS_PER_VISIT)
     }
 
+    /// [`Lines::for_each`] a line at a time: `f(key, line)` for every non-empty line of
+    /// `active` (ascending, distinct), the same work returned. A caller that tests every
+    /// cell against a set keeps the set's state in registers over a whole line.
+    pub fn for_each_line(&self, active: &[u32], f: impl FnMut(u32, &[u32])) -> u64 {
+        self.read_lines(active, f).div_ceil(LINE_READS_PER_VISIT)
+    }
+
     /// [`Lines::for_each`], returning the lines looked up plus the cells read.
     fn read(&self, active: &[u32], mut f: impl FnMut(u32, u32)) -> u64 {
+        self.read_lines(active, |a, line| {
+            for &v in line {
+                f(a, v);
+            }
+        })
+    }
+
+    /// [`Lines::for_each_line`], returning the lines looked up plus the cells read.
+    fn read_lines(&self, active: &[u32], mut f: impl FnMut(u32, &[u32])) -> u64 {
         if !self.by_line.is_empty() {
             let mut cells = 0u64;
             let last = self.by_line.len() - 1;
@@ -830,8 +851,8 @@ impl Lines {
                     break;
                 }
                 let (lo, hi) = (self.by_line[a_] as usize, self.by_line[a_ + 1] as usize);
-                for &v in &self.values[lo..hi] {
-                    f(a, v);
+                if hi > lo {
+                    f(a, &self.values[lo..hi]);
                 }
                 cells += (hi - lo) as u64;
             }
@@ -842,9 +863,7 @@ impl Lines {
             for &a in active {
                 if let Some(i) = self.key_rank.index(a) {
                     let (lo, hi) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-                    for &v in &self.values[lo..hi] {
-                        f(a, v);
-                    }
+                    f(a, &self.values[lo..hi]);
                     cells += (hi - lo) as u64;
                 }
             }
@@ -859,9 +878,7 @@ impl Lines {
             }
             if self.keys[from] == a {
                 let (lo, hi) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
-                for &v in &self.values[lo..hi] {
-                    f(a, v);
-                }
+                f(a, &self.values[lo..hi]);
                 cells += (hi - lo) as u64;
             }
         }

@@ -213,11 +213,20 @@ pub(super) fn evaluate_sparse(
                 products += 1;
                 let (seen_j, next_j) = (&mut visited[j], &mut next[j]);
                 for t in trees {
-                    let fits = expand(t, *dir, &input, &mut work, budget, deadline, |_, w| {
-                        if seen_j.insert(w) {
-                            next_j.push(w);
-                        }
-                    });
+                    // A relation with its lists: a line at a time into the set (its hot
+                    // loop without a call per cell); else descents, a cell at a time.
+                    let fits = if let Some(lines) = t.lines_if_built(*dir == Dir::Inverse) {
+                        work += lines.for_each_line(&input, |_, line| {
+                            seen_j.insert_each(line, next_j);
+                        });
+                        work <= budget
+                    } else {
+                        expand(t, *dir, &input, &mut work, budget, deadline, |_, w| {
+                            if seen_j.insert(w) {
+                                next_j.push(w);
+                            }
+                        })
+                    };
                     if !fits {
                         if cap.is_some() {
                             // In front of a device, a walk that gives up hands the rest of
