@@ -67,7 +67,7 @@ pub enum FrontierLayout {
     /// [`block_entry`]s in level (Morton) order: no tree reads in the leaf kernel.
     Blocks,
     /// Block entries sorted by block row, then column (the default: with the tuned
-    /// kernels the fastest right products, left ones within 0.56-0.65x of cuSPARSE's).
+    /// kernels the fastest right products, left ones within 0.54-0.66x of cuSPARSE's).
     #[default]
     RowBlocks,
 }

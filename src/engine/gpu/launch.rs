@@ -102,8 +102,7 @@ pub fn scan_config(tiles: u64) -> LaunchConfig {
 )]
 pub enum LeafKernel {
     /// The variant measured fastest for each product (bench-spmv on the H200, cnr-2000 and
-    /// a 200M-edge web graph): [`LeafKernel::Rows`] for bit-packed Boolean batches and
-    /// right products, [`LeafKernel::WarpAgg`] for left semiring products. See
+    /// a 200M-edge web graph), per operation, direction, width and frontier layout: see
     /// [`LeafKernel::resolve`].
     #[default]
     Tuned,
