@@ -104,15 +104,8 @@ impl NodeSet {
         // no call. A test costs its instructions here, not its memory: a hash-set test
         // out of a function call measured no faster than hashing.
         if self.paged {
-            if let Some(Some(page)) = self.pages.get_mut((v / PAGE_IDS) as usize) {
-                let word = &mut page[((v % PAGE_IDS) / 64) as usize];
-                let bit = 1u64 << (v % 64);
-                if *word & bit != 0 {
-                    return false;
-                }
-                *word |= bit;
-                self.members.push(v);
-                return true;
+            if let Some(absent) = insert_on_page(&mut self.pages, &mut self.members, v) {
+                return absent;
             }
         }
         self.insert_cold(v)
@@ -130,14 +123,10 @@ impl NodeSet {
             if self.paged {
                 let (pages, members) = (&mut self.pages, &mut self.members);
                 while let Some(&v) = values.get(i) {
-                    let Some(Some(page)) = pages.get_mut((v / PAGE_IDS) as usize) else {
+                    let Some(absent) = insert_on_page(pages, members, v) else {
                         break;
                     };
-                    let word = &mut page[((v % PAGE_IDS) / 64) as usize];
-                    let bit = 1u64 << (v % 64);
-                    if *word & bit == 0 {
-                        *word |= bit;
-                        members.push(v);
+                    if absent {
                         fresh.push(v);
                     }
                     i += 1;
@@ -334,6 +323,23 @@ impl Drop for SetPool {
             }
         });
     }
+}
+
+/// The revisit path of [`NodeSet::insert`] and [`NodeSet::insert_each`] on a set in its
+/// page phase: `Some(whether v was absent)` when `v`'s page is allocated (its bit then
+/// set and `v` pushed to `members`), `None` when it is not. A function of the fields, not
+/// of the set, so a loop over a line keeps them in registers.
+#[inline(always)]
+fn insert_on_page(pages: &mut [Option<Box<Page>>], members: &mut Vec<u32>, v: u32) -> Option<bool> {
+    let page = pages.get_mut((v / PAGE_IDS) as usize)?.as_mut()?;
+    let word = &mut page[((v % PAGE_IDS) / 64) as usize];
+    let bit = 1u64 << (v % 64);
+    if *word & bit != 0 {
+        return Some(false);
+    }
+    *word |= bit;
+    members.push(v);
+    Some(true)
 }
 
 #[cfg(test)]
