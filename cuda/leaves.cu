@@ -365,41 +365,44 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
     }
 }
 
-// The `runs` kernel, over block entries only: a thread takes RUN_ENTRIES consecutive
-// entries (for one vector) and sums the blocks of a run of entries with the same output
-// block in registers, with one update per non-empty output entry when the run ends. Over
+// The `runs` kernel, over block entries only: a thread takes N consecutive entries (for
+// one vector) and sums the blocks of a run of entries with the same output block in
+// registers, with one update per non-empty output entry when the run ends. Over
 // `RowBlocks` a right product's runs are the blocks of one block row (11 on average on the
 // 200M web graph), with no cross-lane traffic (`wagg` shuffles). Two phases: every
-// entry's inputs are loaded before any update is issued, so a thread's RUN_ENTRIES input
-// loads are in flight together (loads placed after an update could not be hoisted above
-// it: x and y might alias for all the compiler knows).
+// entry's inputs are loaded before any update is issued, so a thread's N input loads are
+// in flight together (loads placed after an update could not be hoisted above it: x and y
+// might alias for all the compiler knows). The inputs in flight cost 4N registers per
+// 4-byte element: N = 8 for the semirings, N = 4 for bit-packed words, which at N = 8
+// fall to a third of the occupancy (docs/BENCHMARKS.md, session 8).
 #define RUN_ENTRIES 8
+#define RUN_ENTRIES_WIDE 4
 
-template <typename Op>
+template <typename Op, u32 N>
 __device__ __forceinline__ void blocks_runs(const StepParams &p) {
     typedef typename Op::T T;
-    const u64 runs = (p.count + RUN_ENTRIES - 1) / RUN_ENTRIES;
+    const u64 runs = (p.count + N - 1) / N;
     const u64 total = runs * p.width;
     for (u64 g = global_thread(); g < total; g += thread_stride()) {
         u64 r = g / p.width;
         u64 b = g - r * p.width;
-        u64 t0 = r * RUN_ENTRIES;
+        u64 t0 = r * N;
         const u64 *src = p.codes_in + p.src_off + t0;
-        u64 entry[RUN_ENTRIES];
-        if (t0 + RUN_ENTRIES <= p.count && ((size_t)src & 15) == 0) {
+        u64 entry[N];
+        if (t0 + N <= p.count && ((size_t)src & 15) == 0) {
 #pragma unroll
-            for (u32 j = 0; j < RUN_ENTRIES; j += 2) {
+            for (u32 j = 0; j < N; j += 2) {
                 ulonglong2 q = *(const ulonglong2 *)(src + j);
                 entry[j] = q.x, entry[j + 1] = q.y;
             }
         } else {
 #pragma unroll
-            for (u32 j = 0; j < RUN_ENTRIES; ++j) entry[j] = t0 + j < p.count ? src[j] : 0ull;
+            for (u32 j = 0; j < N; ++j) entry[j] = t0 + j < p.count ? src[j] : 0ull;
         }
-        u32 bm[RUN_ENTRIES];
-        T xv[RUN_ENTRIES][4];
+        u32 bm[N];
+        T xv[N][4];
 #pragma unroll
-        for (u32 j = 0; j < RUN_ENTRIES; ++j) {
+        for (u32 j = 0; j < N; ++j) {
             bm[j] = entry_active_bitmap(p, entry[j]);
             if (bm[j]) block_inputs<Op>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
         }
@@ -408,7 +411,7 @@ __device__ __forceinline__ void blocks_runs(const StepParams &p) {
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
 #pragma unroll
-        for (u32 j = 0; j < RUN_ENTRIES; ++j) {
+        for (u32 j = 0; j < N; ++j) {
             if (!bm[j]) continue;
             u64 o0 = p.dir == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
             if (o0 != cur) {
@@ -533,7 +536,9 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
     extern "C" __global__ void leaves_window_##NAME(StepParams p) { leaves_window<OP>(p); } \
     extern "C" __global__ void blocks_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, true>(p); } \
     extern "C" __global__ void blocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true>(p); } \
-    extern "C" __global__ void blocks_runs_##NAME(StepParams p) { blocks_runs<OP>(p); }
+    extern "C" __global__ void blocks_runs_##NAME(StepParams p) {                                  \
+        blocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                    \
+    }
 
 LEAF_KERNELS(plus_times, PlusTimesAcc)
 LEAF_KERNELS(counting, CountingAcc)

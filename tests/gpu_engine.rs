@@ -484,6 +484,47 @@ fn replays_the_product(gpu: &GpuEngine) {
             let ms = gpu.time_ms(3, || g.launch()).unwrap();
             assert!(ms >= 0.0);
         }
+        // A recorded bit-packed product ORs into its output on every replay.
+        for (dir, traversal) in [
+            (Direction::Right, Traversal::Dense),
+            (Direction::Left, Traversal::Masked),
+        ] {
+            let kernel = gpu.options().leaf_kernel;
+            let label = format!("bits graph {config:?} {dir:?} {traversal:?} {kernel:?}");
+            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+            let (xb, xb2) = (
+                random_bits(&mut rng, n_in as usize, 1, 0.05),
+                random_bits(&mut rng, n_in as usize, 1, 0.3),
+            );
+            let mut g = gpu
+                .record_bool_product(
+                    &gm,
+                    dir,
+                    gpu.bits_zeroed(n_in as usize, 1).unwrap(),
+                    gpu.bits_zeroed(n_out as usize, 1).unwrap(),
+                    traversal,
+                )
+                .unwrap();
+            let mut want = BitMatrix::zeroed(n_out as usize, 1);
+            g.set_x(&xb).unwrap();
+            g.launch().unwrap();
+            g.launch().unwrap();
+            cpu.bool_product(&cm, dir, &xb, &mut want, traversal)
+                .unwrap();
+            assert!(g.y().unwrap() == want, "{label}");
+            // New input, OR-ed into the same output; then cleared.
+            g.set_x(&xb2).unwrap();
+            g.launch().unwrap();
+            cpu.bool_product(&cm, dir, &xb2, &mut want, traversal)
+                .unwrap();
+            assert!(g.y().unwrap() == want, "{label}, second input");
+            g.clear_y().unwrap();
+            g.launch().unwrap();
+            let mut only = BitMatrix::zeroed(n_out as usize, 1);
+            cpu.bool_product(&cm, dir, &xb2, &mut only, traversal)
+                .unwrap();
+            assert!(g.y().unwrap() == only, "{label}, after clear_y");
+        }
     }
 }
 

@@ -522,32 +522,56 @@ fn measure_bits(
             return;
         }
     }
-    let outcome = (|| -> Result<Result<(Timing, u64), String>, crate::engine::EngineError> {
+    // Rows of this contender: the product called from the host each time, then (device
+    // contenders) the same product recorded once as a CUDA graph and replayed.
+    type Rows = Vec<(String, Result<Timing, String>)>;
+    let outcome = (|| -> Result<(Rows, u64), crate::engine::EngineError> {
         let mut prod = c.prepare(dir, words)?;
         prod.set_input(x)?;
         prod.run()?;
-        if let Some(d) = bits_disagreement(&prod.output()?, want) {
-            return Ok(Err(format!("REJECTED: disagrees with the reference: {d}")));
-        }
+        let variant = format!("bit-packed W={words}");
         let ws = prod.working_set_bytes();
-        Ok(Ok((prod.time(opts.warmup, opts.repeats)?, ws)))
+        if let Some(d) = bits_disagreement(&prod.output()?, want) {
+            let reason = format!("REJECTED: disagrees with the reference: {d}");
+            return Ok((vec![(variant, Err(reason))], ws));
+        }
+        let mut rows = vec![(variant.clone(), Ok(prod.time(opts.warmup, opts.repeats)?))];
+        if let Some((out, timing)) = prod.replayed(opts.warmup, opts.repeats)? {
+            let graph = format!("bit-graph W={words}");
+            rows.push(match bits_disagreement(&out, want) {
+                Some(d) => (
+                    graph,
+                    Err(format!(
+                        "REJECTED: the replay disagrees with the reference: {d}"
+                    )),
+                ),
+                None => (graph, Ok(timing)),
+            });
+        }
+        Ok((rows, ws))
     })();
     match outcome {
-        Ok(Ok((timing, ws))) => report.measurements.push(Measurement {
-            contender: name,
-            variant: format!("bit-packed W={words}"),
-            direction: dir,
-            batch: width,
-            bit_packed: true,
-            representation_bytes: c.representation_bytes(),
-            working_set_bytes: ws,
-            per_vector_ms: timing.median_ms / width as f64,
-            timing,
-            time_vs_cusparse: None,
-            working_set_vs_cusparse: None,
-            variants: Vec::new(),
-        }),
-        Ok(Err(reason)) => report.skip(&name, Some(dir), Some(width), true, reason),
+        Ok((rows, ws)) => {
+            for (variant, row) in rows {
+                match row {
+                    Ok(timing) => report.measurements.push(Measurement {
+                        contender: name.clone(),
+                        variant,
+                        direction: dir,
+                        batch: width,
+                        bit_packed: true,
+                        representation_bytes: c.representation_bytes(),
+                        working_set_bytes: ws,
+                        per_vector_ms: timing.median_ms / width as f64,
+                        timing,
+                        time_vs_cusparse: None,
+                        working_set_vs_cusparse: None,
+                        variants: Vec::new(),
+                    }),
+                    Err(reason) => report.skip(&name, Some(dir), Some(width), true, reason),
+                }
+            }
+        }
         Err(e) => report.skip(&name, Some(dir), Some(width), true, format!("error: {e}")),
     }
 }

@@ -6,7 +6,9 @@
 //! `k2+F scan`, and the block layouts for the kernels that read them), so each variant is
 //! a row of its own in the same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
 //! as a CUDA graph ([`GpuEngine::record_product`]) and replayed, timed with CUDA events;
-//! its working set is the engine's exact [`GpuEngine::product_bytes`].
+//! its working set is the engine's exact [`GpuEngine::product_bytes`]. A bit-packed
+//! product is timed both as called from the host and recorded as a graph
+//! ([`GpuEngine::record_bool_product`]).
 
 use std::sync::Arc;
 
@@ -33,6 +35,8 @@ pub struct GpuContender {
     source: OffsetSource,
     kernel: LeafKernel,
     tile_nodes: Option<u64>,
+    /// `GpuOptions::top_nodes` (named ` T<log2>` when not the default).
+    top_nodes: u64,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
 }
@@ -54,21 +58,8 @@ impl GpuContender {
         use FrontierLayout::{Blocks, Codes, RowBlocks};
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
-        let mut add = |kernel: LeafKernel,
-                       (source, frontier): (OffsetSource, FrontierLayout),
-                       configs: &[MatrixConfig],
-                       tile_nodes: Option<u64>|
-         -> Result<()> {
-            let engine = Arc::new(GpuEngine::with_options(
-                0,
-                GpuOptions {
-                    offset_source: Some(source),
-                    leaf_kernel: kernel,
-                    tile_nodes,
-                    frontier,
-                    ..GpuOptions::default()
-                },
-            )?);
+        let mut load = |options: GpuOptions, configs: &[MatrixConfig]| -> Result<()> {
+            let engine = Arc::new(GpuEngine::with_options(0, options)?);
             for &config in configs {
                 let matrix = engine.load(tree, config)?;
                 out.push(GpuContender {
@@ -76,12 +67,25 @@ impl GpuContender {
                     matrix,
                     engine: engine.clone(),
                     config,
-                    source,
-                    kernel,
-                    tile_nodes,
+                    source: options.offset_source.unwrap_or(OffsetSource::Directory),
+                    kernel: options.leaf_kernel,
+                    tile_nodes: options.tile_nodes,
+                    top_nodes: options.top_nodes,
                 });
             }
             Ok(())
+        };
+        let options = |kernel: LeafKernel,
+                       (source, frontier): (OffsetSource, FrontierLayout),
+                       tile_nodes: Option<u64>| GpuOptions {
+            offset_source: Some(source),
+            leaf_kernel: kernel,
+            tile_nodes,
+            frontier,
+            ..GpuOptions::default()
+        };
+        let mut add = |kernel, place, configs: &[MatrixConfig], tile_nodes| {
+            load(options(kernel, place, tile_nodes), configs)
         };
         let default = LeafKernel::default();
         let tile = GpuOptions::default().tile_nodes;
@@ -117,6 +121,17 @@ impl GpuContender {
             &[TreeOnly, CachedFrontier],
             Some(FIXED_TILE),
         )?;
+        // Tree-only with a deeper host-expanded top level (`T17`, `T18`: at most 2^17 or
+        // 2^18 top nodes): fewer expand launches for more resident top codes.
+        for top_nodes in [1 << 17, 1 << 18] {
+            load(
+                GpuOptions {
+                    top_nodes,
+                    ..options(default, (dir, Codes), tile)
+                },
+                &[TreeOnly],
+            )?;
+        }
         Ok(out)
     }
 
@@ -176,6 +191,9 @@ impl Contender for GpuContender {
         if let Some(m) = self.tile_nodes {
             name.push_str(&format!(" M{}", m.trailing_zeros()));
         }
+        if self.top_nodes != GpuOptions::default().top_nodes {
+            name.push_str(&format!(" T{}", self.top_nodes.trailing_zeros()));
+        }
         name
     }
     fn variants(&self, _dir: Direction, _batch: usize) -> Vec<String> {
@@ -216,6 +234,8 @@ struct GpuBitsProduct<'a> {
     words: usize,
     x: GpuBits,
     y: GpuBits,
+    /// The input as set, for the recorded graph's own batch.
+    host_x: Option<BitMatrix>,
 }
 
 impl BitsProduct for GpuBitsProduct<'_> {
@@ -231,6 +251,7 @@ impl BitsProduct for GpuBitsProduct<'_> {
             )));
         }
         self.x = self.c.engine.bits_upload(x)?;
+        self.host_x = Some(x.clone());
         Ok(())
     }
     fn run(&mut self) -> Result<()> {
@@ -256,6 +277,27 @@ impl BitsProduct for GpuBitsProduct<'_> {
                 .bool_product(&c.matrix, dir, x, y, Traversal::Dense)
         })
     }
+    fn replayed(&mut self, warmup: usize, repeats: usize) -> Result<Option<(BitMatrix, Timing)>> {
+        let Some(host_x) = &self.host_x else {
+            return Ok(None);
+        };
+        let e = &self.c.engine;
+        let (x, y) = (self.x.shape(), self.y.shape());
+        let mut graph = e.record_bool_product(
+            &self.c.matrix,
+            self.dir,
+            e.bits_zeroed(x.0, x.1)?,
+            e.bits_zeroed(y.0, y.1)?,
+            Traversal::Dense,
+        )?;
+        graph.set_x(host_x)?;
+        graph.clear_y()?;
+        graph.launch()?;
+        let out = graph.y()?;
+        // As for `time`: replays OR into the output again, the same work each time.
+        let timing = self.c.device().time(warmup, repeats, || graph.launch())?;
+        Ok(Some((out, timing)))
+    }
 }
 
 impl BitsContender for GpuContender {
@@ -280,6 +322,7 @@ impl BitsContender for GpuContender {
             words,
             x: e.bits_zeroed(i as usize, words)?,
             y: e.bits_zeroed(o as usize, words)?,
+            host_x: None,
         }))
     }
 }

@@ -54,16 +54,21 @@ const WINDOW_ITEMS: u64 = 2;
 /// = 1024 items, the size counted best for its 16 KB window (docs/BENCHMARKS.md).
 const WINDOW_BLOCK: u32 = 512;
 
-/// Block entries one thread of the `runs` kernel takes (`RUN_ENTRIES` in
-/// `cuda/leaves.cu`).
-const RUN_ENTRIES: u64 = 8;
+/// Block entries one thread of the `runs` kernel takes for `op` (`RUN_ENTRIES` and, for
+/// 8-byte bit-packed words, `RUN_ENTRIES_WIDE` in `cuda/leaves.cu`).
+fn run_entries(op: LeafOp) -> u64 {
+    match op {
+        LeafOp::Bits => 4,
+        _ => 8,
+    }
+}
 
-/// The launch of a leaf step over `nodes` block entries and `width` vectors with
+/// The launch of a leaf step of `op` over `nodes` block entries and `width` vectors with
 /// `kernel`'s block-entry kernel: a thread per (entry, vector), or for `runs` per (run of
-/// [`RUN_ENTRIES`] entries, vector).
-pub fn block_leaf_config(kernel: LeafKernel, nodes: u64, width: u64) -> LaunchConfig {
+/// [`run_entries`] entries, vector).
+pub fn block_leaf_config(kernel: LeafKernel, op: LeafOp, nodes: u64, width: u64) -> LaunchConfig {
     match kernel {
-        LeafKernel::Runs => config_for(nodes.div_ceil(RUN_ENTRIES) * width),
+        LeafKernel::Runs => config_for(nodes.div_ceil(run_entries(op)) * width),
         _ => config_for(nodes * width),
     }
 }
@@ -124,7 +129,8 @@ pub enum LeafKernel {
     /// output beyond the window to `y` directly, and flushes the window with one global
     /// update per touched entry: one atomic per distinct output entry per chunk.
     Window,
-    /// Over block entries of the cached frontier: a thread takes 8 consecutive entries
+    /// Over block entries of the cached frontier: a thread takes 8 consecutive entries (4
+    /// of a bit-packed batch, whose 8-byte words would double the registers in flight)
     /// and sums each run of entries with the same output block in registers, one update
     /// per non-empty output entry of a run (with [`super::FrontierLayout::RowBlocks`] a
     /// right product's runs are block rows). Over codes it is `Rows`.

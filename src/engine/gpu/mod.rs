@@ -40,7 +40,7 @@ pub use frontier::{
     block_entries, block_entry, block_entry_parts, FrontierLayout, MAX_BLOCK_HEIGHT,
 };
 pub use launch::{LeafKernel, LeafOp};
-pub use product_graph::ProductGraph;
+pub use product_graph::{BitsGraph, ProductGraph};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
@@ -571,6 +571,83 @@ impl GpuEngine {
         ))
     }
 
+    /// Records the bit-packed Boolean product `y |= A x` (or `yᵀ |= xᵀ A`) once as a CUDA
+    /// graph over batches the graph owns; [`BitsGraph::launch`] replays it. Like
+    /// [`Engine::bool_product`], a replay ORs into `y` ([`BitsGraph::clear_y`] first for
+    /// `y = A x`).
+    pub fn record_bool_product(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: GpuBits,
+        y: GpuBits,
+        traversal: Traversal,
+    ) -> Result<BitsGraph> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
+        if x.len() == 0 || y.len() == 0 {
+            return Err(EngineError::Shape(
+                "cannot record a product of an empty bit batch".into(),
+            ));
+        }
+        let masked = traversal == Traversal::Masked;
+        let source = self.source_for(m, x.words, true);
+        let plan = if masked {
+            m.masked_plan(source)
+        } else {
+            m.dense_plan(source)
+        };
+        let layout = ScratchLayout::new(plan, source, masked, m.tree.height());
+        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let _g = self.guard();
+        let s = self.gpu.stream();
+        s.synchronize().map_err(cuda_err("synchronize"))?;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let enq = self.enqueue_bits(m, dir, &x, &y, (plan, source, masked), &scratch);
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        enq?;
+        let graph = graph
+            .map_err(cuda_err("end capture"))?
+            .ok_or_else(|| EngineError::Cuda("graph capture recorded nothing".into()))?;
+        Ok(BitsGraph::new(graph, x, y, scratch, s.clone()))
+    }
+
+    /// Enqueues a bit-packed product of `x` into `y` following `plan` (the pyramid of
+    /// active blocks first when `masked`).
+    fn enqueue_bits(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &GpuBits,
+        y: &GpuBits,
+        (plan, source, masked): (&TilePlan, OffsetSource, bool),
+        scratch: &Scratch,
+    ) -> Result<()> {
+        if masked {
+            self.enqueue_pyramid(m, plan, x, scratch)?;
+        }
+        let s = self.gpu.stream();
+        let (xp, yp) = (x.raw(s), y.raw(s));
+        self.enqueue_plan(
+            m,
+            plan,
+            (
+                self.options
+                    .leaf_kernel
+                    .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
+                LeafOp::Bits,
+            ),
+            xp,
+            yp,
+            x.words as u64,
+            dir,
+            source,
+            scratch,
+            masked,
+        )
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn enqueue_semiring<S: Semiring>(
         &self,
@@ -715,7 +792,7 @@ impl GpuEngine {
             let (f, cfg) = match (expanding, block_leaves) {
                 (true, _) => (expand, config_for(step.count)),
                 (false, Some(b)) if step.src == CodeSource::Frontier => {
-                    (b, block_leaf_config(kernel, step.count, width))
+                    (b, block_leaf_config(kernel, op, step.count, width))
                 }
                 (false, _) => (leaves, leaf_config(kernel, step.count * width)),
             };
@@ -1042,30 +1119,7 @@ impl Engine for GpuEngine {
         let need = ScratchLayout::new(plan, source, masked, m.tree.height());
         let (layout, scratch) = self.take_scratch(need)?;
         let _g = self.guard();
-        let enqueued = (|| {
-            if masked {
-                self.enqueue_pyramid(m, plan, x, &scratch)?;
-            }
-            let s = self.gpu.stream();
-            let (xp, yp) = (x.raw(s), y.raw(s));
-            self.enqueue_plan(
-                m,
-                plan,
-                (
-                    self.options
-                        .leaf_kernel
-                        .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
-                    LeafOp::Bits,
-                ),
-                xp,
-                yp,
-                x.words as u64,
-                dir,
-                source,
-                &scratch,
-                masked,
-            )
-        })();
+        let enqueued = self.enqueue_bits(m, dir, x, y, (plan, source, masked), &scratch);
         // No synchronisation: the next use of `y` (an advance, a copy back) is ordered
         // after the product on the engine's one stream, and the scratch is reused or
         // freed in stream order too.
