@@ -30,7 +30,7 @@ pub mod tile_plan;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+    CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg, ValidAsZeroBits,
 };
 
 pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
@@ -157,6 +157,9 @@ impl ProductBytes {
         self.matrix + self.scratch + self.vectors
     }
 }
+
+/// A bit-packed product's plan, its offset source and whether it is masked.
+type BitsPlan<'a> = (&'a TilePlan, OffsetSource, bool);
 
 /// Sizes of the scratch buffers of one product (elements, 0 = not allocated).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -444,19 +447,10 @@ impl GpuEngine {
                     (n_in + n_out) * batch as u64 * elem_bytes,
                 )
             }
-            Some((words, traversal)) => {
-                let masked = traversal == Traversal::Masked;
-                let source = self.source_for(m, words, true);
-                let plan = if masked {
-                    m.masked_plan(source)
-                } else {
-                    m.dense_plan(source)
-                };
-                (
-                    ScratchLayout::new(plan, source, masked, t.height()),
-                    (n_in + n_out) * words as u64 * 8,
-                )
-            }
+            Some((words, traversal)) => (
+                self.bits_plan(m, words, traversal).1,
+                (n_in + n_out) * words as u64 * 8,
+            ),
         };
         ProductBytes {
             matrix: m.bytes,
@@ -546,22 +540,13 @@ impl GpuEngine {
         batch: usize,
         mut y: DeviceVec<S::Elem>,
     ) -> Result<ProductGraph<S::Elem>> {
-        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         check_product_shape(&m.tree, dir, x.len, batch, y.len)?;
         let source = self.source_for(m, batch, false);
         let layout = ScratchLayout::new(m.dense_plan(source), source, false, m.tree.height());
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
-        let s = self.gpu.stream();
-        s.synchronize().map_err(cuda_err("synchronize"))?;
-        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(cuda_err("begin capture"))?;
-        let enq = self.enqueue_semiring::<S>(m, dir, &x, batch, &mut y, source, &scratch);
-        let graph = s.end_capture(CUgraphInstantiate_flags(0));
-        enq?;
-        let graph = graph
-            .map_err(cuda_err("end capture"))?
-            .ok_or_else(|| EngineError::Cuda("graph capture recorded nothing".into()))?;
+        let graph = self
+            .capture(|| self.enqueue_semiring::<S>(m, dir, &x, batch, &mut y, source, &scratch))?;
         Ok(ProductGraph::new(
             graph,
             x,
@@ -583,34 +568,58 @@ impl GpuEngine {
         y: GpuBits,
         traversal: Traversal,
     ) -> Result<BitsGraph> {
-        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
         check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
         if x.len() == 0 || y.len() == 0 {
             return Err(EngineError::Shape(
                 "cannot record a product of an empty bit batch".into(),
             ));
         }
+        let (plan, layout) = self.bits_plan(m, x.words, traversal);
+        let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let _g = self.guard();
+        let graph = self.capture(|| self.enqueue_bits(m, dir, &x, &y, plan, &scratch))?;
+        Ok(BitsGraph::new(
+            graph,
+            x,
+            y,
+            scratch,
+            self.gpu.stream().clone(),
+        ))
+    }
+
+    /// Records what `enqueue` enqueues on the engine's stream as a CUDA graph (the caller
+    /// holds the engine's lock).
+    fn capture(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<CudaGraph> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        let s = self.gpu.stream();
+        s.synchronize().map_err(cuda_err("synchronize"))?;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let enqueued = enqueue();
+        let graph = s.end_capture(CUgraphInstantiate_flags(0));
+        enqueued?;
+        graph
+            .map_err(cuda_err("end capture"))?
+            .ok_or_else(|| EngineError::Cuda("graph capture recorded nothing".into()))
+    }
+
+    /// The plan of a bit-packed product of `words` words per row (with its offset source
+    /// and whether it is masked) and the scratch it needs.
+    fn bits_plan<'m>(
+        &self,
+        m: &'m DeviceTree,
+        words: usize,
+        traversal: Traversal,
+    ) -> (BitsPlan<'m>, ScratchLayout) {
         let masked = traversal == Traversal::Masked;
-        let source = self.source_for(m, x.words, true);
+        let source = self.source_for(m, words, true);
         let plan = if masked {
             m.masked_plan(source)
         } else {
             m.dense_plan(source)
         };
         let layout = ScratchLayout::new(plan, source, masked, m.tree.height());
-        let scratch = Scratch::alloc(&self.gpu, &layout)?;
-        let _g = self.guard();
-        let s = self.gpu.stream();
-        s.synchronize().map_err(cuda_err("synchronize"))?;
-        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(cuda_err("begin capture"))?;
-        let enq = self.enqueue_bits(m, dir, &x, &y, (plan, source, masked), &scratch);
-        let graph = s.end_capture(CUgraphInstantiate_flags(0));
-        enq?;
-        let graph = graph
-            .map_err(cuda_err("end capture"))?
-            .ok_or_else(|| EngineError::Cuda("graph capture recorded nothing".into()))?;
-        Ok(BitsGraph::new(graph, x, y, scratch, s.clone()))
+        ((plan, source, masked), layout)
     }
 
     /// Enqueues a bit-packed product of `x` into `y` following `plan` (the pyramid of
@@ -621,7 +630,7 @@ impl GpuEngine {
         dir: Direction,
         x: &GpuBits,
         y: &GpuBits,
-        (plan, source, masked): (&TilePlan, OffsetSource, bool),
+        (plan, source, masked): BitsPlan<'_>,
         scratch: &Scratch,
     ) -> Result<()> {
         if masked {
@@ -1109,17 +1118,10 @@ impl Engine for GpuEngine {
         if x.len() == 0 || y.len() == 0 {
             return Ok(());
         }
-        let masked = traversal == Traversal::Masked;
-        let source = self.source_for(m, x.words, true);
-        let plan = if masked {
-            m.masked_plan(source)
-        } else {
-            m.dense_plan(source)
-        };
-        let need = ScratchLayout::new(plan, source, masked, m.tree.height());
+        let (plan, need) = self.bits_plan(m, x.words, traversal);
         let (layout, scratch) = self.take_scratch(need)?;
         let _g = self.guard();
-        let enqueued = self.enqueue_bits(m, dir, x, y, (plan, source, masked), &scratch);
+        let enqueued = self.enqueue_bits(m, dir, x, y, plan, &scratch);
         // No synchronisation: the next use of `y` (an advance, a copy back) is ordered
         // after the product on the engine's one stream, and the scratch is reused or
         // freed in stream order too.
