@@ -536,7 +536,7 @@ fn measure_bits(
             return Ok((vec![(variant, Err(reason))], ws));
         }
         let mut rows = vec![(variant.clone(), Ok(prod.time(opts.warmup, opts.repeats)?))];
-        if let Some((out, timing)) = prod.replayed(opts.warmup, opts.repeats)? {
+        if let Some((out, timing)) = prod.replayed(x, opts.warmup, opts.repeats)? {
             let graph = format!("bit-graph W={words}");
             rows.push(match bits_disagreement(&out, want) {
                 Some(d) => (

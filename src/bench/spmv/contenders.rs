@@ -59,10 +59,15 @@ pub trait BitsProduct {
     fn output(&mut self) -> Result<BitMatrix>;
     /// Median time of `run`.
     fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing>;
-    /// The same product recorded once as a CUDA graph: the output of one replay into a
-    /// cleared output, and the median time of a replay (without the host's launch work
-    /// per call). `None` for contenders without graphs.
-    fn replayed(&mut self, _warmup: usize, _repeats: usize) -> Result<Option<(BitMatrix, Timing)>> {
+    /// The same product of input `x` recorded once as a CUDA graph: the output of one
+    /// replay into a cleared output, and the median time of a replay (without the host's
+    /// launch work per call). `None` for contenders without graphs.
+    fn replayed(
+        &mut self,
+        _x: &BitMatrix,
+        _warmup: usize,
+        _repeats: usize,
+    ) -> Result<Option<(BitMatrix, Timing)>> {
         Ok(None)
     }
 }
