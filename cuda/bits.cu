@@ -31,7 +31,10 @@ extern "C" __global__ void bits_advance(u64 *next, u64 *visited, u64 n, u64 *cou
 }
 
 // y[i] = value for n 32-bit words (the tropical zero is +inf, not all-zero bits).
+// The first kernel of a product: the traversal step after it may start early (it waits
+// before touching y).
 extern "C" __global__ void fill_u32(u32 *y, u32 value, u64 n) {
+    start_dependents();
     for (u64 i = global_thread(); i < n; i += thread_stride()) y[i] = value;
 }
 

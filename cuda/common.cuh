@@ -9,7 +9,10 @@ typedef unsigned int u32;
 
 // Everything one traversal step needs. The host fills it per step (tile); the layout is
 // mirrored by `StepParams` in src/engine/gpu/launch.rs: every field is 8 bytes except
-// the four trailing u32, so both sides agree without padding rules.
+// the four trailing u32, so both sides agree without padding rules. (A 136-byte variant
+// with two more u32 made NVRTC address the parameter block through a register in the
+// leaf kernels, and the bit-packed ones measured ~20 % slower: docs/BENCHMARKS.md,
+// session 10.)
 struct StepParams {
     const u64 *nib;        // signatures, 16 per word
     const u64 *ranks;      // sampled directory: rank every 2^sample_log2 nodes
@@ -23,7 +26,8 @@ struct StepParams {
     u64 count;             // nodes in the step
     u64 child0;            // global index of the first child of node0
     u64 src_off;           // position of node0's code in codes_in
-    u64 width;             // batch width B (semiring) or words W (bits); 1 for expand
+    u64 width;             // leaf steps: batch width B (semiring) or words W (bits);
+                           // expand steps: levels expanded at once (1-3)
     u64 inputs;            // input indices x holds (right: columns, left: rows)
     u32 sample_log2;
     u32 level;             // level of the step's nodes
@@ -89,6 +93,25 @@ __device__ __forceinline__ bool input_active(const StepParams &p, u32 idx, u32 l
 // active input row.
 __device__ __forceinline__ bool block_active(const StepParams &p, u64 code, u32 level) {
     return input_active(p, p.dir == 0 ? compact_bits(code) : compact_bits(code >> 1), level);
+}
+
+// Overlapped launches (programmatic dependent launch, sm_90 and later). The host may
+// launch a traversal step so that it starts while the previous kernel of the stream is
+// still running: such a kernel reads only the resident tree (signatures, directory, top
+// codes, cached frontier) before `wait_prerequisites()`, and touches x, y and the scratch
+// only after it, which returns once the previous kernels have all completed and their writes
+// are visible (each overlapped kernel waits for its own predecessor, so the chain is
+// complete). `start_dependents()` lets the next kernel's blocks be scheduled early. Both
+// are no-ops for a kernel launched the usual way and on older architectures.
+__device__ __forceinline__ void start_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_prerequisites() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ u64 global_thread() {

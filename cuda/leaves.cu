@@ -306,6 +306,47 @@ __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, 
     }
 }
 
+// What an item (node or block entry, vector) of a leaf step reads from the resident tree:
+// with an overlapped launch the first item's is fetched before the previous step ends.
+struct TreeItem {
+    u64 t, b;      // node (or entry) of the step, vector
+    bool valid;    // the warp's lane has an item (lanes past the end mirror the last one)
+    u32 s;         // codes: the node's signature
+    u64 leaf;      // codes: global index of its first leaf
+    u64 entry;     // block entries: the entry
+    u32 raw;       // codes: the node's block, when `fetched`
+    bool fetched;
+};
+
+// The tree data of item base + lane. Over codes the leaves (the block) are fetched too
+// when `fetch`: the first item fetches them before knowing whether its node is pruned;
+// later items only for live nodes.
+template <bool WRANK, bool BLOCKS>
+__device__ __forceinline__ TreeItem tree_item(const StepParams &p, u64 base, u64 total, u32 lane,
+                                              bool fetch) {
+    TreeItem it;
+    u64 g = base + lane;
+    it.valid = g < total;
+    it.t = (it.valid ? g : total - 1) / p.width;
+    it.b = it.valid ? g - it.t * p.width : 0;
+    it.fetched = false;
+    if (BLOCKS) {
+        it.entry = p.codes_in[p.src_off + it.t];
+    } else {
+        if (WRANK && !p.offsets) {
+            warp_children(p, base, total, it.t, lane, it.s, it.leaf);
+        } else {
+            it.s = signature(p.nib, p.node0 + it.t);
+            it.leaf = first_child(p, it.t);
+        }
+        if (fetch) {
+            it.raw = block_bitmap(p.nib, it.s, it.leaf);
+            it.fetched = true;
+        }
+    }
+    return it;
+}
+
 // BLOCKS: the step's nodes are block entries of the cached frontier (`row << 40 | col
 // << 16 | bitmap`, src/engine/gpu/frontier.rs): the block comes with the entry, so
 // nothing of the tree is read (no signature, rank or leaves) and no Morton code is
@@ -313,36 +354,32 @@ __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, 
 template <typename Op, bool WRANK, bool AGG, bool BLOCKS>
 __device__ __forceinline__ void leaves_rows(const StepParams &p) {
     typedef typename Op::T T;
+    start_dependents();
     const u32 lane = threadIdx.x & 31;
     const u64 total = p.count * p.width;
     // Warp-uniform base: blockDim and the grid stride are multiples of 32.
-    for (u64 base = global_thread() - lane; base < total; base += thread_stride()) {
-        u64 g = base + lane;
-        bool valid = g < total;
-        u64 t = (valid ? g : total - 1) / p.width;
-        u64 b = valid ? g - t * p.width : 0;
+    u64 base = global_thread() - lane;
+    // Scanned offsets are written by the scan: those wait.
+    bool early = base < total && (BLOCKS || !p.offsets);
+    TreeItem it;
+    if (early) it = tree_item<WRANK, BLOCKS>(p, base, total, lane, true);
+    wait_prerequisites();
+    for (; base < total; base += thread_stride(), early = false) {
+        if (!early) it = tree_item<WRANK, BLOCKS>(p, base, total, lane, false);
         u64 r0, c0;
         u32 bm;
         if (BLOCKS) {
-            u64 entry = p.codes_in[p.src_off + t];
-            r0 = entry_row0(entry);
-            c0 = entry_col0(entry);
-            bm = valid ? entry_active_bitmap(p, entry) : 0u;
+            r0 = entry_row0(it.entry);
+            c0 = entry_col0(it.entry);
+            bm = it.valid ? entry_active_bitmap(p, it.entry) : 0u;
         } else {
-            u32 s;
-            u64 leaf;
-            if (WRANK && !p.offsets) {
-                warp_children(p, base, total, t, lane, s, leaf);
-            } else {
-                s = signature(p.nib, p.node0 + t);
-                leaf = first_child(p, t);
-            }
-            u64 code = p.codes_in[p.src_off + t];
-            bool active = valid && code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
-            bm = active ? block_bitmap(p.nib, s, leaf) : 0u;
+            u64 code = p.codes_in[p.src_off + it.t];
+            bool active = it.valid && code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
+            bm = !active ? 0u : it.fetched ? it.raw : block_bitmap(p.nib, it.s, it.leaf);
             r0 = (u64)compact_bits(code >> 1) << 2;
             c0 = (u64)compact_bits(code) << 2;
         }
+        u64 b = it.b;
         u64 o0 = p.dir == 0 ? r0 : c0;
         T acc[4];
         if (bm) {
@@ -378,27 +415,39 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
 #define RUN_ENTRIES 8
 #define RUN_ENTRIES_WIDE 4
 
+// Entries t0 .. t0 + N − 1 of the step (0, an empty block, past its end): N / 2 aligned
+// 16-byte loads when the run is whole and aligned.
+template <u32 N>
+__device__ __forceinline__ void load_run(const StepParams &p, u64 t0, u64 entry[N]) {
+    const u64 *src = p.codes_in + p.src_off + t0;
+    if (t0 + N <= p.count && ((size_t)src & 15) == 0) {
+#pragma unroll
+        for (u32 j = 0; j < N; j += 2) {
+            ulonglong2 q = *(const ulonglong2 *)(src + j);
+            entry[j] = q.x, entry[j + 1] = q.y;
+        }
+    } else {
+#pragma unroll
+        for (u32 j = 0; j < N; ++j) entry[j] = t0 + j < p.count ? src[j] : 0ull;
+    }
+}
+
 template <typename Op, u32 N>
 __device__ __forceinline__ void blocks_runs(const StepParams &p) {
     typedef typename Op::T T;
+    start_dependents();
     const u64 runs = (p.count + N - 1) / N;
     const u64 total = runs * p.width;
-    for (u64 g = global_thread(); g < total; g += thread_stride()) {
+    u64 g = global_thread();
+    // The first run's entries (resident) before waiting for the previous step.
+    u64 entry[N];
+    bool early = g < total;
+    if (early) load_run<N>(p, g / p.width * N, entry);
+    wait_prerequisites();
+    for (; g < total; g += thread_stride(), early = false) {
         u64 r = g / p.width;
         u64 b = g - r * p.width;
-        u64 t0 = r * N;
-        const u64 *src = p.codes_in + p.src_off + t0;
-        u64 entry[N];
-        if (t0 + N <= p.count && ((size_t)src & 15) == 0) {
-#pragma unroll
-            for (u32 j = 0; j < N; j += 2) {
-                ulonglong2 q = *(const ulonglong2 *)(src + j);
-                entry[j] = q.x, entry[j + 1] = q.y;
-            }
-        } else {
-#pragma unroll
-            for (u32 j = 0; j < N; ++j) entry[j] = t0 + j < p.count ? src[j] : 0ull;
-        }
+        if (!early) load_run<N>(p, r * N, entry);
         u32 bm[N];
         T xv[N][4];
 #pragma unroll
@@ -460,6 +509,8 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
     const u64 total = p.count * p.width;
     const u64 chunk = (u64)WINDOW_ITEMS * blockDim.x;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    start_dependents();
+    wait_prerequisites();
     // The window is the identity at the start of every chunk: cleared once here, and the
     // flush puts back the identity in each entry it reads.
     for (u32 e = threadIdx.x; e < entries; e += blockDim.x) win[e] = Op::identity();
@@ -549,6 +600,8 @@ LEAF_KERNELS(bits, BitsAcc)
 // `expand` of traverse.cu with the child offsets of `warp_children` (no per-thread
 // directory rank): used by the wrank and agg variants on tree-only descents.
 extern "C" __global__ void expand_wrank(StepParams p) {
+    start_dependents();
+    wait_prerequisites();
     const u32 lane = threadIdx.x & 31;
     for (u64 base = global_thread() - lane; base < p.count; base += thread_stride()) {
         u64 t = base + lane;

@@ -2,22 +2,98 @@
 // of an internal level into the next frontier; the last internal level visits its leaves
 // in place and applies the semiring's atomic to y.
 
-// Expand: node t of the step writes the codes of its children, in level order, at
-// codes_out[first_child(t) - child0]. A masked traversal writes PRUNED for children
-// whose input range meets no active input (and for all children of a pruned node), so
-// the positions stay those of the static tile plan.
+// Expand: node t of the step writes the codes of its descendants `p.width` levels down
+// (1-3; its children when 1), in level order, at codes_out[first descendant - child0]
+// (child0: the first descendant of node0 at that level). A masked traversal writes PRUNED
+// for descendants on a path through a node whose input range meets no active input (and
+// for all descendants of a pruned node), so the positions stay those of the static tile
+// plan. Expanding several small levels in one launch saves the launches and the scratch
+// of the levels in between: the descendants of a node are contiguous on each level, so
+// one directory rank per level finds them, and the signatures of a node's children (at
+// most 4) and grandchildren (at most 16) are one or two words.
+
+// n ≤ 16 consecutive signatures from node j, node j in the low nibble.
+__device__ __forceinline__ u64 signatures(const u64 *nib, u64 j, u32 n) {
+    if (n == 0) return 0;
+    u64 w = j >> 4;
+    u32 sh = (u32)(j & 15) * 4;
+    u64 v = nib[w] >> sh;
+    if (sh + 4 * n > 64) v |= nib[w + 1] << (64 - sh);
+    return n == 16 ? v : v & ((1ull << (4 * n)) - 1);
+}
+
+// What node t of an expand step reads from the tree: its signature, its children's and
+// grandchildren's (as far as the step goes), and its first descendant's global index.
+struct Descent {
+    u32 s0;
+    u64 sig1, sig2;
+    u64 first;
+};
+
+__device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
+    Descent d;
+    d.s0 = signature(p.nib, p.node0 + t);
+    d.sig1 = d.sig2 = 0;
+    // Steps of several levels have no scanned offsets (their child0 is a descendant's).
+    u64 f = first_child(p, t);
+    if (p.width >= 2) {
+        d.sig1 = signatures(p.nib, f, __popc(d.s0));
+        f = 1 + dir_rank(p.nib, p.ranks, p.sample_log2, f);
+        if (p.width >= 3) {
+            d.sig2 = signatures(p.nib, f, __popcll(d.sig1));
+            f = 1 + dir_rank(p.nib, p.ranks, p.sample_log2, f);
+        }
+    }
+    d.first = f;
+    return d;
+}
+
+// Whether the child of a live node is live: its code is `child` at `level`.
+__device__ __forceinline__ bool live_child(const StepParams &p, bool alive, u64 child, u32 level) {
+    return alive && (!p.pyramid || block_active(p, child, level));
+}
+
 extern "C" __global__ void expand(StepParams p) {
-    for (u64 t = global_thread(); t < p.count; t += thread_stride()) {
+    start_dependents();
+    u64 t = global_thread();
+    // The first node's signatures and directory ranks read only the resident tree: with an
+    // overlapped launch they are fetched while the previous step finishes. Scanned
+    // offsets are written by the scan, so they wait.
+    bool early = !p.offsets && t < p.count;
+    Descent d;
+    if (early) d = descent(p, t);
+    wait_prerequisites();
+    for (; t < p.count; t += thread_stride(), early = false) {
+        if (!early) d = descent(p, t);
         u64 code = p.codes_in[p.src_off + t];
-        u32 s = signature(p.nib, p.node0 + t);
-        u64 out = first_child(p, t) - p.child0;
+        u64 *out = p.codes_out + (d.first - p.child0);
         bool alive = code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
-#pragma unroll
-        for (u32 b = 0; b < 4; ++b) {
-            if (s & (1u << b)) {
-                u64 child = (code << 2) | b;
-                if (!alive || (p.pyramid && !block_active(p, child, p.level + 1))) child = PRUNED;
-                p.codes_out[out++] = child;
+        u64 s1 = d.sig1, s2 = d.sig2;
+        for (u32 b1 = 0; b1 < 4; ++b1) {
+            if (!(d.s0 & (1u << b1))) continue;
+            u64 c1 = (code << 2) | b1;
+            bool alive1 = live_child(p, alive, c1, p.level + 1);
+            if (p.width == 1) {
+                *out++ = alive1 ? c1 : PRUNED;
+                continue;
+            }
+            u32 g1 = (u32)(s1 & 15);
+            s1 >>= 4;
+            for (u32 b2 = 0; b2 < 4; ++b2) {
+                if (!(g1 & (1u << b2))) continue;
+                u64 c2 = (c1 << 2) | b2;
+                bool alive2 = live_child(p, alive1, c2, p.level + 2);
+                if (p.width == 2) {
+                    *out++ = alive2 ? c2 : PRUNED;
+                    continue;
+                }
+                u32 g2 = (u32)(s2 & 15);
+                s2 >>= 4;
+                for (u32 b3 = 0; b3 < 4; ++b3) {
+                    if (!(g2 & (1u << b3))) continue;
+                    u64 c3 = (c2 << 2) | b3;
+                    *out++ = live_child(p, alive2, c3, p.level + 3) ? c3 : PRUNED;
+                }
             }
         }
     }
@@ -64,6 +140,8 @@ struct BitsOp {
 // node's leaves in place: leaf signatures are contiguous from first_child(t).
 template <typename Op>
 __device__ __forceinline__ void leaves(const StepParams &p) {
+    start_dependents();
+    wait_prerequisites();
     u64 total = p.count * p.width;
     for (u64 g = global_thread(); g < total; g += thread_stride()) {
         u64 t = g / p.width;

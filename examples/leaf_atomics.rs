@@ -21,7 +21,7 @@ use std::path::Path;
 
 use k2rpq::bench::gen::Web;
 use k2rpq::bench::input::{read_edges, InputFormat};
-use k2rpq::engine::gpu::tile_plan::TilePlan;
+use k2rpq::engine::gpu::tile_plan::{TilePlan, MAX_FUSED_LEVELS};
 use k2rpq::k2tree::{morton, K2Tree};
 
 /// One non-empty 4x4 block: its block row and column and its 16-cell bitmap
@@ -94,10 +94,11 @@ fn plans(codes: &[u64], side: u64) {
         1 << 22,
         1 << 24,
     ] {
-        let p = TilePlan::descend(&tree, top, m);
+        let p = TilePlan::descend(&tree, top, m, MAX_FUSED_LEVELS);
+        let single = TilePlan::descend(&tree, top, m, 1).launches();
         let f = TilePlan::frontier(&tree, m);
         println!(
-            "M = 2^{:2}: descend {:6} launches, scratch codes {:>10} B (max step {}); frontier {} launches",
+            "M = 2^{:2}: descend {:6} launches ({single} with a launch per level), scratch codes {:>10} B (max step {}); frontier {} launches",
             m.trailing_zeros(),
             p.launches(),
             8 * p.scratch_codes.iter().sum::<u64>(),

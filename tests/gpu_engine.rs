@@ -7,6 +7,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
 use k2rpq::engine::gpu::{self, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource};
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
@@ -46,7 +47,7 @@ fn option_sets() -> Vec<GpuOptions> {
             top_nodes,
             offset_source,
             leaf_kernel,
-            frontier: FrontierLayout::default(),
+            ..GpuOptions::default()
         };
         let auto = GpuOptions {
             leaf_kernel,
@@ -73,6 +74,26 @@ fn option_sets() -> Vec<GpuOptions> {
                 o(1 << 20, 1, Some(OffsetSource::Scan)),
                 o(16, 1 << 16, Some(OffsetSource::Directory)),
                 o(3000, 4, Some(OffsetSource::Scan)),
+                // Every step launched after its predecessor ends, as before sm_90.
+                GpuOptions {
+                    overlapped_launches: false,
+                    ..o(64, 1, None)
+                },
+                // Expand steps of up to three levels (the other sets: one per launch),
+                // with the directory, the scan (whose offsets such steps do not use) and
+                // masked products through them (`check_matrix`).
+                GpuOptions {
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(64, 1, Some(OffsetSource::Directory))
+                },
+                GpuOptions {
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(3000, 4, Some(OffsetSource::Scan))
+                },
+                GpuOptions {
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(1 << 20, 1, None)
+                },
             ]);
         } else {
             out.extend([
@@ -438,7 +459,7 @@ fn recorded_graph_replays_the_product() {
                 top_nodes: 1,
                 offset_source: None,
                 leaf_kernel,
-                frontier: FrontierLayout::default(),
+                ..GpuOptions::default()
             },
         )
         .unwrap();
@@ -575,6 +596,13 @@ fn kernels_compile_with_nvrtc() {
     for arch in ["sm_90", "sm_80"] {
         let modules = gpu::compile_kernels(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert_eq!(modules.len(), gpu::KERNEL_SOURCES.len());
+        // K2RPQ_DUMP_PTX=DIR keeps the PTX (DIR/<arch>-<module>.ptx) for kernel work.
+        if let Ok(dir) = std::env::var("K2RPQ_DUMP_PTX") {
+            for (name, ptx) in &modules {
+                let path = std::path::Path::new(&dir).join(format!("{arch}-{name}.ptx"));
+                std::fs::write(&path, ptx.to_src()).expect("writing the PTX");
+            }
+        }
         for (name, ptx) in &modules {
             let text = ptx.to_src();
             assert!(
@@ -597,13 +625,26 @@ fn kernels_compile_with_nvrtc() {
                 .flat_map(|op| [kernel.leaves(op), kernel.block_leaves(op)])
                 .chain([kernel.expand()])
             {
-                assert!(
-                    entries.contains(&format!(".entry {name}(")),
-                    "{arch}: kernel {name} of {kernel:?} is not in the PTX"
+                let body = entry_body(&entries, name).unwrap_or_else(|| {
+                    panic!("{arch}: kernel {name} of {kernel:?} is not in the PTX")
+                });
+                // Traversal steps may be launched to overlap their predecessor (sm_90):
+                // each must then wait for it before touching x, y or the scratch.
+                assert_eq!(
+                    body.contains("griddepcontrol.wait"),
+                    arch == "sm_90",
+                    "{arch}: kernel {name} and the overlap's wait"
                 );
             }
         }
     }
+}
+
+/// The PTX text of kernel `name` in `ptx`: from its `.entry` to the next one.
+fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let rest = &ptx[start + 1..];
+    Some(&ptx[start..start + 1 + rest.find(".entry ").unwrap_or(rest.len())])
 }
 
 fn cnr_2000() -> Option<Arc<K2Tree>> {
@@ -653,7 +694,7 @@ fn cnr_2000_matches_cpu() {
         top_nodes,
         offset_source,
         leaf_kernel,
-        frontier: FrontierLayout::default(),
+        ..GpuOptions::default()
     };
     let mut sets: Vec<GpuOptions> = FrontierLayout::ALL
         .into_iter()
@@ -666,6 +707,15 @@ fn cnr_2000_matches_cpu() {
         leaf_kernel: LeafKernel::WarpAgg,
         frontier: FrontierLayout::RowBlocks,
         ..GpuOptions::default()
+    });
+    sets.push(GpuOptions {
+        fused_levels: MAX_FUSED_LEVELS,
+        ..o(
+            1 << 14,
+            1 << 10,
+            Some(OffsetSource::Directory),
+            LeafKernel::Tuned,
+        )
     });
     for k in LeafKernel::ALL {
         sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));

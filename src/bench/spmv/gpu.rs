@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
+use crate::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
 use crate::engine::gpu::{
     DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
     ProductGraph,
@@ -37,6 +38,10 @@ pub struct GpuContender {
     tile_nodes: Option<u64>,
     /// `GpuOptions::top_nodes` (named ` T<log2>` when not the default).
     top_nodes: u64,
+    /// `GpuOptions::overlapped_launches` (named ` serial` when off).
+    overlapped: bool,
+    /// `GpuOptions::fused_levels` (named ` L<levels>` when not the default).
+    fused_levels: u32,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
 }
@@ -71,6 +76,8 @@ impl GpuContender {
                     kernel: options.leaf_kernel,
                     tile_nodes: options.tile_nodes,
                     top_nodes: options.top_nodes,
+                    overlapped: options.overlapped_launches,
+                    fused_levels: options.fused_levels,
                 });
             }
             Ok(())
@@ -130,6 +137,26 @@ impl GpuContender {
                     ..options(default, (dir, Codes), tile)
                 },
                 &[TreeOnly],
+            )?;
+        }
+        // A tree-only descent with expand steps of up to three small levels (` L3`),
+        // against a launch per level.
+        load(
+            GpuOptions {
+                fused_levels: MAX_FUSED_LEVELS,
+                ..options(default, (dir, Codes), tile)
+            },
+            &[TreeOnly],
+        )?;
+        // Every step launched after its predecessor ends (` serial`), against the default
+        // overlapped launches: tree-only and over row blocks.
+        for (place, config) in [((dir, Codes), TreeOnly), ((dir, RowBlocks), CachedFrontier)] {
+            load(
+                GpuOptions {
+                    overlapped_launches: false,
+                    ..options(default, place, tile)
+                },
+                &[config],
             )?;
         }
         Ok(out)
@@ -193,6 +220,12 @@ impl Contender for GpuContender {
         }
         if self.top_nodes != GpuOptions::default().top_nodes {
             name.push_str(&format!(" T{}", self.top_nodes.trailing_zeros()));
+        }
+        if self.fused_levels != GpuOptions::default().fused_levels {
+            name.push_str(&format!(" L{}", self.fused_levels));
+        }
+        if !self.overlapped {
+            name.push_str(" serial");
         }
         name
     }

@@ -125,6 +125,7 @@ pub struct GpuContext {
     stream: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     arch: String,
+    compute_major: i32,
 }
 
 impl GpuContext {
@@ -160,6 +161,7 @@ impl GpuContext {
             stream,
             functions,
             arch,
+            compute_major: major,
         })
     }
 
@@ -176,6 +178,12 @@ impl GpuContext {
     /// The architecture the kernels were compiled for (`sm_90` on an H100/H200).
     pub fn arch(&self) -> &str {
         &self.arch
+    }
+
+    /// Whether kernels may be launched to overlap their predecessor (programmatic
+    /// dependent launch: compute capability 9.0 and later).
+    pub fn supports_overlapped_launches(&self) -> bool {
+        self.compute_major >= 9
     }
 
     /// A loaded kernel by name.

@@ -92,7 +92,7 @@ impl DeviceTree {
             Some(m) => TileSizes::fixed(m),
             None => TileSizes::auto(tree, top_level, tree_only, bytes),
         };
-        let descend = TilePlan::descend(tree, top_level, tiles.descend);
+        let descend = TilePlan::descend(tree, top_level, tiles.descend, options.fused_levels);
         let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| {
             (
                 TilePlan::frontier(tree, tiles.frontier),

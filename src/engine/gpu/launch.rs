@@ -1,6 +1,8 @@
 //! Kernel arguments and launch shapes shared by the engine's launches.
 
-use cudarc::driver::{DeviceRepr, LaunchConfig};
+use cudarc::driver::{
+    sys, CudaFunction, CudaStream, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
+};
 
 /// Mirror of `struct StepParams` in `cuda/common.cuh` (same field order and sizes: every
 /// pointer and count is 8 bytes, then four u32). Pointers are raw device addresses.
@@ -19,6 +21,8 @@ pub struct StepParams {
     pub count: u64,
     pub child0: u64,
     pub src_off: u64,
+    /// Leaf steps: the batch width (or bit-packed words); expand steps: the levels they
+    /// descend (1-3).
     pub width: u64,
     pub inputs: u64,
     pub sample_log2: u32,
@@ -29,6 +33,59 @@ pub struct StepParams {
 
 // SAFETY: plain old data with the C layout the kernels expect.
 unsafe impl DeviceRepr for StepParams {}
+
+/// Launches traversal kernel `f` with its one argument `p` on `stream`. `overlapped`: as
+/// a programmatic dependent launch (sm_90 and later), which may start before the previous
+/// kernel of the stream ends; the traversal kernels read only the resident tree until
+/// their `wait_prerequisites()` (cuda/common.cuh), so the next step's launch, block
+/// scheduling and first directory ranks overlap the previous step's tail. Recorded into
+/// CUDA graphs as programmatic edges.
+///
+/// # Safety
+/// `f` must take one `StepParams` whose addresses and counts are valid for it, and when
+/// `overlapped` it must call `wait_prerequisites()` before touching memory that earlier
+/// work of the stream writes.
+pub unsafe fn launch_step(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    cfg: LaunchConfig,
+    p: &StepParams,
+    overlapped: bool,
+) -> Result<(), DriverError> {
+    if !overlapped {
+        return unsafe { stream.launch_builder(f).arg(p).launch(cfg) }.map(|_| ());
+    }
+    stream.context().bind_to_thread()?;
+    // SAFETY: a zeroed attribute is valid; the id and value set here are the ones the
+    // driver reads for this attribute.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // The driver copies the argument (through its address) at the call.
+    let mut args = [p as *const StepParams as *mut std::ffi::c_void];
+    // SAFETY: `config` and `args` outlive the call; the caller vouches for `f` and `p`.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            f.cu_function(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+}
 
 /// Threads per block of the element-wise and traversal kernels.
 pub const BLOCK: u32 = 256;

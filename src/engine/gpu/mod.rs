@@ -44,7 +44,7 @@ pub use product_graph::{BitsGraph, ProductGraph};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
-use launch::{block_leaf_config, config_for, leaf_config, scan_config, StepParams};
+use launch::{block_leaf_config, config_for, launch_step, leaf_config, scan_config, StepParams};
 use tile_plan::SCAN_TILE_NODES;
 
 use super::{
@@ -87,6 +87,18 @@ pub struct GpuOptions {
     /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels); see
     /// [`FrontierLayout::for_tree`] for when a matrix keeps codes anyway.
     pub frontier: FrontierLayout,
+    /// Launch each traversal step so that it may start before the previous kernel ends
+    /// (programmatic dependent launch, on devices of compute capability 9.0 and later;
+    /// ignored before): the step's launch and its first reads of the resident tree overlap
+    /// the previous step's tail (docs/BENCHMARKS.md, session 10). Default `true`.
+    pub overlapped_launches: bool,
+    /// At most this many levels per expand launch of a tree-only descent (1 to
+    /// [`tile_plan::MAX_FUSED_LEVELS`]): a thread per node writes its descendants that
+    /// many levels down, through levels of at most [`tile_plan::FUSED_LEVEL_NODES`] nodes,
+    /// so the levels in between need no scratch. Default 1 (a launch per level): on the
+    /// H200 three levels per launch cut cnr-2000's tree-only working set by 28 % (15.5 to
+    /// 11.2 MB) but made its product 17 % slower (docs/BENCHMARKS.md, session 10).
+    pub fused_levels: u32,
 }
 
 impl Default for GpuOptions {
@@ -97,6 +109,8 @@ impl Default for GpuOptions {
             offset_source: None,
             leaf_kernel: LeafKernel::Tuned,
             frontier: FrontierLayout::default(),
+            overlapped_launches: true,
+            fused_levels: 1,
         }
     }
 }
@@ -739,6 +753,7 @@ impl GpuEngine {
         let status = ptr(s, &scratch.status);
         let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
         let expand = self.gpu.function(kernel.expand())?;
+        let expand_levels = self.gpu.function("expand")?;
         let leaves = self.gpu.function(kernel.leaves(op))?;
         // Over block entries the leaf kernel reads each node's block from its entry.
         let block_leaves = if m.layout.packed() {
@@ -748,13 +763,18 @@ impl GpuEngine {
         };
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
+        let overlapped =
+            self.options.overlapped_launches && self.gpu.supports_overlapped_launches();
         for step in &plan.steps {
             let codes_in = match step.src {
                 CodeSource::Top => top,
                 CodeSource::Frontier => front,
                 CodeSource::Scratch(d) => codes[d as usize],
             };
-            if scanning {
+            let expanding = step.kind == StepKind::Expand;
+            // The scan gives first children: an expand of several levels ranks instead.
+            let scanned = scanning && step.levels == 1;
+            if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;
                 // SAFETY: offsets holds max_step_nodes >= count u32, status tiles + 1 u64.
@@ -770,17 +790,16 @@ impl GpuEngine {
                 }
                 .map_err(cuda_err("scan_fanout"))?;
             }
-            let expanding = step.kind == StepKind::Expand;
             let p = StepParams {
                 nib,
                 ranks,
                 codes_in,
                 codes_out: if expanding {
-                    codes[step.level as usize + 1]
+                    codes[(step.level + step.levels) as usize]
                 } else {
                     0
                 },
-                offsets: if scanning { offsets } else { 0 },
+                offsets: if scanned { offsets } else { 0 },
                 x,
                 y,
                 pyramid,
@@ -788,7 +807,8 @@ impl GpuEngine {
                 count: step.count,
                 child0: step.child0,
                 src_off: step.src_off,
-                width: if expanding { 1 } else { width },
+                // An expand step's width is the levels it descends.
+                width: if expanding { step.levels as u64 } else { width },
                 inputs: dir.lengths(m.tree.rows(), m.tree.cols()).0,
                 sample_log2: m.sample_log2,
                 level: step.level,
@@ -799,6 +819,8 @@ impl GpuEngine {
                 },
             };
             let (f, cfg) = match (expanding, block_leaves) {
+                // The warp-rank expand takes one level; several take the plain one.
+                (true, _) if step.levels > 1 => (expand_levels, config_for(step.count)),
                 (true, _) => (expand, config_for(step.count)),
                 (false, Some(b)) if step.src == CodeSource::Frontier => {
                     (b, block_leaf_config(kernel, op, step.count, width))
@@ -806,8 +828,9 @@ impl GpuEngine {
                 (false, _) => (leaves, leaf_config(kernel, step.count * width)),
             };
             // SAFETY: the plan's positions lie within the buffers sized from it, and x/y
-            // were checked against the matrix's shape.
-            unsafe { s.launch_builder(f).arg(&p).launch(cfg) }
+            // were checked against the matrix's shape; every traversal kernel waits for
+            // its prerequisites before touching them.
+            unsafe { launch_step(s, f, cfg, &p, overlapped) }
                 .map_err(cuda_err("traversal kernel"))?;
         }
         Ok(())

@@ -22,8 +22,12 @@ pub enum CodeSource {
 /// One kernel launch of a product (plus its scan, when offsets come from a scan).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
-    /// Expand into the next level's scratch, or (last internal level) visit the leaves.
+    /// Expand into the scratch of the level `levels` below, or (last internal level)
+    /// visit the leaves.
     pub kind: StepKind,
+    /// Levels an expand step descends at once (1 for leaf steps): see
+    /// [`TilePlan::descend`].
+    pub levels: u32,
     /// Level of the step's nodes.
     pub level: u32,
     /// Global index of the first node.
@@ -34,16 +38,19 @@ pub struct Step {
     pub src: CodeSource,
     /// Position of `node0`'s code in `src`.
     pub src_off: u64,
-    /// Global index of the first child of `node0`.
+    /// Global index of the first child of `node0` (expand steps of several levels: of its
+    /// first descendant on the level they write).
     pub child0: u64,
-    /// Children of the step's nodes (expand: codes written to the next level's scratch).
+    /// Children of the step's nodes (expand: codes written to the scratch of the level
+    /// they write; descendants there for several levels).
     pub children: u64,
 }
 
 /// What a step's kernel does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepKind {
-    /// Write the children's codes to the next level's scratch.
+    /// Write the codes of the nodes' children (or descendants a few levels down) to the
+    /// scratch of their level.
     Expand,
     /// Visit the leaves in place and update `y`.
     Leaves,
@@ -73,6 +80,17 @@ pub const MIN_AUTO_TILE: u64 = 1 << 15;
 /// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x
 /// (docs/BENCHMARKS.md, session 3). A few MB are nothing on the device; launches are not.
 pub const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
+
+/// Levels one expand step descends at most ([`TilePlan::descend`]).
+pub const MAX_FUSED_LEVELS: u32 = 3;
+
+/// An expand step goes on through a level only while that level has at most this many
+/// nodes: a launch over a level this small is bound by its latency (a thread's chain of
+/// loads, the launch), not by its work, so the two launches around it cost more than a
+/// thread doing two or three levels of its own subtree (cnr-2000 tree-only: five expand
+/// launches of 39 K-348 K nodes took as long as its 647 K-node leaf step; docs/BENCHMARKS.md,
+/// sessions 9 and 10).
+pub const FUSED_LEVEL_NODES: u64 = 1 << 19;
 
 /// The largest tile: a scanned step's child offsets are u32 and a node has at most four
 /// children, so a step holds at most 2^30 nodes.
@@ -149,8 +167,11 @@ impl TileSizes {
 
 impl TilePlan {
     /// The plan of a traversal from the host-expanded top level `top` down to the leaves,
-    /// with tiles of at most `tile_nodes` nodes and children.
-    pub fn descend(tree: &K2Tree, top: u32, tile_nodes: u64) -> TilePlan {
+    /// with tiles of at most `tile_nodes` nodes and children (descendants, for steps of
+    /// several levels). An expand step descends up to `max_levels` levels at once (at
+    /// most [`MAX_FUSED_LEVELS`]; 1: a launch per level) through levels of at most
+    /// [`FUSED_LEVEL_NODES`] nodes.
+    pub fn descend(tree: &K2Tree, top: u32, tile_nodes: u64, max_levels: u32) -> TilePlan {
         let mut plan = TilePlan {
             steps: Vec::new(),
             scratch_codes: vec![0; tree.height() as usize],
@@ -165,11 +186,28 @@ impl TilePlan {
             top,
             tree.level_start(top),
             tree.level_nodes(top),
-            CodeSource::Top,
-            0,
+            (CodeSource::Top, 0),
             m,
+            max_levels.clamp(1, MAX_FUSED_LEVELS),
         );
         plan
+    }
+
+    /// Levels an expand step from level `d` descends with tiles of `m`: up to
+    /// `max_levels`, through levels of at most [`FUSED_LEVEL_NODES`] nodes, down to the
+    /// last internal level at most, and to a level of at most `m` nodes (so that a step
+    /// of several levels never cuts its level into more tiles than one level would).
+    pub fn fused_levels(tree: &K2Tree, d: u32, max_levels: u32, m: u64) -> u32 {
+        let last = tree.height() - 2;
+        let mut k = 1;
+        while k < max_levels
+            && d + k < last
+            && tree.level_nodes(d + k) <= FUSED_LEVEL_NODES
+            && tree.level_nodes(d + k + 1) <= m
+        {
+            k += 1;
+        }
+        k
     }
 
     /// Bytes of scratch a [`TilePlan::descend`] plan with tiles of `m` needs at most: per
@@ -207,14 +245,15 @@ impl TilePlan {
             d,
             start,
             tree.level_nodes(d),
-            CodeSource::Frontier,
-            0,
+            (CodeSource::Frontier, 0),
             tile_nodes.max(4),
+            1,
         );
         plan
     }
 
-    /// Plans nodes `node0 .. node0 + count` of level `d`, whose codes are at `src[off0..]`.
+    /// Plans nodes `node0 .. node0 + count` of level `d`, whose codes are at `src[off0..]`,
+    /// expand steps descending up to `max_levels` levels.
     #[allow(clippy::too_many_arguments)]
     fn range(
         &mut self,
@@ -222,24 +261,30 @@ impl TilePlan {
         d: u32,
         node0: u64,
         count: u64,
-        src: CodeSource,
-        off0: u64,
+        (src, off0): (CodeSource, u64),
         m: u64,
+        max_levels: u32,
     ) {
         let h = tree.height();
         let end = node0 + count;
+        let levels = if d + 2 == h {
+            1
+        } else {
+            Self::fused_levels(tree, d, max_levels, m)
+        };
         let mut a = node0;
         while a < end {
-            let fa = tree.first_child(a);
+            let fa = Self::descendants_of(tree, d, a, levels);
             let b = if d + 2 == h {
                 (a + m).min(end)
             } else {
                 // The largest b <= a + m with at most m children in a..b (each node has
-                // at most 4, so at least m / 4 nodes fit).
+                // at most 4, so at least m / 4 nodes fit; a step of several levels
+                // writes a level of at most m nodes).
                 let (mut lo, mut hi) = (a + 1, (a + m).min(end));
                 while lo < hi {
                     let mid = lo + (hi - lo).div_ceil(2);
-                    if self.children_of(tree, d, mid) - fa <= m {
+                    if Self::descendants_of(tree, d, mid, levels) - fa <= m {
                         lo = mid;
                     } else {
                         hi = mid - 1;
@@ -247,13 +292,14 @@ impl TilePlan {
                 }
                 lo
             };
-            let fb = self.children_of(tree, d, b);
+            let fb = Self::descendants_of(tree, d, b, levels);
             let step = Step {
                 kind: if d + 2 == h {
                     StepKind::Leaves
                 } else {
                     StepKind::Expand
                 },
+                levels,
                 level: d,
                 node0: a,
                 count: b - a,
@@ -265,21 +311,29 @@ impl TilePlan {
             self.steps.push(step);
             self.max_step_nodes = self.max_step_nodes.max(b - a);
             if d + 2 < h {
-                let next = &mut self.scratch_codes[d as usize + 1];
+                let below = d + levels;
+                let next = &mut self.scratch_codes[below as usize];
                 *next = (*next).max(fb - fa);
-                self.range(tree, d + 1, fa, fb - fa, CodeSource::Scratch(d + 1), 0, m);
+                let src = (CodeSource::Scratch(below), 0);
+                self.range(tree, below, fa, fb - fa, src, m, max_levels);
             }
             a = b;
         }
     }
 
     /// First child of node `j` of level `d`, where `j` may be one past the level's end.
-    fn children_of(&self, tree: &K2Tree, d: u32, j: u64) -> u64 {
+    fn children_of(tree: &K2Tree, d: u32, j: u64) -> u64 {
         if j == tree.level_start(d + 1) {
             tree.level_start(d + 2)
         } else {
             tree.first_child(j)
         }
+    }
+
+    /// First descendant `levels` levels below node `j` of level `d` (its first child for
+    /// one level), where `j` may be one past the level's end.
+    pub fn descendants_of(tree: &K2Tree, d: u32, j: u64, levels: u32) -> u64 {
+        (0..levels).fold(j, |j, k| Self::children_of(tree, d + k, j))
     }
 
     /// Scan tiles of the largest step (for the look-back status words).
@@ -309,8 +363,9 @@ mod tests {
         K2Tree::from_edges(n as u64, n as u64, edges)
     }
 
-    /// Every node of every level below the top is planned exactly once, in order, and no
-    /// step exceeds the tile size.
+    /// Every node of every level a plan visits is planned exactly once, in order; no
+    /// step exceeds the tile size; expand steps of several levels skip only small levels,
+    /// and with one level per step every level is visited.
     #[test]
     fn plans_cover_each_level_once_within_tiles() {
         for &(n, m) in &[(5u32, 1usize), (100, 300), (1000, 5000), (4096, 20000)] {
@@ -318,22 +373,45 @@ mod tests {
             let h = t.height();
             for &tile in &[4u64, 16, 1000, 1 << 20] {
                 for top in 0..=h - 2 {
-                    let plan = TilePlan::descend(&t, top, tile);
-                    let mut next = (top..h - 1).map(|d| t.level_start(d)).collect::<Vec<_>>();
-                    for s in &plan.steps {
-                        let k = (s.level - top) as usize;
-                        assert_eq!(s.node0, next[k], "level {} out of order", s.level);
-                        next[k] += s.count;
-                        assert!(s.count <= tile.max(4));
-                        if s.kind == StepKind::Expand {
-                            assert!(s.children <= tile.max(4));
-                            assert!(s.children <= plan.scratch_codes[s.level as usize + 1]);
+                    let mut launches = Vec::new();
+                    for max_levels in 1..=MAX_FUSED_LEVELS {
+                        let plan = TilePlan::descend(&t, top, tile, max_levels);
+                        let mut next: Vec<u64> = (0..h).map(|d| t.level_start(d)).collect();
+                        let mut visited = vec![false; h as usize];
+                        for s in &plan.steps {
+                            let d = s.level as usize;
+                            visited[d] = true;
+                            assert_eq!(s.node0, next[d], "level {d} out of order");
+                            next[d] += s.count;
+                            assert!(s.count <= tile.max(4));
+                            assert!((1..=max_levels).contains(&s.levels));
+                            if s.kind == StepKind::Expand {
+                                assert!(s.children <= tile.max(4));
+                                let below = (s.level + s.levels) as usize;
+                                assert!(below <= h as usize - 2);
+                                assert!(s.children <= plan.scratch_codes[below]);
+                                for k in 1..s.levels {
+                                    assert!(t.level_nodes(s.level + k) <= FUSED_LEVEL_NODES);
+                                }
+                            } else {
+                                assert_eq!(s.levels, 1);
+                            }
+                            let first = TilePlan::descendants_of(&t, s.level, s.node0, s.levels);
+                            assert_eq!(s.child0, first);
                         }
-                        assert_eq!(s.child0, t.first_child(s.node0));
+                        for d in top..h - 1 {
+                            let full = next[d as usize] == t.level_start(d + 1);
+                            assert!(full || !visited[d as usize], "level {d} partly planned");
+                            assert!(visited[d as usize] || max_levels > 1, "level {d} skipped");
+                        }
+                        assert!(visited[top as usize] && visited[h as usize - 2]);
+                        launches.push(plan.launches());
                     }
-                    for d in top..h - 1 {
-                        assert_eq!(next[(d - top) as usize], t.level_start(d + 1));
-                    }
+                    // More levels per launch never mean more launches.
+                    assert!(
+                        launches.windows(2).all(|w| w[1] <= w[0]),
+                        "{n} {tile} {top} {launches:?}"
+                    );
                 }
                 let f = TilePlan::frontier(&t, tile);
                 let covered: u64 = f.steps.iter().map(|s| s.count).sum();
@@ -351,7 +429,7 @@ mod tests {
         let top = 3;
         let mut last = 0;
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
-            let p = TilePlan::descend(&t, top, m);
+            let p = TilePlan::descend(&t, top, m, MAX_FUSED_LEVELS);
             let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
             let bound = TilePlan::descend_scratch_bound(&t, top, m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
@@ -391,7 +469,9 @@ mod tests {
     #[test]
     fn empty_tree_has_no_steps() {
         let t = K2Tree::from_edges(10, 10, vec![]);
-        assert!(TilePlan::descend(&t, 0, 16).steps.is_empty());
+        assert!(TilePlan::descend(&t, 0, 16, MAX_FUSED_LEVELS)
+            .steps
+            .is_empty());
         assert!(TilePlan::frontier(&t, 16).steps.is_empty());
     }
 }
