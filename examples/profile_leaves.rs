@@ -1,19 +1,22 @@
-//! Dense single-vector products (plus-times, right and left) of a synthetic web graph over
-//! the cached frontier, once per leaf kernel: a small program to time the leaf kernels
-//! alone and to run under a profiler (issue 10). Prints the mean time of `REPS` products
-//! (CUDA events; each product also zeroes `y`) per leaf kernel and frontier layout.
+//! Dense products (right and left) of a synthetic web graph over the cached frontier, once
+//! per leaf kernel: a small program to time the leaf kernels alone and to run under a
+//! profiler (issue 10). Prints the mean time of `REPS` products (CUDA events; each product
+//! also zeroes `y`) per leaf kernel and frontier layout. `OP` is `f32` (a plus-times single
+//! vector, the default) or `bits` (a bit-packed batch of 64 sources, random words).
 //!
 //! ```text
-//! profile_leaves [EDGES=200000000] [KERNELS=rows,window] [REPS=20] [LAYOUTS=blocks]
+//! profile_leaves [EDGES=200000000] [KERNELS=rows,window] [REPS=20] [LAYOUTS=blocks] [OP=f32]
 //! ncu --kernel-name regex:'blocks_' --section SpeedOfLight --section WarpStateStats \
 //!     profile_leaves 200000000 rows,wagg 1 blocks,rowblocks
+//! ncu --kernel-name blocks_rows_bits --section SpeedOfLight --section WarpStateStats \
+//!     --section InstructionStats profile_leaves 200000000 rows 1 rowblocks bits
 //! ```
 
 use std::sync::Arc;
 
 use k2rpq::bench::gen::Web;
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel};
-use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
+use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Traversal};
 use k2rpq::k2tree::K2Tree;
 
 fn main() {
@@ -39,6 +42,11 @@ fn main() {
                 .expect("a frontier layout: codes, blocks or rowblocks")
         })
         .collect();
+    let bits = match args.get(5).map_or("f32", String::as_str) {
+        "f32" => false,
+        "bits" => true,
+        other => panic!("OP is f32 or bits, not {other}"),
+    };
     let g = Web::like_cnr(edges, 1).generate();
     let n = g.nodes;
     let mut codes = g.codes;
@@ -61,14 +69,32 @@ fn main() {
         let m = gpu.load(&tree, MatrixConfig::CachedFrontier).expect("load");
         let x = gpu.upload(&vec![1.0f32; n as usize]).expect("x");
         let mut y = gpu.zeros::<f32>(n as usize).expect("y");
+        // A fixed pseudo-random word per row (splitmix64), so every run reads the same bits.
+        let words = (0..n)
+            .map(|i| {
+                let z = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z ^ (z >> 27)
+            })
+            .collect();
+        let xb = gpu
+            .bits_upload(&BitMatrix::from_words(n as usize, 1, words))
+            .expect("bit batch");
+        let mut yb = gpu.bits_zeroed(n as usize, 1).expect("bit batch");
         for dir in [Direction::Right, Direction::Left] {
             let ms = gpu
                 .time_ms(reps, || {
-                    gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
+                    if bits {
+                        gpu.bits_clear(&mut yb)?;
+                        gpu.bool_product(&m, dir, &xb, &mut yb, Traversal::Dense)
+                    } else {
+                        gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
+                    }
                 })
                 .expect("product");
             let layout = m.frontier_layout().name();
-            println!("{} {layout} {dir:?}: {ms:.4} ms per product", k.name());
+            let op = if bits { "bits W=1" } else { "f32" };
+            println!("{} {layout} {op} {dir:?}: {ms:.4} ms per product", k.name());
         }
     }
 }

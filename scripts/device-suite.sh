@@ -11,6 +11,7 @@
 #   spmv    k2rpq bench-spmv on cnr-2000
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
+#           (LEAVES_OP=bits: a bit-packed batch of 64 instead of an f32 vector)
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
 #   cnr     RPQ benchmark on cnr-2000 (100 constants; all pairs on the GPU vs Oxigraph)
 #   latency cnr-2000 constants on the GPU vs Oxigraph (issue 6) and CoDEx-M on the CPU vs
@@ -137,14 +138,17 @@ for line in sys.stdin:
         spmv_rows "$out/spmv-web.txt" ;;
     leaves)
         # LEAVES_KERNELS / LEAVES_LAYOUTS: which leaf kernels and frontier layouts.
+        # LEAVES_OP: f32 (default) or bits.
         kernels="${LEAVES_KERNELS:-rows,wagg,runs}" layouts="${LEAVES_LAYOUTS:-codes,blocks,rowblocks}"
-        step "leaf kernels alone, web 200M, f32 B = 1 (profile_leaves: $kernels over $layouts)"
-        "$bin/profile_leaves" 200000000 "$kernels" 20 "$layouts" 2>&1 | tee -a "$out/summary.txt" || status=1
+        op="${LEAVES_OP:-f32}"
+        step "leaf kernels alone, web 200M, $op (profile_leaves: $kernels over $layouts)"
+        "$bin/profile_leaves" 200000000 "$kernels" 20 "$layouts" "$op" 2>&1 | tee -a "$out/summary.txt" || status=1
         if command -v ncu >/dev/null; then
             step "ncu: the block-entry leaf kernels (ncu-leaves.txt)"
             timeout 240 ncu --kernel-name regex:'blocks_' --launch-count 12 --section SpeedOfLight \
                 --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-                "$bin/profile_leaves" 200000000 "$kernels" 1 blocks,rowblocks > "$out/ncu-leaves.txt" 2>&1 || status=1
+                --section InstructionStats \
+                "$bin/profile_leaves" 200000000 "$kernels" 1 blocks,rowblocks "$op" > "$out/ncu-leaves.txt" 2>&1 || status=1
             grep -E "blocks_|Duration|Memory Throughput|DRAM Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Compute \(SM\) Throughput" \
                 "$out/ncu-leaves.txt" | tee -a "$out/summary.txt"
         else
