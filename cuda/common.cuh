@@ -39,6 +39,16 @@ __device__ __forceinline__ u32 signature(const u64 *nib, u64 j) {
     return (u32)((nib[j >> 4] >> ((j & 15) * 4)) & 15);
 }
 
+// Signatures of nodes j, j + 1, .. (n ≤ 16 of them, n ≥ 1), node j in the low nibble;
+// the bits above the n-th nibble are whatever follows in the words. One or two loads.
+__device__ __forceinline__ u64 signature_run(const u64 *nib, u64 j, u32 n) {
+    u64 w = j >> 4;
+    u32 sh = (u32)(j & 15) * 4;
+    u64 run = nib[w] >> sh;
+    if (sh + 4 * n > 64) run |= nib[w + 1] << (64 - sh);
+    return run;
+}
+
 // rank(j): set bits in the signatures of nodes 0..j, from the sampled directory plus the
 // popcount of at most 2^sample_log2 / 16 words.
 __device__ __forceinline__ u64 dir_rank(const u64 *nib, const u64 *ranks, u32 sample_log2, u64 j) {

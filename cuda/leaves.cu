@@ -158,10 +158,7 @@ __device__ __forceinline__ void warp_children(const StepParams &p, u64 base, u64
 __device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
     u32 n = __popc(s);
     if (n == 0) return 0;
-    u64 wi = leaf >> 4;
-    u32 sh = (u32)(leaf & 15) * 4;
-    u64 run = nib[wi] >> sh;
-    if (sh + 4 * n > 64) run |= nib[wi + 1] << (64 - sh);
+    u64 run = signature_run(nib, leaf, n);
     u32 bm = 0;
 #pragma unroll
     for (u32 q = 0; q < 4; ++q) {

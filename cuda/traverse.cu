@@ -12,14 +12,12 @@
 // one directory rank per level finds them, and the signatures of a node's children (at
 // most 4) and grandchildren (at most 16) are one or two words.
 
-// n ≤ 16 consecutive signatures from node j, node j in the low nibble.
+// The signatures of n ≤ 16 consecutive nodes from node j (0 when n = 0), node j in the
+// low nibble and nothing above the n-th.
 __device__ __forceinline__ u64 signatures(const u64 *nib, u64 j, u32 n) {
     if (n == 0) return 0;
-    u64 w = j >> 4;
-    u32 sh = (u32)(j & 15) * 4;
-    u64 v = nib[w] >> sh;
-    if (sh + 4 * n > 64) v |= nib[w + 1] << (64 - sh);
-    return n == 16 ? v : v & ((1ull << (4 * n)) - 1);
+    u64 run = signature_run(nib, j, n);
+    return n == 16 ? run : run & ((1ull << (4 * n)) - 1);
 }
 
 // What node t of an expand step reads from the tree: its signature, its children's and
@@ -48,9 +46,11 @@ __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
     return d;
 }
 
-// Whether the child of a live node is live: its code is `child` at `level`.
-__device__ __forceinline__ bool live_child(const StepParams &p, bool alive, u64 child, u32 level) {
-    return alive && (!p.pyramid || block_active(p, child, level));
+// Whether the node of Morton code `code` at `level` takes part in the step: `alive` (its
+// parent is live, or for a step's own nodes, its code is not PRUNED), and in a masked
+// traversal its input range meets an active input.
+__device__ __forceinline__ bool live(const StepParams &p, bool alive, u64 code, u32 level) {
+    return alive && (!p.pyramid || block_active(p, code, level));
 }
 
 extern "C" __global__ void expand(StepParams p) {
@@ -67,12 +67,12 @@ extern "C" __global__ void expand(StepParams p) {
         if (!early) d = descent(p, t);
         u64 code = p.codes_in[p.src_off + t];
         u64 *out = p.codes_out + (d.first - p.child0);
-        bool alive = code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
+        bool alive = live(p, code != PRUNED, code, p.level);
         u64 s1 = d.sig1, s2 = d.sig2;
         for (u32 b1 = 0; b1 < 4; ++b1) {
             if (!(d.s0 & (1u << b1))) continue;
             u64 c1 = (code << 2) | b1;
-            bool alive1 = live_child(p, alive, c1, p.level + 1);
+            bool alive1 = live(p, alive, c1, p.level + 1);
             if (p.width == 1) {
                 *out++ = alive1 ? c1 : PRUNED;
                 continue;
@@ -82,7 +82,7 @@ extern "C" __global__ void expand(StepParams p) {
             for (u32 b2 = 0; b2 < 4; ++b2) {
                 if (!(g1 & (1u << b2))) continue;
                 u64 c2 = (c1 << 2) | b2;
-                bool alive2 = live_child(p, alive1, c2, p.level + 2);
+                bool alive2 = live(p, alive1, c2, p.level + 2);
                 if (p.width == 2) {
                     *out++ = alive2 ? c2 : PRUNED;
                     continue;
@@ -92,7 +92,7 @@ extern "C" __global__ void expand(StepParams p) {
                 for (u32 b3 = 0; b3 < 4; ++b3) {
                     if (!(g2 & (1u << b3))) continue;
                     u64 c3 = (c2 << 2) | b3;
-                    *out++ = live_child(p, alive2, c3, p.level + 3) ? c3 : PRUNED;
+                    *out++ = live(p, alive2, c3, p.level + 3) ? c3 : PRUNED;
                 }
             }
         }
