@@ -591,3 +591,64 @@ fn tight_budgets_with_long_queries_never_hang_or_overrun() {
     assert_eq!((s.pinned_entries, s.reserved_bytes), (0, 0), "{s}");
     assert!(s.peak_bytes <= c.budget());
 }
+
+#[test]
+fn a_query_waiting_for_a_load_that_waits_for_its_memory_does_not_hang() {
+    // A loads the relation but its tree does not fit beside both reservations, so it waits
+    // for B's memory; B, still holding its reservation, asks for the same relation and
+    // waits for A's load. Whatever the order in which they block, A gives up and B, once
+    // A's reservation is gone, loads the relation itself.
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    let rels = relations(1, 800, 17);
+    let tree_only = bytes(&rels[0], MatrixConfig::TreeOnly);
+    let (a_holds, b_holds) = (1000, 1000);
+    let c = Arc::new(cache(a_holds + b_holds + tree_only - 1));
+    let (reserved_tx, reserved_rx) = channel();
+    let (loading_tx, loading_rx) = channel();
+    let (done_tx, done_rx) = channel();
+    // Guards belong to the thread that made them, so each query is one thread.
+    let b = {
+        let (c, tree) = (c.clone(), rels[0].tree.clone());
+        std::thread::spawn(move || {
+            let held = c.reserve(b_holds).unwrap();
+            reserved_tx.send(()).unwrap();
+            loading_rx.recv().unwrap();
+            // Let A reach its wait first (the order that used to hang); the outcome below
+            // holds for either order.
+            std::thread::sleep(Duration::from_millis(100));
+            let got = c.get(0, || tree, MatrixConfig::TreeOnly).map(drop);
+            drop(held);
+            done_tx.send(()).unwrap();
+            got
+        })
+    };
+    reserved_rx.recv().unwrap();
+    let a = {
+        let (c, tree) = (c.clone(), rels[0].tree.clone());
+        std::thread::spawn(move || {
+            let held = c.reserve(a_holds).unwrap();
+            let got = c.get(
+                0,
+                || {
+                    loading_tx.send(()).unwrap();
+                    tree
+                },
+                MatrixConfig::TreeOnly,
+            );
+            drop(held);
+            got.map(drop)
+        })
+    };
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the two queries hang");
+    let b = b.join().unwrap();
+    assert!(b.is_ok(), "{:?}", b.err());
+    let a = a.join().unwrap();
+    assert!(matches!(a, Err(CacheError::Exhausted { .. })), "{a:?}");
+    let s = c.stats();
+    assert_eq!((s.pinned_entries, s.reserved_bytes), (0, 0), "{s}");
+    assert_eq!(s.misses, 2);
+    assert!(s.peak_bytes <= c.budget());
+}

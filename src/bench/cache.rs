@@ -71,6 +71,9 @@ pub struct CacheBenchRow {
     pub budget: u64,
     /// Products run.
     pub ops: usize,
+    /// Products refused with [`CacheError::Exhausted`]: every thread holding memory was
+    /// blocked waiting for more (see [`DeviceCache`]'s waiting rules).
+    pub refused: usize,
     /// Wall time of the workload.
     pub seconds: f64,
     /// Products per second.
@@ -194,29 +197,36 @@ pub fn run<E: Engine>(
             options.comfortable_fraction = w.comfortable_fraction;
             let cache: DeviceCache<E, usize> = DeviceCache::new(engine.clone(), options);
             let start = Instant::now();
-            std::thread::scope(|s| {
+            let refused = std::thread::scope(|s| {
                 let handles: Vec<_> = ops
                     .iter()
                     .map(|mine| {
                         let cache = &cache;
-                        s.spawn(move || -> Result<(), CacheError> {
+                        s.spawn(move || -> Result<usize, CacheError> {
+                            let mut refused = 0;
                             for op in mine {
-                                product(cache, relations, op, w)?;
+                                match product(cache, relations, op, w) {
+                                    Ok(()) => {}
+                                    Err(CacheError::Exhausted { .. }) => refused += 1,
+                                    Err(e) => return Err(e),
+                                }
                             }
-                            Ok(())
+                            Ok(refused)
                         })
                     })
                     .collect();
-                handles
-                    .into_iter()
-                    .try_for_each(|h| h.join().expect("a benchmark thread panicked"))
-            })?;
+                handles.into_iter().try_fold(0, |sum, h| {
+                    Ok::<_, CacheError>(sum + h.join().expect("a benchmark thread panicked")?)
+                })
+            });
+            let refused = refused?;
             let seconds = start.elapsed().as_secs_f64();
             let n: usize = ops.iter().map(Vec::len).sum();
             Ok(CacheBenchRow {
                 fraction,
                 budget,
                 ops: n,
+                refused,
                 seconds,
                 ops_per_second: n as f64 / seconds.max(1e-9),
                 stats: cache.stats(),
@@ -251,16 +261,17 @@ fn product<E: Engine>(
 /// The rows as a Markdown table.
 pub fn table(data_bytes: u64, rows: &[CacheBenchRow]) -> String {
     let mut out = String::from(
-        "| budget | of data | ops | seconds | ops/s | hit rate | misses | evictions | uploaded | upload s | peak | tree-only loads | waits |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| budget | of data | ops | refused | seconds | ops/s | hit rate | misses | evictions | uploaded | upload s | peak | tree-only loads | waits |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let s = &r.stats;
         out.push_str(&format!(
-            "| {} | {:.0}% | {} | {:.3} | {:.0} | {:.1}% | {} | {} | {} | {:.3} | {} | {} | {} |\n",
+            "| {} | {:.0}% | {} | {} | {:.3} | {:.0} | {:.1}% | {} | {} | {} | {:.3} | {} | {} | {} |\n",
             human_bytes(r.budget),
             100.0 * r.fraction,
             r.ops,
+            r.refused,
             r.seconds,
             r.ops_per_second,
             100.0 * s.hit_rate(),
@@ -316,6 +327,8 @@ mod tests {
         assert_eq!(rows.len(), 3);
         for r in &rows {
             assert_eq!(r.ops, 200);
+            // Each thread can hold its batches and one tree-only relation: none is refused.
+            assert_eq!(r.refused, 0);
             assert_eq!(r.stats.hits + r.stats.misses, 200);
             assert!(r.stats.peak_bytes <= r.budget);
         }

@@ -18,10 +18,12 @@
 //! - **Waiting.** When the budget is taken by pinned relations and reservations of other
 //!   queries, a request waits until they release memory. When every byte in the way is held
 //!   by queries that are themselves waiting (a deadlock), the request fails with
-//!   [`CacheError::Exhausted`] instead of hanging. Guards are attributed to the thread that
-//!   created them; a guard moved to another thread can make this detection report a
-//!   deadlock that the other thread would have resolved, never hang. Before failing so, a
-//!   load that asked for the cached frontier tries tree-only.
+//!   [`CacheError::Exhausted`] instead of hanging. Waiting for another thread's load of the
+//!   same relation counts as waiting: when that load is itself blocked on memory the waiter
+//!   holds, the loader gives up. Guards are attributed to the thread that created them; a
+//!   guard moved to another thread can make this detection report a deadlock that the other
+//!   thread would have resolved, never hang. Before failing so, a load that asked for the
+//!   cached frontier tries tree-only.
 //! - **Configuration per relation.** A request names the configuration it prefers. The
 //!   cached frontier ([`MatrixConfig::CachedFrontier`], `k2+F`, ~8 bytes per last-level
 //!   node: usually several times the tree) is used when the relation is hot (asked for at
@@ -147,8 +149,8 @@ struct Entry<E: Engine> {
 
 /// What the LRU holds per key.
 enum Slot<E: Engine> {
-    /// A thread is producing or loading it; others wait for it.
-    Loading,
+    /// `loader` is producing or loading it; others wait for it.
+    Loading { loader: ThreadId },
     /// Resident; evictable when `pins == 0`.
     Ready { entry: Arc<Entry<E>>, pins: usize },
 }
@@ -167,8 +169,12 @@ struct State<E: Engine, K> {
     freeing: u64,
     /// Guards (pins, reservations, and loads in progress) alive per creating thread.
     holders: HashMap<ThreadId, usize>,
-    /// Threads blocked in the cache.
+    /// Threads blocked in the cache since the last change of memory or loads: a notified
+    /// thread leaves the list at once, so it never counts as blocked while it re-checks.
     waiting: Vec<ThreadId>,
+    /// Loaders asked to give up their wait for memory: a thread waiting for their load holds
+    /// what they wait for (see `try_get`).
+    give_up: Vec<ThreadId>,
     hits: u64,
     misses: u64,
     evictions: u64,
@@ -299,13 +305,12 @@ impl<E: Engine, K: Hash + Eq + Clone> Drop for Placeholder<'_, E, K> {
     fn drop(&mut self) {
         if self.armed {
             let mut st = self.shared.lock();
-            if matches!(st.lru.peek(&self.key), Some(Slot::Loading)) {
+            if matches!(st.lru.peek(&self.key), Some(Slot::Loading { .. })) {
                 st.lru.pop(&self.key);
             }
             st.loading -= self.admitted;
             st.release(self.owner);
-            drop(st);
-            self.shared.changed.notify_all();
+            self.shared.notify(&mut st);
         }
     }
 }
@@ -315,6 +320,13 @@ impl<E: Engine, K> Shared<E, K> {
         // A panic while holding the lock cannot leave the counts half-updated (every
         // update is a few arithmetic statements), so a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes every waiting thread to re-check. Called with the lock held, so that `waiting`
+    /// lists exactly the threads that are blocked and not yet woken.
+    fn notify(&self, st: &mut State<E, K>) {
+        st.waiting.clear();
+        self.changed.notify_all();
     }
 
     fn wait<'a>(
@@ -347,6 +359,7 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
                     freeing: 0,
                     holders: HashMap::new(),
                     waiting: Vec::new(),
+                    give_up: Vec::new(),
                     hits: 0,
                     misses: 0,
                     evictions: 0,
@@ -425,7 +438,17 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
         loop {
             let free_now = sh.options.budget - st.used();
             let upgrade = match st.lru.get_mut(&key) {
-                Some(Slot::Loading) => {
+                Some(Slot::Loading { loader }) => {
+                    let loader = *loader;
+                    if st.deadlocked(me) {
+                        // Every other holder is blocked, the loader among them (its
+                        // placeholder is a hold), so this wait closes a cycle: the loader
+                        // waits for memory while this thread may hold some. Ask the loader
+                        // to give up (it retries tree-only or fails), which frees this
+                        // thread to load the relation itself.
+                        st.give_up.push(loader);
+                        sh.notify(&mut st);
+                    }
                     st = sh.wait(st, me);
                     continue;
                 }
@@ -468,7 +491,7 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
 
         // Miss: claim the key so other threads wait for this load instead of repeating it.
         // The loading thread counts as a holder: it will make progress unless it blocks.
-        st.lru.put(key.clone(), Slot::Loading);
+        st.lru.put(key.clone(), Slot::Loading { loader: me });
         st.misses += 1;
         st.hold(me);
         drop(st);
@@ -547,9 +570,8 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
             unreachable!("only the loading thread removes its placeholder");
         }
         placeholder.armed = false; // its hold passes to the returned guard
-
+        sh.notify(&mut st);
         drop(st);
-        sh.changed.notify_all();
         Ok(Pinned {
             shared: self.shared.clone(),
             entry: Some(entry),
@@ -637,7 +659,7 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
         drop(victims); // the cache held the only reference: this frees the engine's memory
         let mut st = self.shared.lock();
         st.freeing -= bytes;
-        self.shared.changed.notify_all();
+        self.shared.notify(&mut st);
         st
     }
 
@@ -663,6 +685,7 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
                 if waited {
                     st.waits += 1;
                 }
+                st.give_up.retain(|t| *t != me);
                 return Ok(st);
             }
             let excess = used + need - budget;
@@ -684,7 +707,14 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
                 }
                 continue;
             }
-            if st.deadlocked(me) {
+            let asked_to_give_up = match st.give_up.iter().position(|t| *t == me) {
+                Some(i) => {
+                    st.give_up.swap_remove(i);
+                    true
+                }
+                None => false,
+            };
+            if asked_to_give_up || st.deadlocked(me) {
                 let held = st.used() - st.unpinned_bytes();
                 return Err(CacheError::Exhausted {
                     needed: need,
@@ -758,8 +788,8 @@ impl<E: Engine, K: Hash + Eq + Clone> Drop for Pinned<E, K> {
         // entry is never evicted), so this frees nothing, and an eviction that follows the
         // unlock really frees the memory when it drops the last reference.
         self.entry = None;
+        self.shared.notify(&mut st);
         drop(st);
-        self.shared.changed.notify_all();
     }
 }
 
@@ -775,7 +805,7 @@ impl<E: Engine, K: Hash + Eq + Clone> Drop for Reservation<E, K> {
         let mut st = self.shared.lock();
         st.reserved -= self.bytes;
         st.release(self.owner);
+        self.shared.notify(&mut st);
         drop(st);
-        self.shared.changed.notify_all();
     }
 }
