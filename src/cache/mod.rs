@@ -446,7 +446,9 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
                         // waits for memory while this thread may hold some. Ask the loader
                         // to give up (it retries tree-only or fails), which frees this
                         // thread to load the relation itself.
-                        st.give_up.push(loader);
+                        if !st.give_up.contains(&loader) {
+                            st.give_up.push(loader);
+                        }
                         sh.notify(&mut st);
                     }
                     st = sh.wait(st, me);
@@ -707,14 +709,8 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
                 }
                 continue;
             }
-            let asked_to_give_up = match st.give_up.iter().position(|t| *t == me) {
-                Some(i) => {
-                    st.give_up.swap_remove(i);
-                    true
-                }
-                None => false,
-            };
-            if asked_to_give_up || st.deadlocked(me) {
+            if st.give_up.contains(&me) || st.deadlocked(me) {
+                st.give_up.retain(|t| *t != me);
                 let held = st.used() - st.unpinned_bytes();
                 return Err(CacheError::Exhausted {
                     needed: need,
