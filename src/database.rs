@@ -583,7 +583,7 @@ impl Database {
 
 impl Database {
     /// Parses and answers a SPARQL query over the whole store (the subset of
-    /// [`crate::sparql::query`]): on the GPU, with relations from the device cache, when
+    /// [`crate::sparql::query()`]): on the GPU, with relations from the device cache, when
     /// the relations the query reads hold at least [`AUTO_GPU_MIN_EDGES`] edges (or
     /// always, with [`EngineChoice::Gpu`]); else on the CPU engine. Returns the answer and
     /// the engine's name.

@@ -188,7 +188,7 @@ impl<E: Engine + 'static> K2Paths<E> {
 
     /// A [`SparqlEvaluator`] whose `SERVICE <urn:k2rpq:paths>` calls k2rpq on `store`'s
     /// current content; use it with queries rewritten by
-    /// [`wrap_paths_in_service`](crate::sparql::rewrite::wrap_paths_in_service).
+    /// [`crate::sparql::rewrite::wrap_paths_in_service`].
     pub fn evaluator(&self, store: &Store) -> Result<SparqlEvaluator, StorageError> {
         let handler = PathService {
             engine: Arc::clone(&self.engine),

@@ -20,10 +20,11 @@
 //!   by queries that are themselves waiting (a deadlock), the request fails with
 //!   [`CacheError::Exhausted`] instead of hanging. Waiting for another thread's load of the
 //!   same relation counts as waiting: when that load is itself blocked on memory the waiter
-//!   holds, the loader gives up. Guards are attributed to the thread that created them; a
-//!   guard moved to another thread can make this detection report a deadlock that the other
-//!   thread would have resolved, never hang. Before failing so, a load that asked for the
-//!   cached frontier tries tree-only.
+//!   holds, the loader gives up. Before failing so, a load that asked for the cached
+//!   frontier tries tree-only. Guards are attributed to the thread that created them, so
+//!   keep a guard on its thread: moved to another, it can make the detection report a
+//!   deadlock that the other thread would have resolved, or miss one while its creator
+//!   runs elsewhere (the creator does not count as blocked).
 //! - **Configuration per relation.** A request names the configuration it prefers. The
 //!   cached frontier ([`MatrixConfig::CachedFrontier`], `k2+F`, ~8 bytes per last-level
 //!   node: usually several times the tree) is used when the relation is hot (asked for at

@@ -21,7 +21,7 @@
 //! Only what a build sorts is stored; the index by line (or the rank bitmap) is derived
 //! again on reading, in parallel, in a fraction of a build's time. Reading checks every
 //! byte (header and body checksums, exact length) and the structure
-//! ([`Lines::from_parts`]), so a damaged or foreign file is an error, never a panic or
+//! (`Lines::from_parts`), so a damaged or foreign file is an error, never a panic or
 //! lists that answer differently from the tree's.
 
 use std::io;

@@ -701,7 +701,7 @@ impl Lines {
     /// packed cells being sorted, 4 per cell for the values, 8 per possible non-empty
     /// line (keys and offsets), 4 per line of the largest index by line that could be
     /// kept (see [`Lines::build`]: at most four lines per non-empty one), and a bit and
-    /// change per line for a [`KeyRank`].
+    /// change per line for a `KeyRank`.
     pub fn peak_bytes(tree: &K2Tree, by_column: bool) -> u64 {
         let n = tree.nnz();
         let dim = if by_column { tree.cols() } else { tree.rows() };

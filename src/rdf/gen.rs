@@ -317,7 +317,7 @@ impl Layout {
 /// line, `id, S REGEX O` (the format of `k2rpq bench --queries`), covering the query
 /// shapes of a Wikidata log (c→v, v→c, v→v, c→c; `*`, `+`, `/`, `|`, `^`, `?`, negated
 /// sets). Its constants are derived from the generator's layout for `triples` (see
-/// [`Role`]), so they name entities of the intended kind at every size; the layout
+/// `Role`), so they name entities of the intended kind at every size; the layout
 /// scales with `triples`, so answer sizes grow about linearly with it.
 pub fn wikidata_like_workload(triples: u64) -> String {
     use Role::*;

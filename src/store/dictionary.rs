@@ -9,7 +9,7 @@
 //! datatypes), which is what front coding removes; Wikidata-style IRIs shrink to a few
 //! bytes each.
 //!
-//! **Huge pages.** A segment of at least [`crate::huge_pages::MIN_DICT_BYTES`] is read
+//! **Huge pages.** A segment of at least `MIN_DICT_BYTES` (in `huge_pages`) is read
 //! into anonymous memory advised for huge pages instead of being mapped (its file is read
 //! whole for the checksum anyway): an answer's terms lie in as many blocks as terms, and
 //! each cold decode otherwise pays a page walk on top of its two cache misses.
@@ -502,8 +502,8 @@ impl Dictionary {
     /// An answer's ids are spread over the dictionary: each decode misses the cache twice
     /// in a row (its block's offset, then the block), ~0.1-0.2 µs each once a query's walk
     /// has evicted the answer's lines (w19 at 100M: 605 ids in 604 blocks, 70 % of
-    /// `term`'s time on those two loads). Here the offset of the id [`OFFSET_AHEAD`]
-    /// positions later and the block of the id [`BLOCK_AHEAD`] later are prefetched, so
+    /// `term`'s time on those two loads). Here the offset of the id `OFFSET_AHEAD`
+    /// positions later and the block of the id `BLOCK_AHEAD` later are prefetched, so
     /// the misses of several ids overlap, and one key buffer serves all ids.
     pub fn terms(&self, ids: &[u32]) -> Vec<Option<Term>> {
         let mut key = Vec::with_capacity(128);

@@ -13,7 +13,7 @@ use crate::engine::{EngineError, Result};
 /// Text every kernel file is compiled with (types, the step parameters, tree helpers).
 const COMMON: &str = include_str!("../../../cuda/common.cuh");
 
-/// The kernel sources, by module name; each is compiled with [`COMMON`] prepended.
+/// The kernel sources, by module name; each is compiled with `COMMON` prepended.
 pub const KERNEL_SOURCES: &[(&str, &str)] = &[
     ("traverse", include_str!("../../../cuda/traverse.cu")),
     ("scan", include_str!("../../../cuda/scan.cu")),
