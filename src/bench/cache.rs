@@ -218,8 +218,7 @@ pub fn run<E: Engine>(
                 handles.into_iter().try_fold(0, |sum, h| {
                     Ok::<_, CacheError>(sum + h.join().expect("a benchmark thread panicked")?)
                 })
-            });
-            let refused = refused?;
+            })?;
             let seconds = start.elapsed().as_secs_f64();
             let n: usize = ops.iter().map(Vec::len).sum();
             Ok(CacheBenchRow {
