@@ -28,13 +28,14 @@ struct Descent {
     u64 first;
 };
 
+template <bool SEVERAL>
 __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
     Descent d;
     d.s0 = signature(p.nib, p.node0 + t);
     d.sig1 = d.sig2 = 0;
     // Steps of several levels have no scanned offsets (their child0 is a descendant's).
     u64 f = first_child(p, t);
-    if (p.width >= 2) {
+    if (SEVERAL && p.width >= 2) {
         d.sig1 = signatures(p.nib, f, __popc(d.s0));
         f = 1 + dir_rank(p.nib, p.ranks, p.sample_log2, f);
         if (p.width >= 3) {
@@ -53,7 +54,12 @@ __device__ __forceinline__ bool live(const StepParams &p, bool alive, u64 code, 
     return alive && (!p.pyramid || block_active(p, code, level));
 }
 
-extern "C" __global__ void expand(StepParams p) {
+// SEVERAL: the step may expand more than one level (`expand_levels`). The one-level
+// kernel (`expand`) is compiled apart: with the deeper levels' code in it, a one-level
+// step measured 6-16 % slower (docs/BENCHMARKS.md, session 12).
+template <bool SEVERAL>
+__device__ __forceinline__ void expand_nodes(const StepParams &p) {
+    const u32 levels = SEVERAL ? (u32)p.width : 1u;
     start_dependents();
     u64 t = global_thread();
     // The first node's signatures and directory ranks read only the resident tree: with an
@@ -61,10 +67,10 @@ extern "C" __global__ void expand(StepParams p) {
     // offsets are written by the scan, so they wait.
     bool early = !p.offsets && t < p.count;
     Descent d;
-    if (early) d = descent(p, t);
+    if (early) d = descent<SEVERAL>(p, t);
     wait_prerequisites();
     for (; t < p.count; t += thread_stride(), early = false) {
-        if (!early) d = descent(p, t);
+        if (!early) d = descent<SEVERAL>(p, t);
         u64 code = p.codes_in[p.src_off + t];
         u64 *out = p.codes_out + (d.first - p.child0);
         bool alive = live(p, code != PRUNED, code, p.level);
@@ -73,7 +79,7 @@ extern "C" __global__ void expand(StepParams p) {
             if (!(d.s0 & (1u << b1))) continue;
             u64 c1 = (code << 2) | b1;
             bool alive1 = live(p, alive, c1, p.level + 1);
-            if (p.width == 1) {
+            if (levels == 1) {
                 *out++ = alive1 ? c1 : PRUNED;
                 continue;
             }
@@ -83,7 +89,7 @@ extern "C" __global__ void expand(StepParams p) {
                 if (!(g1 & (1u << b2))) continue;
                 u64 c2 = (c1 << 2) | b2;
                 bool alive2 = live(p, alive1, c2, p.level + 2);
-                if (p.width == 2) {
+                if (levels == 2) {
                     *out++ = alive2 ? c2 : PRUNED;
                     continue;
                 }
@@ -98,6 +104,9 @@ extern "C" __global__ void expand(StepParams p) {
         }
     }
 }
+
+extern "C" __global__ void expand(StepParams p) { expand_nodes<false>(p); }
+extern "C" __global__ void expand_levels(StepParams p) { expand_nodes<true>(p); }
 
 // The semirings of Table 1 as one `apply(y, i_in, i_out, b)` each.
 struct PlusTimesOp {

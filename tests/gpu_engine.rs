@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
-use k2rpq::engine::gpu::{self, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource};
+use k2rpq::engine::gpu::{
+    self, BitsUpdate, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
+};
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
     Semiring, Traversal, Tropical,
@@ -524,6 +526,7 @@ fn replays_the_product(gpu: &GpuEngine) {
                     gpu.bits_zeroed(n_in as usize, 1).unwrap(),
                     gpu.bits_zeroed(n_out as usize, 1).unwrap(),
                     traversal,
+                    BitsUpdate::Or,
                 )
                 .unwrap();
             let mut want = BitMatrix::zeroed(n_out as usize, 1);
@@ -545,6 +548,22 @@ fn replays_the_product(gpu: &GpuEngine) {
             cpu.bool_product(&cm, dir, &xb2, &mut only, traversal)
                 .unwrap();
             assert!(g.y().unwrap() == only, "{label}, after clear_y");
+            // A graph that overwrites: each replay holds its own input's product only.
+            let mut g = gpu
+                .record_bool_product(
+                    &gm,
+                    dir,
+                    gpu.bits_zeroed(n_in as usize, 1).unwrap(),
+                    gpu.bits_zeroed(n_out as usize, 1).unwrap(),
+                    traversal,
+                    BitsUpdate::Overwrite,
+                )
+                .unwrap();
+            g.set_x(&xb).unwrap();
+            g.launch().unwrap();
+            g.set_x(&xb2).unwrap();
+            g.launch().unwrap();
+            assert!(g.y().unwrap() == only, "{label}, overwriting replays");
         }
     }
 }

@@ -16,8 +16,8 @@ use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
 use crate::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
 use crate::engine::gpu::{
-    DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
-    ProductGraph,
+    BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
+    OffsetSource, ProductGraph,
 };
 use crate::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
@@ -27,6 +27,11 @@ use crate::k2tree::K2Tree;
 /// Tile size of the fixed-tile contenders (`M20`: the tile every plan had before tiles
 /// were chosen per plan), beside the default's automatic tiles.
 const FIXED_TILE: u64 = 1 << 20;
+
+/// Tiles of the tree-only contenders with more scratch than the automatic tiles allow
+/// (the 200M web graph's descent makes ~550 launches with its automatic 2^20-node tiles,
+/// 141 with 2^22, 30 with 2^24: docs/BENCHMARKS.md, session 10).
+const LARGE_TILES: [u64; 2] = [1 << 22, 1 << 24];
 
 /// One configuration × offset source of the GPU engine, with the tree loaded.
 pub struct GpuContender {
@@ -128,6 +133,11 @@ impl GpuContender {
             &[TreeOnly, CachedFrontier],
             Some(FIXED_TILE),
         )?;
+        // Tree-only with larger tiles than the automatic ones (`M22`, `M24`): on a large
+        // matrix fewer launches for more scratch.
+        for tile_nodes in LARGE_TILES {
+            add(default, (dir, Codes), &[TreeOnly], Some(tile_nodes))?;
+        }
         // Tree-only with a deeper host-expanded top level (`T17`, `T18`: at most 2^17 or
         // 2^18 top nodes): fewer expand launches for more resident top codes.
         for top_nodes in [1 << 17, 1 << 18] {
@@ -299,13 +309,11 @@ impl BitsProduct for GpuBitsProduct<'_> {
         self.c.engine.bits_download(&self.y)
     }
     fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing> {
-        // The output is not cleared between repeats: OR-ing into it again is the same
-        // work, and the clear is not part of a product.
-        let (c, dir, x, y) = (self.c, self.dir, &self.x, &mut self.y);
-        c.device().time(warmup, repeats, || {
-            c.engine
-                .bool_product(&c.matrix, dir, x, y, Traversal::Dense)
-        })
+        // Each repeat is `run`: y = A x from a cleared y, as cuSPARSE's SpMM (β = 0)
+        // computes it. (OR-ing into a y that already holds A x would let the
+        // read-before-atomic skip every update: bit-packed rows before session 12.)
+        let device = self.c.device();
+        device.time(warmup, repeats, || self.run())
     }
     fn replayed(
         &mut self,
@@ -315,17 +323,17 @@ impl BitsProduct for GpuBitsProduct<'_> {
     ) -> Result<Option<(BitMatrix, Timing)>> {
         let e = &self.c.engine;
         let (rows, words) = self.y.shape();
-        let mut graph = e.record_bool_product(
+        // As for `time`: each replay clears y first (recorded in the graph).
+        let graph = e.record_bool_product(
             &self.c.matrix,
             self.dir,
             e.bits_upload(x)?,
             e.bits_zeroed(rows, words)?,
             Traversal::Dense,
+            BitsUpdate::Overwrite,
         )?;
-        graph.clear_y()?;
         graph.launch()?;
         let out = graph.y()?;
-        // As for `time`: replays OR into the output again, the same work each time.
         let timing = self.c.device().time(warmup, repeats, || graph.launch())?;
         Ok(Some((out, timing)))
     }

@@ -27,6 +27,7 @@ const FUNCTIONS: &[(&str, &[&str])] = &[
         "traverse",
         &[
             "expand",
+            "expand_levels",
             "leaves_plus_times",
             "leaves_counting",
             "leaves_boolean",

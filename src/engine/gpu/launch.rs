@@ -231,8 +231,9 @@ impl LeafKernel {
     /// [`LeafKernel::Tuned`] the measured winner (bench-spmv on the H200, cnr-2000 and a
     /// 200M-edge web graph; docs/BENCHMARKS.md, "Block entries in the cached frontier"):
     ///
-    /// - bit-packed batches: `rows` (read-before-atomic skips most updates; aggregation
-    ///   only adds shuffles);
+    /// - bit-packed batches: right over block entries `wagg` (lanes of one block row
+    ///   merge their words before the atomics: −16-20 % against `rows` on both graphs,
+    ///   session 12), otherwise `rows`;
     /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
     /// - over block entries, right: `runs` (a thread sums a block row's run of entries in
     ///   registers; over Morton-ordered blocks a single vector gains more from `wagg`);
@@ -250,6 +251,7 @@ impl LeafKernel {
             return self;
         }
         match (op, dir, layout) {
+            (LeafOp::Bits, Right, Blocks | RowBlocks) => LeafKernel::WarpAgg,
             (LeafOp::Bits, _, _) => LeafKernel::Rows,
             (_, Right, Codes) => LeafKernel::Rows,
             (_, Left, Codes) => LeafKernel::WarpAgg,
@@ -440,7 +442,9 @@ mod tests {
             (LeafOp::PlusTimes, Right, 1, Blocks, WarpAgg),
             (LeafOp::PlusTimes, Right, 1, RowBlocks, Runs),
             (LeafOp::Boolean, Left, 16, RowBlocks, Rows),
-            (LeafOp::Bits, Right, 1, RowBlocks, Rows),
+            (LeafOp::Bits, Right, 1, RowBlocks, WarpAgg),
+            (LeafOp::Bits, Left, 1, RowBlocks, Rows),
+            (LeafOp::Bits, Right, 1, Codes, Rows),
         ] {
             let got = LeafKernel::Tuned.resolve(op, dir, width, layout);
             assert_eq!(got, want, "{op:?} {dir:?} B={width} {layout:?}");

@@ -115,6 +115,16 @@ impl Default for GpuOptions {
     }
 }
 
+/// How a recorded bit-packed product ([`GpuEngine::record_bool_product`]) treats its
+/// output batch on each replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitsUpdate {
+    /// `y |= A x`: the product ORs into what `y` holds.
+    Or,
+    /// `y = A x`: `y` is cleared first.
+    Overwrite,
+}
+
 /// What [`available`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -571,9 +581,10 @@ impl GpuEngine {
     }
 
     /// Records the bit-packed Boolean product `y |= A x` (or `yᵀ |= xᵀ A`) once as a CUDA
-    /// graph over batches the graph owns; [`BitsGraph::launch`] replays it. Like
-    /// [`Engine::bool_product`], a replay ORs into `y` ([`BitsGraph::clear_y`] first for
-    /// `y = A x`).
+    /// graph over batches the graph owns; [`BitsGraph::launch`] replays it. With
+    /// [`BitsUpdate::Or`] a replay ORs into `y`, like [`Engine::bool_product`]; with
+    /// [`BitsUpdate::Overwrite`] it clears `y` first (the clear is part of the graph), so
+    /// each replay computes `y = A x`.
     pub fn record_bool_product(
         &self,
         m: &DeviceTree,
@@ -581,6 +592,7 @@ impl GpuEngine {
         x: GpuBits,
         y: GpuBits,
         traversal: Traversal,
+        update: BitsUpdate,
     ) -> Result<BitsGraph> {
         check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
         if x.len() == 0 || y.len() == 0 {
@@ -591,7 +603,12 @@ impl GpuEngine {
         let (plan, layout) = self.bits_plan(m, x.words, traversal);
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let _g = self.guard();
-        let graph = self.capture(|| self.enqueue_bits(m, dir, &x, &y, plan, &scratch))?;
+        let graph = self.capture(|| {
+            if update == BitsUpdate::Overwrite {
+                self.fill_u32(y.raw(self.gpu.stream()), 0, 2 * y.len())?;
+            }
+            self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
+        })?;
         Ok(BitsGraph::new(
             graph,
             x,
@@ -753,7 +770,7 @@ impl GpuEngine {
         let status = ptr(s, &scratch.status);
         let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
         let expand = self.gpu.function(kernel.expand())?;
-        let expand_levels = self.gpu.function("expand")?;
+        let expand_levels = self.gpu.function("expand_levels")?;
         let leaves = self.gpu.function(kernel.leaves(op))?;
         // Over block entries the leaf kernel reads each node's block from its entry.
         let block_leaves = if m.layout.packed() {
