@@ -519,16 +519,18 @@ fn replays_the_product(gpu: &GpuEngine) {
                 random_bits(&mut rng, n_in as usize, 1, 0.05),
                 random_bits(&mut rng, n_in as usize, 1, 0.3),
             );
-            let mut g = gpu
-                .record_bool_product(
+            let record = |update| {
+                gpu.record_bool_product(
                     &gm,
                     dir,
                     gpu.bits_zeroed(n_in as usize, 1).unwrap(),
                     gpu.bits_zeroed(n_out as usize, 1).unwrap(),
                     traversal,
-                    BitsUpdate::Or,
+                    update,
                 )
-                .unwrap();
+                .unwrap()
+            };
+            let mut g = record(BitsUpdate::Or);
             let mut want = BitMatrix::zeroed(n_out as usize, 1);
             g.set_x(&xb).unwrap();
             g.launch().unwrap();
@@ -549,16 +551,7 @@ fn replays_the_product(gpu: &GpuEngine) {
                 .unwrap();
             assert!(g.y().unwrap() == only, "{label}, after clear_y");
             // A graph that overwrites: each replay holds its own input's product only.
-            let mut g = gpu
-                .record_bool_product(
-                    &gm,
-                    dir,
-                    gpu.bits_zeroed(n_in as usize, 1).unwrap(),
-                    gpu.bits_zeroed(n_out as usize, 1).unwrap(),
-                    traversal,
-                    BitsUpdate::Overwrite,
-                )
-                .unwrap();
+            let mut g = record(BitsUpdate::Overwrite);
             g.set_x(&xb).unwrap();
             g.launch().unwrap();
             g.set_x(&xb2).unwrap();
