@@ -232,7 +232,7 @@ impl LeafKernel {
     /// 200M-edge web graph; docs/BENCHMARKS.md, "Block entries in the cached frontier"):
     ///
     /// - bit-packed batches: right over block entries `wagg` (lanes of one block row
-    ///   merge their words before the atomics: −16-20 % against `rows` on both graphs,
+    ///   merge their words before the atomics: −16-22 % against `rows` on the two graphs,
     ///   session 12), otherwise `rows`;
     /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
     /// - over block entries, right: `runs` (a thread sums a block row's run of entries in

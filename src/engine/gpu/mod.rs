@@ -605,7 +605,7 @@ impl GpuEngine {
         let _g = self.guard();
         let graph = self.capture(|| {
             if update == BitsUpdate::Overwrite {
-                self.fill_u32(y.raw(self.gpu.stream()), 0, 2 * y.len())?;
+                self.enqueue_bits_clear(&y)?;
             }
             self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
         })?;
@@ -724,6 +724,12 @@ impl GpuEngine {
             scratch,
             false,
         )
+    }
+
+    /// Enqueues the zeroing of `bits` (the caller holds the engine's lock). Stream order
+    /// puts it before every later use: no synchronisation.
+    fn enqueue_bits_clear(&self, bits: &GpuBits) -> Result<()> {
+        self.fill_u32(bits.raw(self.gpu.stream()), 0, 2 * bits.len())
     }
 
     fn fill_u32(&self, p: u64, value: u32, n: u64) -> Result<()> {
@@ -1021,9 +1027,7 @@ impl Engine for GpuEngine {
 
     fn bits_clear(&self, bits: &mut GpuBits) -> Result<()> {
         let _g = self.guard();
-        let p = bits.raw(self.gpu.stream());
-        // Stream order puts the fill before every later use: no synchronisation.
-        self.fill_u32(p, 0, 2 * bits.len())
+        self.enqueue_bits_clear(bits)
     }
 
     fn bits_or(&self, dst: &mut GpuBits, src: &GpuBits) -> Result<()> {
