@@ -21,6 +21,9 @@
 //  - agg:   warp-level aggregation: lanes whose nodes share the output block (Morton order
 //           keeps them adjacent) combine their rows with a shuffle tree reduction, and only
 //           the lowest such lane updates y: one atomic per distinct output entry per warp.
+//           Over block entries sorted by block row, a right product's peers are runs of
+//           adjacent lanes, combined by a segmented shuffle scan without a key match
+//           (`rowblocks_agg`).
 //
 // The WRANK and AGG kernels keep all 32 lanes of a warp in the loop together (their base
 // index is warp-uniform) because they shuffle across lanes.
@@ -38,7 +41,7 @@ struct PlusTimesAcc {
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     // The cell kernel skips zero inputs: adding a zero sum changes nothing either.
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0.0f; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool = true) {
         atomicAdd(&((float *)p.y)[o * p.width + b], v);
     }
     // Combine into a shared-memory window entry (the `window` kernel).
@@ -51,7 +54,7 @@ struct CountingAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool = true) {
         atomicAdd(&((u32 *)p.y)[o * p.width + b], v);
     }
     __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
@@ -63,9 +66,9 @@ struct BooleanAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v != 0u ? 1u : 0u; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
         u32 *dst = &((u32 *)p.y)[o * p.width + b];
-        if (__ldcg(dst) == 0u) atomicMax(dst, 1u);
+        if (!read || __ldcg(dst) == 0u) atomicMax(dst, 1u);
     }
     // Every writer stores the same 1: racing plain stores are enough.
     __device__ __forceinline__ static void local(T *w, T v) { *(volatile T *)w = 1u; }
@@ -86,10 +89,10 @@ struct TropicalAcc {
     __device__ __forceinline__ static bool is_identity(T a) {
         return __float_as_uint(a) >= 0x7f800000u;
     }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
         u32 *dst = &((u32 *)p.y)[o * p.width + b];
         u32 bits = __float_as_uint(v);
-        if (__ldcg(dst) > bits) atomicMin(dst, bits);
+        if (!read || __ldcg(dst) > bits) atomicMin(dst, bits);
     }
     __device__ __forceinline__ static void local(T *w, T v) {
         u32 bits = __float_as_uint(v);
@@ -104,8 +107,12 @@ struct BitsAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0ull; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v) {
+    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
         u64 *dst = &((u64 *)p.y)[o * p.width + b];
+        if (!read) {
+            atomicOr(dst, v);
+            return;
+        }
         u64 old = __ldcg(dst);
         if ((old | v) != old) atomicOr(dst, v);
     }
@@ -292,13 +299,36 @@ __device__ __forceinline__ void reduce_peers(u32 peers, u32 lane, typename Op::T
     }
 }
 
-// Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
-// and clears acc.
+// Combines acc[0..4] over each run of consecutive lanes with the same key (`heads`: the
+// lanes that start a run) into the run's first lane: a segmented suffix scan (Hillis and
+// Steele), log2 of the longest run's length rounds of shuffles. Where equal keys are
+// adjacent (block entries sorted by block row, in a right product) this finds every peer
+// that `reduce_peers` finds, without `__match_any_sync`. All 32 lanes must call it.
 template <typename Op>
-__device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4]) {
+__device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T acc[4]) {
+    typedef typename Op::T T;
+    for (u32 d = 1; d < 32; d <<= 1) {
+        // Lane + d is in this lane's run when no run starts in lanes lane + 1 .. lane + d.
+        bool take = lane + d < 32 && ((heads >> (lane + 1)) & ((1u << d) - 1u)) == 0u;
+        // Runs no longer than d need no further round (uniform: all lanes agree).
+        if (!__any_sync(FULL_MASK, take)) break;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) {
+            T v = __shfl_down_sync(FULL_MASK, acc[i], d);
+            if (take) acc[i] = Op::combine(acc[i], v);
+        }
+    }
+}
+
+// Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
+// and clears acc. `read`: idempotent semirings read y first and skip an update that
+// would change nothing (worth it while updates of one entry are many).
+template <typename Op>
+__device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4],
+                                            bool read = true) {
 #pragma unroll
     for (u32 i = 0; i < 4; ++i) {
-        if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i]);
+        if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i], read);
         acc[i] = Op::identity();
     }
 }
@@ -348,7 +378,10 @@ __device__ __forceinline__ TreeItem tree_item(const StepParams &p, u64 base, u64
 // << 16 | bitmap`, src/engine/gpu/frontier.rs): the block comes with the entry, so
 // nothing of the tree is read (no signature, rank or leaves) and no Morton code is
 // decoded. Entries are never PRUNED (only descents write that) and may come in any order.
-template <typename Op, bool WRANK, bool AGG, bool BLOCKS>
+// ROW_SORTED: the entries come sorted by block row (`RowBlocks`), so in a right product
+// the lanes of one block row are adjacent and AGG combines runs of adjacent lanes
+// (`reduce_runs`) instead of matching keys across the warp.
+template <typename Op, bool WRANK, bool AGG, bool BLOCKS, bool ROW_SORTED = false>
 __device__ __forceinline__ void leaves_rows(const StepParams &p) {
     typedef typename Op::T T;
     start_dependents();
@@ -386,16 +419,28 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
         }
         bool leader = bm != 0u;
+        // After aggregation a right product over block entries updates an output entry
+        // about once per warp, so reading y first would rarely save an atomic; a left
+        // product's column updates still collide across warps, and the read pays there
+        // (docs/BENCHMARKS.md, session 13).
+        const bool read = !(AGG && BLOCKS && p.dir == 0);
         if (AGG) {
             // Nodes with the same output block and vector have the same key; o0 is a
             // multiple of 4 and b < width, so distinct (o0, b) give distinct keys.
             const u64 none = ~0ull;
             u64 key = bm ? o0 * p.width + b : none;
-            u32 peers = __match_any_sync(FULL_MASK, key);
-            reduce_peers<Op>(peers, lane, acc);
-            leader = key != none && (__ffs(peers) - 1) == (int)lane;
+            if (ROW_SORTED && p.dir == 0) {
+                u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
+                bool head = lane == 0 || key != prev;
+                reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
+                leader = head && key != none;
+            } else {
+                u32 peers = __match_any_sync(FULL_MASK, key);
+                reduce_peers<Op>(peers, lane, acc);
+                leader = key != none && (__ffs(peers) - 1) == (int)lane;
+            }
         }
-        if (leader) flush_block<Op>(p, o0, b, acc);
+        if (leader) flush_block<Op>(p, o0, b, acc, read);
     }
 }
 
@@ -429,6 +474,44 @@ __device__ __forceinline__ void load_run(const StepParams &p, u64 t0, u64 entry[
     }
 }
 
+// One thread's N entries (for vector b): every entry's inputs are loaded first, then the
+// blocks of each run of entries with the same output block are summed. Every run but the
+// last is flushed here; the last is left in `acc`, its output block in `cur` (~0 when the
+// entries are all empty). Returns whether the entries held more than one run.
+template <typename Op, u32 N>
+__device__ __forceinline__ bool lane_runs(const StepParams &p, const u64 entry[N], u64 b, bool read,
+                                          u64 &cur, typename Op::T acc[4]) {
+    typedef typename Op::T T;
+    u32 bm[N];
+    T xv[N][4];
+#pragma unroll
+    for (u32 j = 0; j < N; ++j) {
+        bm[j] = entry_active_bitmap(p, entry[j]);
+        if (bm[j]) block_inputs<Op>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
+    }
+    cur = ~0ull;  // output block of the open run; never a multiple of 4 when none
+    bool several = false;
+#pragma unroll
+    for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
+#pragma unroll
+    for (u32 j = 0; j < N; ++j) {
+        if (!bm[j]) continue;
+        u64 o0 = p.dir == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
+        if (o0 != cur) {
+            if (cur != ~0ull) {
+                flush_block<Op>(p, cur, b, acc, read);
+                several = true;
+            }
+            cur = o0;
+        }
+        T part[4];
+        block_combine<Op>(p.dir, bm[j], xv[j], part);
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
+    }
+    return several;
+}
+
 template <typename Op, u32 N>
 __device__ __forceinline__ void blocks_runs(const StepParams &p) {
     typedef typename Op::T T;
@@ -445,31 +528,61 @@ __device__ __forceinline__ void blocks_runs(const StepParams &p) {
         u64 r = g / p.width;
         u64 b = g - r * p.width;
         if (!early) load_run<N>(p, r * N, entry);
-        u32 bm[N];
-        T xv[N][4];
-#pragma unroll
-        for (u32 j = 0; j < N; ++j) {
-            bm[j] = entry_active_bitmap(p, entry[j]);
-            if (bm[j]) block_inputs<Op>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
-        }
-        u64 cur = ~0ull;  // output block of the open run; never a multiple of 4 when none
+        u64 cur;
         T acc[4];
-#pragma unroll
-        for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
-#pragma unroll
-        for (u32 j = 0; j < N; ++j) {
-            if (!bm[j]) continue;
-            u64 o0 = p.dir == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
-            if (o0 != cur) {
-                if (cur != ~0ull) flush_block<Op>(p, cur, b, acc);
-                cur = o0;
-            }
-            T part[4];
-            block_combine<Op>(p.dir, bm[j], xv[j], part);
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
-        }
+        lane_runs<Op, N>(p, entry, b, true, cur, acc);
         if (cur != ~0ull) flush_block<Op>(p, cur, b, acc);
+    }
+}
+
+// `runs` over entries sorted by block row, for right products: lanes take consecutive
+// groups of N entries, so a block row that spans lanes ends one lane's entries and starts
+// the next lane's. Each lane's last run is combined with the runs of the lanes after it
+// that continue it (`reduce_runs`), and the first lane of each such run updates y: an
+// atomic per output entry per warp and block row, with the shuffles of one scan shared by
+// 32 N entries. Updates are blind (see `leaves_rows`). Left products (columns: no
+// adjacency) take the per-lane flush of `blocks_runs`.
+template <typename Op, u32 N>
+__device__ __forceinline__ void rowblocks_runs(const StepParams &p) {
+    typedef typename Op::T T;
+    start_dependents();
+    const u32 lane = threadIdx.x & 31;
+    const u64 runs = (p.count + N - 1) / N;
+    const u64 total = runs * p.width;
+    const bool right = p.dir == 0;
+    // Warp-uniform base: every lane takes part in the scan.
+    u64 base = global_thread() - lane;
+    u64 entry[N];
+    bool early = base < total;
+    if (early) {
+        u64 g = base + lane;
+        if (g < total) load_run<N>(p, g / p.width * N, entry);
+        else for (u32 j = 0; j < N; ++j) entry[j] = 0ull;
+    }
+    wait_prerequisites();
+    for (; base < total; base += thread_stride(), early = false) {
+        u64 g = base + lane;
+        bool valid = g < total;
+        u64 r = valid ? g / p.width : 0;
+        u64 b = g - r * p.width;
+        if (!early) {
+            if (valid) load_run<N>(p, r * N, entry);
+            else for (u32 j = 0; j < N; ++j) entry[j] = 0ull;  // empty blocks
+        }
+        u64 cur;
+        T acc[4];
+        bool several = lane_runs<Op, N>(p, entry, b, !right, cur, acc);
+        if (right) {
+            const u64 none = ~0ull;
+            u64 key = cur != ~0ull ? cur * p.width + b : none;
+            u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
+            // A lane whose entries held several runs starts its last one.
+            bool head = lane == 0 || several || key != prev;
+            reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
+            if (head && key != none) flush_block<Op>(p, cur, b, acc, false);
+        } else if (cur != ~0ull) {
+            flush_block<Op>(p, cur, b, acc);
+        }
     }
 }
 
@@ -584,8 +697,12 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
     extern "C" __global__ void leaves_window_##NAME(StepParams p) { leaves_window<OP>(p); } \
     extern "C" __global__ void blocks_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, true>(p); } \
     extern "C" __global__ void blocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true>(p); } \
+    extern "C" __global__ void rowblocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true, true>(p); } \
     extern "C" __global__ void blocks_runs_##NAME(StepParams p) {                                  \
         blocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                    \
+    } \
+    extern "C" __global__ void rowblocks_runs_##NAME(StepParams p) {                               \
+        rowblocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                 \
     }
 
 LEAF_KERNELS(plus_times, PlusTimesAcc)

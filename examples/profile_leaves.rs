@@ -1,29 +1,30 @@
-//! Dense products (right and left) of a synthetic web graph over the cached frontier, once
+//! Dense products (right and left) of a synthetic web graph (or an edge-list file) over the cached frontier, once
 //! per leaf kernel: a small program to time the leaf kernels alone and to run under a
 //! profiler (issue 10). Prints the mean time of `REPS` products (CUDA events; each product
 //! also zeroes `y`) per leaf kernel and frontier layout. `OP` is `f32` (a plus-times single
 //! vector, the default) or `bits` (a bit-packed batch of 64 sources, random words).
 //!
 //! ```text
-//! profile_leaves [EDGES=200000000] [KERNELS=rows,window] [REPS=20] [LAYOUTS=blocks] [OP=f32]
+//! profile_leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] [LAYOUTS=blocks] [OP=f32]
 //! ncu --kernel-name regex:'blocks_' --section SpeedOfLight --section WarpStateStats \
 //!     profile_leaves 200000000 rows,wagg 1 blocks,rowblocks
 //! ncu --kernel-name blocks_rows_bits --section SpeedOfLight --section WarpStateStats \
 //!     --section InstructionStats profile_leaves 200000000 rows 1 rowblocks bits
 //! ```
 
+use std::path::Path;
 use std::sync::Arc;
 
 use k2rpq::bench::gen::Web;
+use k2rpq::bench::input::{read_edges, InputFormat};
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel};
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Traversal};
 use k2rpq::k2tree::K2Tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let edges: u64 = args
-        .get(1)
-        .map_or(200_000_000, |s| s.parse().expect("EDGES"));
+    // A number of edges (a synthetic web graph) or an edge-list file.
+    let source = args.get(1).map_or("200000000", String::as_str);
     let kernels: Vec<LeafKernel> = args
         .get(2)
         .map_or("rows,window", String::as_str)
@@ -47,16 +48,41 @@ fn main() {
         "bits" => true,
         other => panic!("OP is f32 or bits, not {other}"),
     };
-    let g = Web::like_cnr(edges, 1).generate();
-    let n = g.nodes;
-    let mut codes = g.codes;
-    let tree = Arc::new(K2Tree::from_codes(n, n, &mut codes).expect("tree"));
+    let (name, rows, cols, mut codes) = match source.parse::<u64>() {
+        Ok(edges) => {
+            let g = Web::like_cnr(edges, 1).generate();
+            (format!("web {edges} edges"), g.nodes, g.nodes, g.codes)
+        }
+        Err(_) => {
+            let path = Path::new(source);
+            let g = read_edges(path, InputFormat::from_path(path), None).expect("edge list");
+            (source.to_string(), g.rows, g.cols, g.codes)
+        }
+    };
+    let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
     drop(codes);
-    println!("web {edges} edges: {} cells, {} nodes", tree.nnz(), n);
-    for (k, frontier) in kernels
-        .iter()
-        .flat_map(|&k| layouts.iter().map(move |&f| (k, f)))
-    {
+    // Products read x over the columns (right) or rows (left): one vector of the larger side.
+    let n = rows.max(cols);
+    println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
+    // PROFILE_KERNEL_DIRS=a,b: every measurement once per kernel-source folder (each
+    // compiled through K2RPQ_KERNEL_DIR), so variants of a kernel share one generated graph.
+    let dirs: Vec<Option<String>> = match std::env::var("PROFILE_KERNEL_DIRS") {
+        Ok(list) => list.split(',').map(|d| Some(d.to_string())).collect(),
+        Err(_) => vec![None],
+    };
+    let mut runs = Vec::new();
+    for dir in &dirs {
+        for &k in &kernels {
+            for &frontier in &layouts {
+                runs.push((dir, k, frontier));
+            }
+        }
+    }
+    for (dir, k, frontier) in runs {
+        if let Some(d) = dir {
+            std::env::set_var("K2RPQ_KERNEL_DIR", d);
+            print!("[{d}] ");
+        }
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {

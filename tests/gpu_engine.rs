@@ -634,7 +634,13 @@ fn kernels_compile_with_nvrtc() {
             ];
             for name in ops
                 .into_iter()
-                .flat_map(|op| [kernel.leaves(op), kernel.block_leaves(op)])
+                .flat_map(|op| {
+                    [
+                        kernel.leaves(op),
+                        kernel.block_leaves(op, gpu::FrontierLayout::Blocks),
+                        kernel.block_leaves(op, gpu::FrontierLayout::RowBlocks),
+                    ]
+                })
                 .chain([kernel.expand()])
             {
                 let body = entry_body(&entries, name).unwrap_or_else(|| {

@@ -66,11 +66,29 @@ pub fn nvrtc_present() -> bool {
 ///
 /// Needs libnvrtc but no GPU, so CI checks that every kernel compiles. Call
 /// [`nvrtc_present`] first: cudarc panics without the library.
+///
+/// With the environment variable `K2RPQ_KERNEL_DIR` set, the sources are read from that
+/// folder (`common.cuh` and `<module>.cu`, as in `cuda/`) instead of the ones built into
+/// the binary: a kernel can then be changed and measured on a device without rebuilding,
+/// as long as its name and parameters stay the same.
 pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
+    let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(std::path::PathBuf::from);
+    let read = |file: &str, built_in: &'static str| -> Result<std::borrow::Cow<'static, str>> {
+        match &dir {
+            None => Ok(built_in.into()),
+            Some(d) => std::fs::read_to_string(d.join(file))
+                .map(Into::into)
+                .map_err(|e| {
+                    EngineError::Cuda(format!("K2RPQ_KERNEL_DIR: {}: {e}", d.join(file).display()))
+                }),
+        }
+    };
+    let common = read("common.cuh", COMMON)?;
     KERNEL_SOURCES
         .iter()
-        .map(|&(name, src)| {
-            let text = format!("{COMMON}\n#line 1 \"{name}.cu\"\n{src}");
+        .map(|&(name, built_in)| {
+            let src = read(&format!("{name}.cu"), built_in)?;
+            let text = format!("{common}\n#line 1 \"{name}.cu\"\n{src}");
             let opts = CompileOptions {
                 options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
                 name: Some(format!("{name}.cu")),

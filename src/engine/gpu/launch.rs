@@ -189,8 +189,10 @@ pub enum LeafKernel {
     /// Over block entries of the cached frontier: a thread takes 8 consecutive entries (4
     /// of a bit-packed batch, whose 8-byte words would double the registers in flight)
     /// and sums each run of entries with the same output block in registers, one update
-    /// per non-empty output entry of a run (with [`super::FrontierLayout::RowBlocks`] a
-    /// right product's runs are block rows). Over codes it is `Rows`.
+    /// per non-empty output entry of a run. With [`super::FrontierLayout::RowBlocks`] a
+    /// right product's runs are block rows; one that continues into the next lanes is
+    /// combined with theirs by shuffles, then updated once per warp without reading `y`
+    /// first. Over codes it is `Rows`.
     Runs,
 }
 
@@ -231,9 +233,10 @@ impl LeafKernel {
     /// [`LeafKernel::Tuned`] the measured winner (bench-spmv on the H200, cnr-2000 and a
     /// 200M-edge web graph; docs/BENCHMARKS.md, "Block entries in the cached frontier"):
     ///
-    /// - bit-packed batches: right over block entries `wagg` (lanes of one block row
-    ///   merge their words before the atomics: −16-22 % against `rows` on the two graphs,
-    ///   session 12), otherwise `rows`;
+    /// - bit-packed batches: right over row-sorted block entries `runs` (a lane sums its
+    ///   four entries' block rows in registers, lanes continuing one block row merge their
+    ///   words before one blind atomic: −42 % against session 12's `wagg` on the 200M web
+    ///   graph, session 13), over Morton-ordered ones `wagg`, otherwise `rows`;
     /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
     /// - over block entries, right: `runs` (a thread sums a block row's run of entries in
     ///   registers; over Morton-ordered blocks a single vector gains more from `wagg`);
@@ -251,7 +254,8 @@ impl LeafKernel {
             return self;
         }
         match (op, dir, layout) {
-            (LeafOp::Bits, Right, Blocks | RowBlocks) => LeafKernel::WarpAgg,
+            (LeafOp::Bits, Right, RowBlocks) => LeafKernel::Runs,
+            (LeafOp::Bits, Right, Blocks) => LeafKernel::WarpAgg,
             (LeafOp::Bits, _, _) => LeafKernel::Rows,
             (_, Right, Codes) => LeafKernel::Rows,
             (_, Left, Codes) => LeafKernel::WarpAgg,
@@ -283,13 +287,21 @@ impl LeafKernel {
     }
 
     /// The leaf kernel of this variant for `op` over block entries of the cached frontier
-    /// ([`super::FrontierLayout::Blocks`]): `rows` (also for `wrank`, which has no rank
-    /// to share there), `wagg` or `runs`. `cells` and `window` never run over block
-    /// entries ([`super::FrontierLayout::for_tree`]); they name `rows` here.
-    pub fn block_leaves(self, op: LeafOp) -> &'static str {
+    /// in `layout` (one of the packed layouts): `rows` (also for `wrank`, which has no
+    /// rank to share there), `wagg` or `runs`. Over [`super::FrontierLayout::RowBlocks`]
+    /// a right product's `wagg` combines adjacent lanes of a block row instead of
+    /// matching keys, and its `runs` also joins the runs that continue across lanes. `cells` and `window` never run over block entries
+    /// ([`super::FrontierLayout::for_tree`]); they name `rows` here.
+    pub fn block_leaves(self, op: LeafOp, layout: super::FrontierLayout) -> &'static str {
         let i = op as usize;
         match self {
+            LeafKernel::WarpAgg if layout == super::FrontierLayout::RowBlocks => {
+                LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 15 + i]
+            }
             LeafKernel::WarpAgg => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 5 + i],
+            LeafKernel::Runs if layout == super::FrontierLayout::RowBlocks => {
+                LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 20 + i]
+            }
             LeafKernel::Runs => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 10 + i],
             _ => LEAF_VARIANT_KERNELS[BLOCK_KERNELS + i],
         }
@@ -348,7 +360,7 @@ const BLOCK_KERNELS: usize = 21;
 /// The kernels of `cuda/leaves.cu`, in the order [`LeafKernel::leaves`] and
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
 /// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
-/// entries × the same five operations.
+/// entries, then agg and runs over row-sorted block entries × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -386,6 +398,16 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "blocks_runs_boolean",
     "blocks_runs_tropical",
     "blocks_runs_bits",
+    "rowblocks_agg_plus_times",
+    "rowblocks_agg_counting",
+    "rowblocks_agg_boolean",
+    "rowblocks_agg_tropical",
+    "rowblocks_agg_bits",
+    "rowblocks_runs_plus_times",
+    "rowblocks_runs_counting",
+    "rowblocks_runs_boolean",
+    "rowblocks_runs_tropical",
+    "rowblocks_runs_bits",
 ];
 
 #[cfg(test)]
@@ -442,7 +464,8 @@ mod tests {
             (LeafOp::PlusTimes, Right, 1, Blocks, WarpAgg),
             (LeafOp::PlusTimes, Right, 1, RowBlocks, Runs),
             (LeafOp::Boolean, Left, 16, RowBlocks, Rows),
-            (LeafOp::Bits, Right, 1, RowBlocks, WarpAgg),
+            (LeafOp::Bits, Right, 1, RowBlocks, Runs),
+            (LeafOp::Bits, Right, 1, Blocks, WarpAgg),
             (LeafOp::Bits, Left, 1, RowBlocks, Rows),
             (LeafOp::Bits, Right, 1, Codes, Rows),
         ] {
@@ -454,19 +477,23 @@ mod tests {
         assert_eq!(LEAF_VARIANT_KERNELS[BLOCK_KERNELS - 1], "expand_wrank");
         for (op, suffix) in OPS {
             for k in LeafKernel::ALL {
-                let family = match k {
-                    LeafKernel::WarpAgg => "blocks_agg_",
-                    LeafKernel::Runs => "blocks_runs_",
-                    _ => "blocks_rows_",
-                };
-                assert_eq!(
-                    k.block_leaves(op),
-                    format!("{family}{suffix}"),
-                    "{k:?} {op:?}"
-                );
+                for layout in [Blocks, RowBlocks] {
+                    let family = match (k, layout) {
+                        (LeafKernel::WarpAgg, RowBlocks) => "rowblocks_agg_",
+                        (LeafKernel::WarpAgg, _) => "blocks_agg_",
+                        (LeafKernel::Runs, RowBlocks) => "rowblocks_runs_",
+                        (LeafKernel::Runs, _) => "blocks_runs_",
+                        _ => "blocks_rows_",
+                    };
+                    assert_eq!(
+                        k.block_leaves(op, layout),
+                        format!("{family}{suffix}"),
+                        "{k:?} {op:?} {layout:?}"
+                    );
+                }
             }
         }
-        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 15);
+        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 25);
     }
 
     /// A `window` block takes 1024 items: enough blocks for every chunk (up to the cap),

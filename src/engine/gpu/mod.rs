@@ -780,7 +780,7 @@ impl GpuEngine {
         let leaves = self.gpu.function(kernel.leaves(op))?;
         // Over block entries the leaf kernel reads each node's block from its entry.
         let block_leaves = if m.layout.packed() {
-            Some(self.gpu.function(kernel.block_leaves(op))?)
+            Some(self.gpu.function(kernel.block_leaves(op, m.layout))?)
         } else {
             None
         };
