@@ -105,6 +105,13 @@ __device__ __forceinline__ bool block_active(const StepParams &p, u64 code, u32 
     return input_active(p, p.dir == 0 ? compact_bits(code) : compact_bits(code >> 1), level);
 }
 
+// Whether the node of Morton code `code` at `level` takes part in the step: `alive` (its
+// parent is live, or for a step's own nodes, its code is not PRUNED), and in a masked
+// traversal its input range meets an active input.
+__device__ __forceinline__ bool live(const StepParams &p, bool alive, u64 code, u32 level) {
+    return alive && (!p.pyramid || block_active(p, code, level));
+}
+
 // Overlapped launches (programmatic dependent launch, sm_90 and later). The host may
 // launch a traversal step so that it starts while the previous kernel of the stream is
 // still running: such a kernel reads only the resident tree (signatures, directory, top

@@ -341,8 +341,7 @@ struct TreeItem {
     u32 s;         // codes: the node's signature
     u64 leaf;      // codes: global index of its first leaf
     u64 entry;     // block entries: the entry
-    u32 raw;       // codes: the node's block, when `fetched`
-    bool fetched;
+    u32 raw;       // codes: the node's block, when fetched early (the step's first item)
 };
 
 // The tree data of item base + lane. Over codes the leaves (the block) are fetched too
@@ -356,7 +355,6 @@ __device__ __forceinline__ TreeItem tree_item(const StepParams &p, u64 base, u64
     it.valid = g < total;
     it.t = (it.valid ? g : total - 1) / p.width;
     it.b = it.valid ? g - it.t * p.width : 0;
-    it.fetched = false;
     if (BLOCKS) {
         it.entry = p.codes_in[p.src_off + it.t];
     } else {
@@ -366,10 +364,7 @@ __device__ __forceinline__ TreeItem tree_item(const StepParams &p, u64 base, u64
             it.s = signature(p.nib, p.node0 + it.t);
             it.leaf = first_child(p, it.t);
         }
-        if (fetch) {
-            it.raw = block_bitmap(p.nib, it.s, it.leaf);
-            it.fetched = true;
-        }
+        if (fetch) it.raw = block_bitmap(p.nib, it.s, it.leaf);
     }
     return it;
 }
@@ -404,8 +399,9 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             bm = it.valid ? entry_active_bitmap(p, it.entry) : 0u;
         } else {
             u64 code = p.codes_in[p.src_off + it.t];
-            bool active = it.valid && code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
-            bm = !active ? 0u : it.fetched ? it.raw : block_bitmap(p.nib, it.s, it.leaf);
+            bool active = live(p, it.valid && code != PRUNED, code, p.level);
+            // Only the early (first) item's block was fetched with it.
+            bm = !active ? 0u : early ? it.raw : block_bitmap(p.nib, it.s, it.leaf);
             r0 = (u64)compact_bits(code >> 1) << 2;
             c0 = (u64)compact_bits(code) << 2;
         }
@@ -658,7 +654,7 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
         for (u32 j = 0; j < WINDOW_ITEMS; ++j) {
             u64 g = c0 + (u64)j * blockDim.x + threadIdx.x;
             u64 cd = code[j];
-            if (cd == PRUNED || (p.pyramid && !block_active(p, cd, p.level))) continue;
+            if (!live(p, cd != PRUNED, cd, p.level)) continue;
             u64 t = g / p.width;
             u64 b = g - t * p.width;
             u32 s = signature(p.nib, p.node0 + t);
@@ -732,12 +728,12 @@ extern "C" __global__ void expand_wrank(StepParams p) {
         if (!valid) continue;
         u64 code = p.codes_in[p.src_off + t];
         u64 out = first - p.child0;
-        bool alive = code != PRUNED && (!p.pyramid || block_active(p, code, p.level));
+        bool alive = live(p, code != PRUNED, code, p.level);
 #pragma unroll
         for (u32 b = 0; b < 4; ++b) {
             if (s & (1u << b)) {
                 u64 child = (code << 2) | b;
-                if (!alive || (p.pyramid && !block_active(p, child, p.level + 1))) child = PRUNED;
+                if (!live(p, alive, child, p.level + 1)) child = PRUNED;
                 p.codes_out[out++] = child;
             }
         }

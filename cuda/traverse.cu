@@ -47,13 +47,6 @@ __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
     return d;
 }
 
-// Whether the node of Morton code `code` at `level` takes part in the step: `alive` (its
-// parent is live, or for a step's own nodes, its code is not PRUNED), and in a masked
-// traversal its input range meets an active input.
-__device__ __forceinline__ bool live(const StepParams &p, bool alive, u64 code, u32 level) {
-    return alive && (!p.pyramid || block_active(p, code, level));
-}
-
 // SEVERAL: the step may expand more than one level (`expand_levels`). The one-level
 // kernel (`expand`) is compiled apart: with the deeper levels' code in it, a one-level
 // step measured 6-16 % slower (docs/BENCHMARKS.md, session 12).
@@ -156,8 +149,7 @@ __device__ __forceinline__ void leaves(const StepParams &p) {
         u64 t = g / p.width;
         u64 b = g - t * p.width;
         u64 code = p.codes_in[p.src_off + t];
-        if (code == PRUNED) continue;
-        if (p.pyramid && !block_active(p, code, p.level)) continue;
+        if (!live(p, code != PRUNED, code, p.level)) continue;
         u32 s = signature(p.nib, p.node0 + t);
         u64 leaf = first_child(p, t);
 #pragma unroll
