@@ -2,7 +2,9 @@
 //! compilation of the kernels in `cuda/` for the device's architecture, and the loaded
 //! functions.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError};
@@ -68,26 +70,15 @@ pub fn nvrtc_present() -> bool {
 /// [`nvrtc_present`] first: cudarc panics without the library.
 ///
 /// With the environment variable `K2RPQ_KERNEL_DIR` set, the sources are read from that
-/// folder (`common.cuh` and `<module>.cu`, as in `cuda/`) instead of the ones built into
-/// the binary: a kernel can then be changed and measured on a device without rebuilding,
-/// as long as its name and parameters stay the same.
+/// folder instead of the ones built into the binary (see [`kernel_sources`]): a kernel can
+/// then be changed and measured on a device without rebuilding, as long as its name and
+/// parameters stay the same.
 pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
-    let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(std::path::PathBuf::from);
-    let read = |file: &str, built_in: &'static str| -> Result<std::borrow::Cow<'static, str>> {
-        match &dir {
-            None => Ok(built_in.into()),
-            Some(d) => std::fs::read_to_string(d.join(file))
-                .map(Into::into)
-                .map_err(|e| {
-                    EngineError::Cuda(format!("K2RPQ_KERNEL_DIR: {}: {e}", d.join(file).display()))
-                }),
-        }
-    };
-    let common = read("common.cuh", COMMON)?;
-    KERNEL_SOURCES
-        .iter()
-        .map(|&(name, built_in)| {
-            let src = read(&format!("{name}.cu"), built_in)?;
+    let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(PathBuf::from);
+    let KernelSources { common, modules } = kernel_sources(dir.as_deref())?;
+    modules
+        .into_iter()
+        .map(|(name, src)| {
             let text = format!("{common}\n#line 1 \"{name}.cu\"\n{src}");
             let opts = CompileOptions {
                 options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
@@ -99,6 +90,35 @@ pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
                 .map_err(|e| EngineError::Cuda(format!("NVRTC {name}.cu: {}", compile_log(&e))))
         })
         .collect()
+}
+
+/// The text of the kernel sources: the common header's, and each module's by name.
+pub struct KernelSources {
+    /// `common.cuh`, prepended to every module.
+    pub common: Cow<'static, str>,
+    /// `(module, text)` in the order of [`KERNEL_SOURCES`].
+    pub modules: Vec<(&'static str, Cow<'static, str>)>,
+}
+
+/// The kernel sources as built into the binary, or with `dir` read from `dir/common.cuh`
+/// and `dir/<module>.cu` (a copy of `cuda/`). Every file is read before anything is
+/// compiled, so a missing one is reported by its path.
+pub fn kernel_sources(dir: Option<&Path>) -> Result<KernelSources> {
+    let read = |file: &str, built_in: &'static str| -> Result<Cow<'static, str>> {
+        let Some(d) = dir else {
+            return Ok(built_in.into());
+        };
+        let path = d.join(file);
+        std::fs::read_to_string(&path)
+            .map(Into::into)
+            .map_err(|e| EngineError::Cuda(format!("kernel source {}: {e}", path.display())))
+    };
+    let common = read("common.cuh", COMMON)?;
+    let modules = KERNEL_SOURCES
+        .iter()
+        .map(|&(name, built_in)| Ok((name, read(&format!("{name}.cu"), built_in)?)))
+        .collect::<Result<_>>()?;
+    Ok(KernelSources { common, modules })
 }
 
 fn compile_log(e: &CompileError) -> String {
@@ -250,5 +270,33 @@ pub(crate) fn alloc_err(e: DriverError, bytes: u64, what: &str) -> EngineError {
         }
     } else {
         EngineError::Cuda(format!("allocating {bytes} bytes for {what}: {e:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a folder the built-in sources; with one, each file's text, and a missing
+    /// file is an error naming it (no NVRTC needed: nothing is compiled).
+    #[test]
+    fn kernel_sources_come_from_the_folder_given() {
+        let built_in = kernel_sources(None).unwrap();
+        assert_eq!(built_in.common, COMMON);
+        assert_eq!(built_in.modules.len(), KERNEL_SOURCES.len());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("common.cuh"), "// common").unwrap();
+        for (name, _) in KERNEL_SOURCES {
+            std::fs::write(dir.path().join(format!("{name}.cu")), format!("// {name}")).unwrap();
+        }
+        let read = kernel_sources(Some(dir.path())).unwrap();
+        assert_eq!(read.common, "// common");
+        for ((name, text), (want, _)) in read.modules.iter().zip(KERNEL_SOURCES) {
+            assert_eq!(name, want);
+            assert_eq!(text, &format!("// {name}"));
+        }
+        std::fs::remove_file(dir.path().join("scan.cu")).unwrap();
+        let err = kernel_sources(Some(dir.path())).err().unwrap().to_string();
+        assert!(err.contains("scan.cu"), "{err}");
     }
 }

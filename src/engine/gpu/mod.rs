@@ -33,7 +33,10 @@ use cudarc::driver::{
     CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg, ValidAsZeroBits,
 };
 
-pub use context::{compile_kernels, driver_present, nvrtc_present, GpuContext, KERNEL_SOURCES};
+pub use context::{
+    compile_kernels, driver_present, kernel_sources, nvrtc_present, GpuContext, KernelSources,
+    KERNEL_SOURCES,
+};
 pub use device_tree::DeviceTree;
 pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
 pub use frontier::{
