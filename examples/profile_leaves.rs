@@ -1,11 +1,15 @@
-//! Dense products (right and left) of a synthetic web graph (or an edge-list file) over the cached frontier, once
-//! per leaf kernel: a small program to time the leaf kernels alone and to run under a
-//! profiler (issue 10). Prints the mean time of `REPS` products (CUDA events; each product
-//! also zeroes `y`) per leaf kernel and frontier layout. `OP` is `f32` (a plus-times single
-//! vector, the default) or `bits` (a bit-packed batch of 64 sources, random words).
+//! Dense products (right and left) of a synthetic web graph (or of an edge-list file) over
+//! the cached frontier, once per leaf kernel: a small program to time the leaf kernels
+//! alone and to run under a profiler (issue 10). Prints the mean time of `REPS` products
+//! (CUDA events; each product also zeroes `y`) per leaf kernel and frontier layout. `OP`
+//! is `f32` (a plus-times single vector, the default) or `bits` (a bit-packed batch of 64
+//! sources, random words). With `PROFILE_KERNEL_DIRS=a,b,…` every measurement is repeated
+//! once per folder of kernel sources (through `K2RPQ_KERNEL_DIR`), over the same graph.
 //!
 //! ```text
-//! profile_leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] [LAYOUTS=blocks] [OP=f32]
+//! profile_leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] \
+//!     [LAYOUTS=blocks] [OP=f32]
+//! PROFILE_KERNEL_DIRS=$PWD/exp/a,$PWD/exp/b profile_leaves cnr-2000.arcs.tsv.gz runs 200 rowblocks bits
 //! ncu --kernel-name regex:'blocks_' --section SpeedOfLight --section WarpStateStats \
 //!     profile_leaves 200000000 rows,wagg 1 blocks,rowblocks
 //! ncu --kernel-name blocks_rows_bits --section SpeedOfLight --section WarpStateStats \
