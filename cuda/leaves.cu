@@ -320,6 +320,18 @@ __device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T 
     }
 }
 
+// The runs of adjacent lanes with equal `key` (~0: no output), combined into each run's
+// first lane by `reduce_runs`; `starts`: this lane starts a run whatever its left
+// neighbour's key. Returns whether this lane then holds a run's sum to send to y. All 32
+// lanes must call it.
+template <typename Op>
+__device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typename Op::T acc[4]) {
+    u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
+    bool head = lane == 0 || starts || key != prev;
+    reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
+    return head && key != ~0ull;
+}
+
 // Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
 // and clears acc. `read`: idempotent semirings read y first and skip an update that
 // would change nothing (worth it while updates of one entry are many).
@@ -426,10 +438,7 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             const u64 none = ~0ull;
             u64 key = bm ? o0 * p.width + b : none;
             if (ROW_SORTED && p.dir == 0) {
-                u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
-                bool head = lane == 0 || key != prev;
-                reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
-                leader = head && key != none;
+                leader = join_runs<Op>(key, false, lane, acc);
             } else {
                 u32 peers = __match_any_sync(FULL_MASK, key);
                 reduce_peers<Op>(peers, lane, acc);
@@ -569,13 +578,9 @@ __device__ __forceinline__ void rowblocks_runs(const StepParams &p) {
         T acc[4];
         bool several = lane_runs<Op, N>(p, entry, b, !right, cur, acc);
         if (right) {
-            const u64 none = ~0ull;
-            u64 key = cur != ~0ull ? cur * p.width + b : none;
-            u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
+            u64 key = cur != ~0ull ? cur * p.width + b : ~0ull;
             // A lane whose entries held several runs starts its last one.
-            bool head = lane == 0 || several || key != prev;
-            reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
-            if (head && key != none) flush_block<Op>(p, cur, b, acc, false);
+            if (join_runs<Op>(key, several, lane, acc)) flush_block<Op>(p, cur, b, acc, false);
         } else if (cur != ~0ull) {
             flush_block<Op>(p, cur, b, acc);
         }

@@ -290,7 +290,8 @@ impl LeafKernel {
     /// in `layout` (one of the packed layouts): `rows` (also for `wrank`, which has no
     /// rank to share there), `wagg` or `runs`. Over [`super::FrontierLayout::RowBlocks`]
     /// a right product's `wagg` combines adjacent lanes of a block row instead of
-    /// matching keys, and its `runs` also joins the runs that continue across lanes. `cells` and `window` never run over block entries
+    /// matching keys, and its `runs` also joins the runs that continue across lanes.
+    /// `cells` and `window` never run over block entries
     /// ([`super::FrontierLayout::for_tree`]); they name `rows` here.
     pub fn block_leaves(self, op: LeafOp, layout: super::FrontierLayout) -> &'static str {
         let i = op as usize;
