@@ -30,9 +30,42 @@
 
 #define FULL_MASK 0xffffffffu
 
+// How idempotent semirings read y before an update: through L1 (`ld.global.ca`). A line
+// in L1 may be stale (other SMs' atomics go to L2), but y only grows, so a stale value
+// can only cost an atomic that a fresh one would have skipped, never skip a needed one.
+// Hot output entries (a web graph's navigation pages) are then read from L1: bit-packed
+// left products −12 % (web 200M) and −25 % (cnr-2000) against reads from L2
+// (docs/BENCHMARKS.md, session 14).
+#define LOAD_SEEN __ldca
+
+// What a kernel knows of its step before reading the parameters. `AnyStep` reads the
+// direction, the mask and the width from them. `Single<DIR>` is an unmasked product of
+// one vector (or one word of a bit batch) per row in direction DIR: with its constants
+// the compiler drops the other direction's, the masked and the batched paths and the
+// 64-bit division by the width, all of which a general kernel executes. `runs` over
+// `RowBlocks` takes it for right products: −13 % on the bit-packed batch (docs/
+// BENCHMARKS.md, session 14; for `rows` left products it gained 3 % at most, not taken).
+struct AnyStep {
+    __device__ __forceinline__ static u32 dir(const StepParams &p) { return p.dir; }
+    __device__ __forceinline__ static bool masked(const StepParams &p) { return p.pyramid != nullptr; }
+    __device__ __forceinline__ static u64 width(const StepParams &p) { return p.width; }
+};
+template <u32 DIR>
+struct Single {
+    __device__ __forceinline__ static u32 dir(const StepParams &) { return DIR; }
+    __device__ __forceinline__ static bool masked(const StepParams &) { return false; }
+    __device__ __forceinline__ static u64 width(const StepParams &) { return 1; }
+    // Whether a step has this shape (the kernel then takes the specialised path).
+    __device__ __forceinline__ static bool fits(const StepParams &p) {
+        return p.dir == DIR && !p.pyramid && p.width == 1;
+    }
+};
+
 // One semiring's accumulator: T, its identity, the element type of x (Raw) and the
-// contribution of one of its entries (convert), the combine, and the update of y (with
-// read-before-atomic where the semiring is idempotent).
+// contribution of one of its entries (convert), the combine, and the atomic update of y
+// at element `at` (output index x width + vector). Idempotent semirings (IDEMPOTENT) may
+// read y first (`seen`, through LOAD_SEEN) and skip an update that `changes` nothing: y
+// only grows there, so a skip is never wrong, whatever other threads do meanwhile.
 struct PlusTimesAcc {
     typedef float T;
     typedef float Raw;
@@ -41,8 +74,11 @@ struct PlusTimesAcc {
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     // The cell kernel skips zero inputs: adding a zero sum changes nothing either.
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0.0f; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool = true) {
-        atomicAdd(&((float *)p.y)[o * p.width + b], v);
+    static const bool IDEMPOTENT = false;
+    __device__ __forceinline__ static T seen(const StepParams &, u64) { return identity(); }
+    __device__ __forceinline__ static bool changes(T, T) { return true; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 at, T v) {
+        atomicAdd(&((float *)p.y)[at], v);
     }
     // Combine into a shared-memory window entry (the `window` kernel).
     __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
@@ -54,8 +90,11 @@ struct CountingAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a + b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool = true) {
-        atomicAdd(&((u32 *)p.y)[o * p.width + b], v);
+    static const bool IDEMPOTENT = false;
+    __device__ __forceinline__ static T seen(const StepParams &, u64) { return identity(); }
+    __device__ __forceinline__ static bool changes(T, T) { return true; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 at, T v) {
+        atomicAdd(&((u32 *)p.y)[at], v);
     }
     __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
 };
@@ -66,9 +105,11 @@ struct BooleanAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v != 0u ? 1u : 0u; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0u; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
-        u32 *dst = &((u32 *)p.y)[o * p.width + b];
-        if (!read || __ldcg(dst) == 0u) atomicMax(dst, 1u);
+    static const bool IDEMPOTENT = true;
+    __device__ __forceinline__ static T seen(const StepParams &p, u64 at) { return LOAD_SEEN(&((const u32 *)p.y)[at]); }
+    __device__ __forceinline__ static bool changes(T old, T) { return old == 0u; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 at, T) {
+        atomicMax(&((u32 *)p.y)[at], 1u);
     }
     // Every writer stores the same 1: racing plain stores are enough.
     __device__ __forceinline__ static void local(T *w, T v) { *(volatile T *)w = 1u; }
@@ -89,10 +130,13 @@ struct TropicalAcc {
     __device__ __forceinline__ static bool is_identity(T a) {
         return __float_as_uint(a) >= 0x7f800000u;
     }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
-        u32 *dst = &((u32 *)p.y)[o * p.width + b];
-        u32 bits = __float_as_uint(v);
-        if (!read || __ldcg(dst) > bits) atomicMin(dst, bits);
+    static const bool IDEMPOTENT = true;
+    __device__ __forceinline__ static T seen(const StepParams &p, u64 at) {
+        return __uint_as_float(LOAD_SEEN(&((const u32 *)p.y)[at]));
+    }
+    __device__ __forceinline__ static bool changes(T old, T v) { return __float_as_uint(old) > __float_as_uint(v); }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 at, T v) {
+        atomicMin(&((u32 *)p.y)[at], __float_as_uint(v));
     }
     __device__ __forceinline__ static void local(T *w, T v) {
         u32 bits = __float_as_uint(v);
@@ -107,15 +151,10 @@ struct BitsAcc {
     __device__ __forceinline__ static T convert(Raw v) { return v; }
     __device__ __forceinline__ static T combine(T a, T b) { return a | b; }
     __device__ __forceinline__ static bool is_identity(T a) { return a == 0ull; }
-    __device__ __forceinline__ static void update(const StepParams &p, u64 o, u64 b, T v, bool read = true) {
-        u64 *dst = &((u64 *)p.y)[o * p.width + b];
-        if (!read) {
-            atomicOr(dst, v);
-            return;
-        }
-        u64 old = __ldcg(dst);
-        if ((old | v) != old) atomicOr(dst, v);
-    }
+    static const bool IDEMPOTENT = true;
+    __device__ __forceinline__ static T seen(const StepParams &p, u64 at) { return LOAD_SEEN(&((const u64 *)p.y)[at]); }
+    __device__ __forceinline__ static bool changes(T old, T v) { return (old | v) != old; }
+    __device__ __forceinline__ static void update(const StepParams &p, u64 at, T v) { atomicOr(&((u64 *)p.y)[at], v); }
     __device__ __forceinline__ static void local(T *w, T v) {
         T old = *(volatile T *)w;
         if ((old | v) != old) atomicOr(w, v);
@@ -199,12 +238,12 @@ __device__ __forceinline__ void load_quad(const u64 *src, u64 v[4]) {
 // 16- or 32-byte load (one sector, one instruction instead of up to four) unless the
 // block hangs over the end of x; batches load entry by entry (lanes of consecutive b
 // are coalesced).
-template <typename Op>
+template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void load_inputs(const StepParams &p, u64 i0, u64 b, u32 present,
                                             typename Op::T xv[4]) {
     typedef typename Op::Raw R;
     const R *x = (const R *)p.x;
-    if (p.width == 1 && i0 + 4 <= p.inputs) {
+    if (S::width(p) == 1 && i0 + 4 <= p.inputs) {
         R raw[4];
         load_quad(x + i0, raw);
 #pragma unroll
@@ -212,23 +251,23 @@ __device__ __forceinline__ void load_inputs(const StepParams &p, u64 i0, u64 b, 
     } else {
 #pragma unroll
         for (u32 i = 0; i < 4; ++i)
-            xv[i] = (present >> i) & 1 ? Op::convert(x[(i0 + i) * p.width + b]) : Op::identity();
+            xv[i] = (present >> i) & 1 ? Op::convert(x[(i0 + i) * S::width(p) + b]) : Op::identity();
     }
 }
 
 // The inputs of the block of cells bm at (r0, c0): right products read the block's
 // columns, left ones its rows.
-template <typename Op>
+template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void block_inputs(const StepParams &p, u32 bm, u64 r0, u64 c0, u64 b,
                                              typename Op::T xv[4]) {
-    if (p.dir == 0) {
+    if (S::dir(p) == 0) {
         u32 cols = (bm | (bm >> 4) | (bm >> 8) | (bm >> 12)) & 15u;
-        load_inputs<Op>(p, c0, b, cols, xv);
+        load_inputs<Op, S>(p, c0, b, cols, xv);
     } else {
         u32 rows = 0;
 #pragma unroll
         for (u32 r = 0; r < 4; ++r) rows |= ((bm >> (4 * r)) & 15u) ? 1u << r : 0u;
-        load_inputs<Op>(p, r0, b, rows, xv);
+        load_inputs<Op, S>(p, r0, b, rows, xv);
     }
 }
 
@@ -267,10 +306,11 @@ __device__ __forceinline__ u32 entry_bitmap(u64 e) { return (u32)(e & 0xFFFFull)
 
 // The entry's bitmap, or 0 when a masked product's pyramid says its input block (right:
 // its column of blocks, left: its row) has no active input.
+template <typename S = AnyStep>
 __device__ __forceinline__ u32 entry_active_bitmap(const StepParams &p, u64 e) {
     u32 bm = entry_bitmap(e);
-    if (bm && p.pyramid) {
-        u64 i0 = p.dir == 0 ? entry_col0(e) : entry_row0(e);
+    if (bm && S::masked(p)) {
+        u64 i0 = S::dir(p) == 0 ? entry_col0(e) : entry_row0(e);
         if (!input_active(p, (u32)(i0 >> 2), p.level)) bm = 0u;
     }
     return bm;
@@ -334,15 +374,28 @@ __device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typena
 
 // Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
 // and clears acc. `read`: idempotent semirings read y first and skip an update that
-// would change nothing (worth it while updates of one entry are many).
-template <typename Op>
+// would change nothing (worth it while updates of one entry are many). The four reads
+// are issued before any update, so they wait for the memory once, not four times.
+template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4],
                                             bool read = true) {
+    typename Op::T old[4];
+#pragma unroll
+    for (u32 i = 0; i < 4; ++i)
+        old[i] = Op::IDEMPOTENT && read && !Op::is_identity(acc[i]) ? Op::seen(p, (o0 + i) * S::width(p) + b)
+                                                                   : Op::identity();
 #pragma unroll
     for (u32 i = 0; i < 4; ++i) {
-        if (!Op::is_identity(acc[i])) Op::update(p, o0 + i, b, acc[i], read);
+        bool send = !Op::is_identity(acc[i]) && (!(Op::IDEMPOTENT && read) || Op::changes(old[i], acc[i]));
+        if (send) Op::update(p, (o0 + i) * S::width(p) + b, acc[i]);
         acc[i] = Op::identity();
     }
+}
+
+// One update of y at element `at`, read first where the semiring is idempotent.
+template <typename Op>
+__device__ __forceinline__ void send_update(const StepParams &p, u64 at, typename Op::T v) {
+    if (!Op::IDEMPOTENT || Op::changes(Op::seen(p, at), v)) Op::update(p, at, v);
 }
 
 // What an item (node or block entry, vector) of a leaf step reads from the resident tree:
@@ -483,7 +536,7 @@ __device__ __forceinline__ void load_run(const StepParams &p, u64 t0, u64 entry[
 // blocks of each run of entries with the same output block are summed. Every run but the
 // last is flushed here; the last is left in `acc`, its output block in `cur` (~0 when the
 // entries are all empty). Returns whether the entries held more than one run.
-template <typename Op, u32 N>
+template <typename Op, u32 N, typename S = AnyStep>
 __device__ __forceinline__ bool lane_runs(const StepParams &p, const u64 entry[N], u64 b, bool read,
                                           u64 &cur, typename Op::T acc[4]) {
     typedef typename Op::T T;
@@ -491,8 +544,8 @@ __device__ __forceinline__ bool lane_runs(const StepParams &p, const u64 entry[N
     T xv[N][4];
 #pragma unroll
     for (u32 j = 0; j < N; ++j) {
-        bm[j] = entry_active_bitmap(p, entry[j]);
-        if (bm[j]) block_inputs<Op>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
+        bm[j] = entry_active_bitmap<S>(p, entry[j]);
+        if (bm[j]) block_inputs<Op, S>(p, bm[j], entry_row0(entry[j]), entry_col0(entry[j]), b, xv[j]);
     }
     cur = ~0ull;  // output block of the open run; never a multiple of 4 when none
     bool several = false;
@@ -501,16 +554,16 @@ __device__ __forceinline__ bool lane_runs(const StepParams &p, const u64 entry[N
 #pragma unroll
     for (u32 j = 0; j < N; ++j) {
         if (!bm[j]) continue;
-        u64 o0 = p.dir == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
+        u64 o0 = S::dir(p) == 0 ? entry_row0(entry[j]) : entry_col0(entry[j]);
         if (o0 != cur) {
             if (cur != ~0ull) {
-                flush_block<Op>(p, cur, b, acc, read);
+                flush_block<Op, S>(p, cur, b, acc, read);
                 several = true;
             }
             cur = o0;
         }
         T part[4];
-        block_combine<Op>(p.dir, bm[j], xv[j], part);
+        block_combine<Op>(S::dir(p), bm[j], xv[j], part);
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
     }
@@ -547,44 +600,44 @@ __device__ __forceinline__ void blocks_runs(const StepParams &p) {
 // atomic per output entry per warp and block row, with the shuffles of one scan shared by
 // 32 N entries. Updates are blind (see `leaves_rows`). Left products (columns: no
 // adjacency) take the per-lane flush of `blocks_runs`.
-template <typename Op, u32 N>
-__device__ __forceinline__ void rowblocks_runs(const StepParams &p) {
+template <typename Op, u32 N, typename S>
+__device__ __forceinline__ void rowblocks_runs_as(const StepParams &p) {
     typedef typename Op::T T;
     start_dependents();
     const u32 lane = threadIdx.x & 31;
+    const u64 width = S::width(p);
     const u64 runs = (p.count + N - 1) / N;
-    const u64 total = runs * p.width;
-    const bool right = p.dir == 0;
-    // Warp-uniform base: every lane takes part in the scan.
+    const u64 total = runs * width;
+    const bool right = S::dir(p) == 0;
+    // Warp-uniform base: every lane takes part in the scan. A lane past the end loads
+    // empty entries (`load_run` gives zeros past the step's count).
     u64 base = global_thread() - lane;
     u64 entry[N];
     bool early = base < total;
-    if (early) {
-        u64 g = base + lane;
-        if (g < total) load_run<N>(p, g / p.width * N, entry);
-        else for (u32 j = 0; j < N; ++j) entry[j] = 0ull;
-    }
+    if (early) load_run<N>(p, (base + lane) / width * N, entry);
     wait_prerequisites();
     for (; base < total; base += thread_stride(), early = false) {
         u64 g = base + lane;
-        bool valid = g < total;
-        u64 r = valid ? g / p.width : 0;
-        u64 b = g - r * p.width;
-        if (!early) {
-            if (valid) load_run<N>(p, r * N, entry);
-            else for (u32 j = 0; j < N; ++j) entry[j] = 0ull;  // empty blocks
-        }
+        u64 r = g / width;
+        u64 b = g - r * width;
+        if (!early) load_run<N>(p, r * N, entry);
         u64 cur;
         T acc[4];
-        bool several = lane_runs<Op, N>(p, entry, b, !right, cur, acc);
+        bool several = lane_runs<Op, N, S>(p, entry, b, !right, cur, acc);
         if (right) {
-            u64 key = cur != ~0ull ? cur * p.width + b : ~0ull;
+            u64 key = cur != ~0ull ? cur * width + b : ~0ull;
             // A lane whose entries held several runs starts its last one.
-            if (join_runs<Op>(key, several, lane, acc)) flush_block<Op>(p, cur, b, acc, false);
+            if (join_runs<Op>(key, several, lane, acc)) flush_block<Op, S>(p, cur, b, acc, false);
         } else if (cur != ~0ull) {
-            flush_block<Op>(p, cur, b, acc);
+            flush_block<Op, S>(p, cur, b, acc);
         }
     }
+}
+
+template <typename Op, u32 N>
+__device__ __forceinline__ void rowblocks_runs(const StepParams &p) {
+    if (Single<0>::fits(p)) rowblocks_runs_as<Op, N, Single<0>>(p);
+    else rowblocks_runs_as<Op, N, AnyStep>(p);
 }
 
 // The `window` kernel: a CTA takes a chunk of WINDOW_ITEMS x blockDim consecutive items
@@ -675,7 +728,7 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
                 if (Op::is_identity(acc[i])) continue;
                 u64 rel = o0 + i - base;
                 if (rel < span) Op::local(&win[(u32)rel * width + (u32)b], acc[i]);
-                else Op::update(p, o0 + i, b, acc[i]);
+                else send_update<Op>(p, (o0 + i) * p.width + b, acc[i]);
             }
         }
         __syncthreads();
@@ -685,12 +738,15 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
             if (!Op::is_identity(v)) {
                 win[e] = Op::identity();
                 u32 r = width == 1 ? e : e / width;
-                Op::update(p, base + r, e - r * width, v);
+                send_update<Op>(p, (base + r) * p.width + e - r * width, v);
             }
         }
     }
 }
 
+// `rowblocks_runs` is bounded to 80 registers (3 blocks of the host's 256 threads per
+// SM): its general path would take 84, which allocate only 2 blocks per SM, and its
+// specialised right product then ran 14 % slower (docs/BENCHMARKS.md, session 14).
 #define LEAF_KERNELS(NAME, OP)                                                                   \
     extern "C" __global__ void leaves_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, false>(p); } \
     extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false, false>(p); } \
@@ -702,7 +758,7 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
     extern "C" __global__ void blocks_runs_##NAME(StepParams p) {                                  \
         blocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                    \
     } \
-    extern "C" __global__ void rowblocks_runs_##NAME(StepParams p) {                               \
+    extern "C" __global__ void __launch_bounds__(256, 3) rowblocks_runs_##NAME(StepParams p) {     \
         rowblocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                 \
     }
 

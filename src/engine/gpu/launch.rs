@@ -87,7 +87,8 @@ pub unsafe fn launch_step(
     .result()
 }
 
-/// Threads per block of the element-wise and traversal kernels.
+/// Threads per block of the element-wise and traversal kernels (`cuda/leaves.cu` bounds
+/// `rowblocks_runs` for blocks of this size).
 pub const BLOCK: u32 = 256;
 
 /// At most this many blocks: the kernels loop over their range with a grid stride.
