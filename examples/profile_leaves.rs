@@ -5,6 +5,8 @@
 //! is `f32` (a plus-times single vector, the default) or `bits` (a bit-packed batch of 64
 //! sources, random words). With `PROFILE_KERNEL_DIRS=a,b,…` every measurement is repeated
 //! once per folder of kernel sources (through `K2RPQ_KERNEL_DIR`), over the same graph.
+//! With `PROFILE_TRANSPOSE=1` the graph is transposed first, so that its right products
+//! time what a left product of the original would take over column-sorted block entries.
 //!
 //! ```text
 //! profile_leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] \
@@ -23,7 +25,7 @@ use k2rpq::bench::gen::Web;
 use k2rpq::bench::input::{read_edges, InputFormat};
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel};
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Traversal};
-use k2rpq::k2tree::K2Tree;
+use k2rpq::k2tree::{morton, K2Tree};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -62,6 +64,15 @@ fn main() {
             let g = read_edges(path, InputFormat::from_path(path), None).expect("edge list");
             (source.to_string(), g.rows, g.cols, g.codes)
         }
+    };
+    let (rows, cols) = if std::env::var_os("PROFILE_TRANSPOSE").is_some() {
+        for c in codes.iter_mut() {
+            let (r, k) = morton::decode(*c);
+            *c = morton::encode(k, r);
+        }
+        (cols, rows)
+    } else {
+        (rows, cols)
     };
     let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
     drop(codes);
