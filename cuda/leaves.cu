@@ -43,8 +43,9 @@
 // one vector (or one word of a bit batch) per row in direction DIR: with its constants
 // the compiler drops the other direction's, the masked and the batched paths and the
 // 64-bit division by the width, all of which a general kernel executes. `runs` over
-// `RowBlocks` takes it for right products: −13 % on the bit-packed batch (docs/
-// BENCHMARKS.md, session 14; for `rows` left products it gained 3 % at most, not taken).
+// entries sorted by output block takes it (`sorted_runs`): −13 % on the bit-packed right
+// batch (docs/BENCHMARKS.md, session 14; for `rows` left products it gained 3 % at most,
+// not taken).
 struct AnyStep {
     __device__ __forceinline__ static u32 dir(const StepParams &p) { return p.dir; }
     __device__ __forceinline__ static bool masked(const StepParams &p) { return p.pyramid != nullptr; }
@@ -593,22 +594,24 @@ __device__ __forceinline__ void blocks_runs(const StepParams &p) {
     }
 }
 
-// `runs` over entries sorted by block row, for right products: lanes take consecutive
-// groups of N entries, so a block row that spans lanes ends one lane's entries and starts
-// the next lane's. Each lane's last run is combined with the runs of the lanes after it
-// that continue it (`reduce_runs`), and the first lane of each such run updates y: an
-// atomic per output entry per warp and block row, with the shuffles of one scan shared by
-// 32 N entries. Updates are blind (see `leaves_rows`). Left products (columns: no
-// adjacency) take the per-lane flush of `blocks_runs`.
-template <typename Op, u32 N, typename S>
-__device__ __forceinline__ void rowblocks_runs_as(const StepParams &p) {
+// `runs` over entries sorted by the output blocks of direction SORTED: by block row
+// (`RowBlocks`, SORTED = 0) for right products, by block column (`ColBlocks`, SORTED = 1)
+// for left ones. Lanes take consecutive groups of N entries, so an output block's run
+// that spans lanes ends one lane's entries and starts the next lane's. Each lane's last
+// run is combined with the runs of the lanes after it that continue it (`reduce_runs`),
+// and the first lane of each such run updates y: an atomic per output entry per warp and
+// run, with the shuffles of one scan shared by 32 N entries. Updates are blind (see
+// `leaves_rows`). A product in the other direction (no adjacency) takes the per-lane
+// flush of `blocks_runs`.
+template <typename Op, u32 N, u32 SORTED, typename S>
+__device__ __forceinline__ void sorted_runs_as(const StepParams &p) {
     typedef typename Op::T T;
     start_dependents();
     const u32 lane = threadIdx.x & 31;
     const u64 width = S::width(p);
     const u64 runs = (p.count + N - 1) / N;
     const u64 total = runs * width;
-    const bool right = S::dir(p) == 0;
+    const bool joined = S::dir(p) == SORTED;
     // Warp-uniform base: every lane takes part in the scan. A lane past the end loads
     // empty entries (`load_run` gives zeros past the step's count).
     u64 base = global_thread() - lane;
@@ -623,8 +626,8 @@ __device__ __forceinline__ void rowblocks_runs_as(const StepParams &p) {
         if (!early) load_run<N>(p, r * N, entry);
         u64 cur;
         T acc[4];
-        bool several = lane_runs<Op, N, S>(p, entry, b, !right, cur, acc);
-        if (right) {
+        bool several = lane_runs<Op, N, S>(p, entry, b, !joined, cur, acc);
+        if (joined) {
             u64 key = cur != ~0ull ? cur * width + b : ~0ull;
             // A lane whose entries held several runs starts its last one.
             if (join_runs<Op>(key, several, lane, acc)) flush_block<Op, S>(p, cur, b, acc, false);
@@ -634,10 +637,10 @@ __device__ __forceinline__ void rowblocks_runs_as(const StepParams &p) {
     }
 }
 
-template <typename Op, u32 N>
-__device__ __forceinline__ void rowblocks_runs(const StepParams &p) {
-    if (Single<0>::fits(p)) rowblocks_runs_as<Op, N, Single<0>>(p);
-    else rowblocks_runs_as<Op, N, AnyStep>(p);
+template <typename Op, u32 N, u32 SORTED>
+__device__ __forceinline__ void sorted_runs(const StepParams &p) {
+    if (Single<SORTED>::fits(p)) sorted_runs_as<Op, N, SORTED, Single<SORTED>>(p);
+    else sorted_runs_as<Op, N, SORTED, AnyStep>(p);
 }
 
 // The `window` kernel: a CTA takes a chunk of WINDOW_ITEMS x blockDim consecutive items
@@ -744,9 +747,9 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
     }
 }
 
-// `rowblocks_runs` is bounded to 80 registers (3 blocks of the host's 256 threads per
-// SM): its general path would take 84, which allocate only 2 blocks per SM, and its
-// specialised right product then ran 14 % slower (docs/BENCHMARKS.md, session 14).
+// `sorted_runs` is bounded to 80 registers (3 blocks of the host's 256 threads per SM):
+// its general path would take 84, which allocate only 2 blocks per SM, and its
+// specialised product then ran 14 % slower (docs/BENCHMARKS.md, session 14).
 #define LEAF_KERNELS(NAME, OP)                                                                   \
     extern "C" __global__ void leaves_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, false>(p); } \
     extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false, false>(p); } \
@@ -759,7 +762,10 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
         blocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                    \
     } \
     extern "C" __global__ void __launch_bounds__(256, 3) rowblocks_runs_##NAME(StepParams p) {     \
-        rowblocks_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES>(p);                 \
+        sorted_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES, 0>(p);                 \
+    } \
+    extern "C" __global__ void __launch_bounds__(256, 3) colblocks_runs_##NAME(StepParams p) {     \
+        sorted_runs<OP, sizeof(OP::T) == 8 ? RUN_ENTRIES_WIDE : RUN_ENTRIES, 1>(p);                 \
     }
 
 LEAF_KERNELS(plus_times, PlusTimesAcc)

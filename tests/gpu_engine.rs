@@ -639,6 +639,7 @@ fn kernels_compile_with_nvrtc() {
                         kernel.leaves(op),
                         kernel.block_leaves(op, gpu::FrontierLayout::Blocks),
                         kernel.block_leaves(op, gpu::FrontierLayout::RowBlocks),
+                        kernel.block_leaves(op, gpu::FrontierLayout::ColBlocks),
                     ]
                 })
                 .chain([kernel.expand()])

@@ -65,7 +65,7 @@ impl GpuContender {
     /// `k2+F scan` (and the block layouts, for kernels that read them) with each other
     /// variant of `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
     pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
-        use FrontierLayout::{Blocks, Codes, RowBlocks};
+        use FrontierLayout::{Blocks, Codes, ColBlocks, RowBlocks};
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
         let mut load = |options: GpuOptions, configs: &[MatrixConfig]| -> Result<()> {
@@ -105,7 +105,7 @@ impl GpuContender {
         for source in [dir, scan] {
             add(default, (source, Codes), &[TreeOnly, CachedFrontier], tile)?;
         }
-        for layout in [Blocks, RowBlocks] {
+        for layout in [Blocks, RowBlocks, ColBlocks] {
             add(default, (dir, layout), &[CachedFrontier], tile)?;
         }
         for &kernel in kernels.iter().filter(|&&k| k != default) {
@@ -212,12 +212,13 @@ impl DeviceProduct for GpuProduct<'_> {
 impl Contender for GpuContender {
     fn name(&self) -> String {
         // Over block entries there are no child offsets: the layout takes the source's
-        // place (`gpu k2+F blocks`, `gpu k2+F rowblk`; a tree too tall for blocks keeps
+        // place (`gpu k2+F blocks`, `rowblk`, `colblk`; a tree too tall for blocks keeps
         // codes and the source's name).
         let place = match self.layout {
             FrontierLayout::Codes => source_name(self.source),
             FrontierLayout::Blocks => "blocks",
             FrontierLayout::RowBlocks => "rowblk",
+            FrontierLayout::ColBlocks => "colblk",
         };
         let mut name = format!("gpu {} {place}", config_name(self.config));
         // The default (`tuned`, the measured winner per product) keeps the plain name.

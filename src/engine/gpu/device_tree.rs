@@ -81,10 +81,7 @@ impl DeviceTree {
             (_, FrontierLayout::Codes) => {
                 Some(gpu.upload(&tree.frontier()[..], "cached frontier")?)
             }
-            (_, l) => Some(gpu.upload(
-                &block_entries(tree, l == FrontierLayout::RowBlocks),
-                "cached frontier (blocks)",
-            )?),
+            (_, l) => Some(gpu.upload(&block_entries(tree, l), "cached frontier (blocks)")?),
         };
         let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
         let bytes = tree_only + 8 * frontier.as_ref().map_or(0, |f| f.len()) as u64;

@@ -14,7 +14,8 @@
 //! Block entries carry their position, so their order is free:
 //! [`FrontierLayout::RowBlocks`] sorts them by block row (then column), so a thread of a
 //! right product sums a run of blocks of one row in registers and the 32 lanes of a
-//! warp update the same few rows.
+//! warp update the same few rows. [`FrontierLayout::ColBlocks`] sorts them by block
+//! column (then row), which serves left products the same way.
 
 use rayon::prelude::*;
 
@@ -70,22 +71,28 @@ pub enum FrontierLayout {
     /// kernels the fastest right products, left ones within 0.54-0.66x of cuSPARSE's).
     #[default]
     RowBlocks,
+    /// Block entries sorted by block column, then row: the mirror of `RowBlocks`, for
+    /// workloads of left products (backward paths), whose column sums then run in
+    /// registers; right products scatter their rows instead.
+    ColBlocks,
 }
 
 impl FrontierLayout {
     /// Every layout.
-    pub const ALL: [FrontierLayout; 3] = [
+    pub const ALL: [FrontierLayout; 4] = [
         FrontierLayout::Codes,
         FrontierLayout::Blocks,
         FrontierLayout::RowBlocks,
+        FrontierLayout::ColBlocks,
     ];
 
-    /// Short name (`codes`, `blocks`, `rowblocks`), as in benchmark rows.
+    /// Short name (`codes`, `blocks`, `rowblocks`, `colblocks`), as in benchmark rows.
     pub fn name(self) -> &'static str {
         match self {
             FrontierLayout::Codes => "codes",
             FrontierLayout::Blocks => "blocks",
             FrontierLayout::RowBlocks => "rowblocks",
+            FrontierLayout::ColBlocks => "colblocks",
         }
     }
 
@@ -108,10 +115,11 @@ impl FrontierLayout {
     }
 }
 
-/// The [`block_entry`]s of `tree`'s last internal level, in level order or, with
-/// `by_row`, sorted by block row and column. The caller checks
+/// The [`block_entry`]s of `tree`'s last internal level in the order of `layout`: level
+/// order (`Blocks`, and `Codes`, which has no block entries), sorted by block row and
+/// column (`RowBlocks`) or by block column and row (`ColBlocks`). The caller checks
 /// `tree.height() ≤ MAX_BLOCK_HEIGHT`.
-pub fn block_entries(tree: &K2Tree, by_row: bool) -> Vec<u64> {
+pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
     debug_assert!(tree.height() <= MAX_BLOCK_HEIGHT);
     if tree.nodes() == 0 {
         return Vec::new();
@@ -132,8 +140,13 @@ pub fn block_entries(tree: &K2Tree, by_row: bool) -> Vec<u64> {
                 leaf += tree.signature(j).count_ones() as u64;
             }
         });
-    if by_row {
-        out.par_sort_unstable();
+    match layout {
+        FrontierLayout::RowBlocks => out.par_sort_unstable(),
+        FrontierLayout::ColBlocks => out.par_sort_unstable_by_key(|&e| {
+            let (row, col, bitmap) = block_entry_parts(e);
+            block_entry(col, row, bitmap)
+        }),
+        FrontierLayout::Codes | FrontierLayout::Blocks => {}
     }
     out
 }
@@ -154,20 +167,32 @@ mod tests {
     fn check(tree: &K2Tree) {
         let mut want = tree.cells();
         want.sort_unstable();
-        for by_row in [false, true] {
-            let entries = block_entries(tree, by_row);
+        for layout in [
+            FrontierLayout::Blocks,
+            FrontierLayout::RowBlocks,
+            FrontierLayout::ColBlocks,
+        ] {
+            let entries = block_entries(tree, layout);
             assert_eq!(entries.len() as u64, tree.frontier().len() as u64);
             assert!(entries.iter().all(|e| e & 0xFFFF != 0), "an empty block");
             let mut got: Vec<(u32, u32)> = entries.iter().flat_map(|&e| cells_of(e)).collect();
-            if by_row {
+            let by_col = layout == FrontierLayout::ColBlocks;
+            if layout != FrontierLayout::Blocks {
                 let keys: Vec<(u32, u32)> = entries
                     .iter()
                     .map(|&e| {
                         let (r, c, _) = block_entry_parts(e);
-                        (r, c)
+                        if by_col {
+                            (c, r)
+                        } else {
+                            (r, c)
+                        }
                     })
                     .collect();
-                assert!(keys.windows(2).all(|w| w[0] < w[1]), "not sorted by row");
+                assert!(
+                    keys.windows(2).all(|w| w[0] < w[1]),
+                    "not sorted: {layout:?}"
+                );
             } else {
                 let codes: Vec<u64> = entries
                     .iter()
@@ -179,7 +204,7 @@ mod tests {
                 assert_eq!(&codes[..], &tree.frontier()[..]);
             }
             got.sort_unstable();
-            assert_eq!(got, want, "by_row={by_row}");
+            assert_eq!(got, want, "{layout:?}");
         }
     }
 

@@ -87,7 +87,8 @@ pub struct GpuOptions {
     /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Tuned`].
     pub leaf_kernel: LeafKernel,
     /// What the cached frontier holds (`CachedFrontier` matrices). Default
-    /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels); see
+    /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels for right
+    /// products; [`FrontierLayout::ColBlocks`] serves left products best); see
     /// [`FrontierLayout::for_tree`] for when a matrix keeps codes anyway.
     pub frontier: FrontierLayout,
     /// Launch each traversal step so that it may start before the previous kernel ends
