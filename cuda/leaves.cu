@@ -140,9 +140,7 @@ struct TropicalAcc {
         atomicMin(&((u32 *)p.y)[at], __float_as_uint(v));
     }
     __device__ __forceinline__ static void local(T *w, T v) {
-        u32 bits = __float_as_uint(v);
-        u32 *d = (u32 *)w;
-        if (*(volatile u32 *)d > bits) atomicMin(d, bits);
+        if (changes(__uint_as_float(*(volatile u32 *)w), v)) atomicMin((u32 *)w, __float_as_uint(v));
     }
 };
 struct BitsAcc {
@@ -157,8 +155,7 @@ struct BitsAcc {
     __device__ __forceinline__ static bool changes(T old, T v) { return (old | v) != old; }
     __device__ __forceinline__ static void update(const StepParams &p, u64 at, T v) { atomicOr(&((u64 *)p.y)[at], v); }
     __device__ __forceinline__ static void local(T *w, T v) {
-        T old = *(volatile T *)w;
-        if ((old | v) != old) atomicOr(w, v);
+        if (changes(*(volatile T *)w, v)) atomicOr(w, v);
     }
 };
 
@@ -380,15 +377,15 @@ __device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typena
 template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4],
                                             bool read = true) {
+    const bool check = Op::IDEMPOTENT && read;
     typename Op::T old[4];
 #pragma unroll
     for (u32 i = 0; i < 4; ++i)
-        old[i] = Op::IDEMPOTENT && read && !Op::is_identity(acc[i]) ? Op::seen(p, (o0 + i) * S::width(p) + b)
-                                                                   : Op::identity();
+        old[i] = check && !Op::is_identity(acc[i]) ? Op::seen(p, (o0 + i) * S::width(p) + b) : Op::identity();
 #pragma unroll
     for (u32 i = 0; i < 4; ++i) {
-        bool send = !Op::is_identity(acc[i]) && (!(Op::IDEMPOTENT && read) || Op::changes(old[i], acc[i]));
-        if (send) Op::update(p, (o0 + i) * S::width(p) + b, acc[i]);
+        if (!Op::is_identity(acc[i]) && (!check || Op::changes(old[i], acc[i])))
+            Op::update(p, (o0 + i) * S::width(p) + b, acc[i]);
         acc[i] = Op::identity();
     }
 }
