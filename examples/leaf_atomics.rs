@@ -94,8 +94,8 @@ fn plans(codes: &[u64], side: u64) {
         1 << 22,
         1 << 24,
     ] {
-        let p = TilePlan::descend(&tree, top, m, MAX_FUSED_LEVELS);
-        let single = TilePlan::descend(&tree, top, m, 1).launches();
+        let p = TilePlan::descend(&tree, top, m, (MAX_FUSED_LEVELS, 0));
+        let single = TilePlan::descend(&tree, top, m, (1, 0)).launches();
         let f = TilePlan::frontier(&tree, m);
         println!(
             "M = 2^{:2}: descend {:6} launches ({single} with a launch per level), scratch codes {:>10} B (max step {}); frontier {} launches",

@@ -7,9 +7,10 @@
 #                                             # carry [".carry/device"]); logs into $OUT
 #
 # PARTS (default: tests codex spmv cnr): any of
-#   tests   every carried GPU test binary (--test-threads=1)
-#   spmv    k2rpq bench-spmv on cnr-2000
-#   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph
+#   tests   every carried GPU test binary (--test-threads=1; TESTS="a b": only these,
+#           TEST_ARGS: passed to each, e.g. "--skip cnr_2000_timings")
+#   spmv    k2rpq bench-spmv on cnr-2000 (SPMV_ARGS: more arguments)
+#   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph (SPMVWEB_BATCHES: f32 widths)
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
 #           (LEAVES_OP=bits: a bit-packed batch of 64 instead of an f32 vector)
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
@@ -30,6 +31,8 @@
 #           load each under /usr/bin/time; prints statements/s end to end and per CPU-second
 #   fwd     cnr-2000 `<c> p+ ?y`: gpu (auto), cpu and Oxigraph (2 repeats), then the GPU with
 #           every product on the device (--no-host-walk), and one explain trace
+#   layouts cnr-2000 `<c> p+ ?y` and `?x p* <c>` on the GPU, every product on the device,
+#           with --frontier-layout rowblocks, colblocks and both
 #   lines   line lists at 100M (session 4): scripts/lines-100m.sh with bin/k2rpq, bin/k2rpq-base
 #           (K2RPQ_BASE at --build) and bin/lines_build: bench cpu warm (new, base) and cold
 #           (new), then per-relation descent/build costs on all cores (~5-7 minutes)
@@ -92,19 +95,22 @@ for line in sys.stdin:
     }
     # cnr-2000 `<c> p+ ?y` (issue 6): the GPU engine as `--engine auto` runs it (host walk
     # first), the CPU engine and Oxigraph side by side; then every product on the device.
-    fwd_part() {
+    cnr_store() {
         if [ ! -d "$tmp/cnr.store" ]; then
             zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
             "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
         fi
         grep -E '^fwd' sparql/cnr-2000.rpq > "$tmp/fwd.rpq"
+        grep -E '^bwd0' sparql/cnr-2000.rpq > "$tmp/bwd.rpq"
+    }
+    fwd_part() {
+        cnr_store
         step "cnr-2000 <c> p+ ?y: gpu (auto: host walk first), cpu, oxigraph"
         timeout 150 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
             --timeout 20 --quiet --json "$out/fwd.json" --csv "$out/fwd.csv" > "$out/fwd.txt" 2>&1; tail -6 "$out/fwd.txt" | tee -a "$out/summary.txt"
         step "cnr-2000 <c> p+ ?y: gpu, every product on the device (--no-host-walk)"
         timeout 60 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/fwd.rpq" --engines gpu --no-host-walk --repeats 3 --warmup 1 \
             --timeout 20 --quiet --csv "$out/fwd-device.csv" > "$out/fwd-device.txt" 2>&1; tail -4 "$out/fwd-device.txt" | tee -a "$out/summary.txt"
-        grep -E '^bwd0' sparql/cnr-2000.rpq > "$tmp/bwd.rpq"
         step "cnr-2000 ?x p* <c> (10 of the 50): gpu (auto), cpu, oxigraph"
         timeout 100 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/bwd.rpq" --engines gpu,cpu,oxigraph --repeats 2 --warmup 0 \
             --timeout 20 --quiet --csv "$out/bwd.csv" > "$out/bwd.txt" 2>&1; tail -6 "$out/bwd.txt" | tee -a "$out/summary.txt"
@@ -113,14 +119,30 @@ for line in sys.stdin:
     }
     for part in $parts; do case "$part" in
     fwd) fwd_part ;;
+    layouts)
+        # The same queries with every product on the device, per frontier layout: forward
+        # paths take right products, backward ones left products.
+        cnr_store
+        for layout in rowblocks colblocks both; do
+            for q in fwd bwd; do
+                step "cnr-2000 $q, every product on the device, --frontier-layout $layout"
+                timeout 100 "$k2" bench --store "$tmp/cnr.store" --queries "$tmp/$q.rpq" --engines gpu --no-host-walk \
+                    --frontier-layout "$layout" --stats --repeats 3 --warmup 1 --timeout 20 --quiet \
+                    --csv "$out/$q-$layout.csv" > "$out/$q-$layout.txt" 2>&1
+                tail -8 "$out/$q-$layout.txt" | tee -a "$out/summary.txt"
+            done
+        done ;;
     lines)
         step "line lists at 100M (scripts/lines-100m.sh; logs in lines/)"
         bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
             name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves) continue ;; esac
+            # TESTS (e.g. "gpu_engine rpq_gpu"): only these binaries; TEST_ARGS: passed to each.
+            if [ -n "${TESTS:-}" ] && ! [[ " $TESTS " == *" $name "* ]]; then continue; fi
             step "test $name"
-            if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
+            # shellcheck disable=SC2086
+            if "$t" --test-threads=1 ${TEST_ARGS:-} >"$out/test-$name.log" 2>&1; then
                 echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"
             else
                 echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-$name.log"; status=1
@@ -128,12 +150,15 @@ for line in sys.stdin:
         done ;;
     spmv)
         step "bench-spmv cnr-2000 (full table: spmv-cnr.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
-        "$k2" bench-spmv --tsv "$cnr" --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" >"$out/spmv-cnr.txt" 2>&1
+        # SPMV_ARGS: more bench-spmv arguments (e.g. --leaf-kernels tuned --batches 1).
+        # shellcheck disable=SC2086
+        "$k2" bench-spmv --tsv "$cnr" ${SPMV_ARGS:-} --json "$out/spmv-cnr.json" --svg "$out/spmv-cnr.svg" >"$out/spmv-cnr.txt" 2>&1
         spmv_rows "$out/spmv-cnr.txt" ;;
     spmvweb)
         step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
         # SPMVWEB_KERNELS (e.g. rows,wagg): the leaf-kernel variants beside the default.
-        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches 1,16 --bit-batches 64 --skip-cpu \
+        # SPMVWEB_BATCHES: the f32 batch widths (default 1,16).
+        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
             ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
         spmv_rows "$out/spmv-web.txt" ;;
     leaves)

@@ -10,7 +10,8 @@ for a real architecture, takes the cubin (`nvrtcGetCUBIN`) and disassembles it w
 
 Needs libnvrtc (`NVRTC_LIB`, default: `libnvrtc.so.13` on the loader path, e.g. the CI's
 `target/ci-python/nvidia/cu13/lib` in LD_LIBRARY_PATH) and cuobjdump (`CUOBJDUMP`, default:
-on PATH; `pip download --no-deps nvidia-cuda-cuobjdump` and unzip the wheel for one).
+on PATH; `pip download --no-deps nvidia-cuda-cuobjdump` and unzip the wheel for one), which
+runs nvdisasm (on PATH: `pip download --no-deps nvidia-cuda-nvdisasm`, unzipped).
 """
 import argparse
 import ctypes

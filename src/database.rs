@@ -24,7 +24,7 @@ use roaring::RoaringBitmap;
 
 use crate::cache::{budget_or_default, CacheError, CacheOptions, CacheStats, DeviceCache};
 use crate::engine::cpu::CpuEngine;
-use crate::engine::gpu::{open_or_notice, DevicesError, GpuEngine, GpuSelection};
+use crate::engine::gpu::{open_or_notice_with, DevicesError, GpuEngine, GpuOptions, GpuSelection};
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::terms::TermLookup;
@@ -71,6 +71,9 @@ pub struct DatabaseOptions {
     /// of physical memory, `0` for none); default [`crate::k2tree::DEFAULT_LINE_MEMORY`].
     /// See [`crate::k2tree::K2Tree::lines_after`] for when lists are built.
     pub line_memory: Option<String>,
+    /// Tunables of the GPU engines (e.g. [`GpuOptions::frontier`], the layout of the
+    /// resident relations' cached frontiers).
+    pub gpu_options: GpuOptions,
 }
 
 /// Errors of the database layer.
@@ -311,9 +314,11 @@ impl Database {
                 .gpus
                 .clone()
                 .unwrap_or_default()
-                .open()
+                .open_with(options.gpu_options)
                 .map_err(|e| DatabaseError::NoGpu(e.to_string()))?,
-            EngineChoice::Auto => open_or_notice(options.gpus.as_ref())?.unwrap_or_default(),
+            EngineChoice::Auto => {
+                open_or_notice_with(options.gpus.as_ref(), options.gpu_options)?.unwrap_or_default()
+            }
         };
         let mut gpus = Vec::with_capacity(engines.len());
         for engine in engines {

@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
+use k2rpq::engine::gpu::tile_plan::{MAX_FUSED_LEVELS, MAX_SUBTREE_LEVELS};
 use k2rpq::engine::gpu::{
     self, BitsUpdate, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
 };
@@ -95,6 +95,28 @@ fn option_sets() -> Vec<GpuOptions> {
                 GpuOptions {
                     fused_levels: MAX_FUSED_LEVELS,
                     ..o(1 << 20, 1, None)
+                },
+                // Subtree launches for the last levels (`check_matrix` runs them dense,
+                // masked, batched and bit-packed, both directions): from the root with
+                // tiles of four (blocks with fewer roots than SUBTREE_ROOTS), two levels
+                // under fused expand steps with the scan (which subtree steps ignore),
+                // and the deepest subtrees under a default top.
+                GpuOptions {
+                    subtree_levels: MAX_SUBTREE_LEVELS,
+                    ..o(4, 1, Some(OffsetSource::Directory))
+                },
+                GpuOptions {
+                    subtree_levels: 2,
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(3000, 4, Some(OffsetSource::Scan))
+                },
+                GpuOptions {
+                    subtree_levels: MAX_SUBTREE_LEVELS,
+                    ..o(1 << 20, 1 << 16, None)
+                },
+                GpuOptions {
+                    subtree_levels: 5,
+                    ..o(64, 1, None)
                 },
             ]);
         } else {
@@ -727,14 +749,29 @@ fn cnr_2000_matches_cpu() {
         frontier: FrontierLayout::RowBlocks,
         ..GpuOptions::default()
     });
+    // A shallow top (deep device-side descents) with small tiles.
+    let shallow = o(
+        1 << 14,
+        1 << 10,
+        Some(OffsetSource::Directory),
+        LeafKernel::Tuned,
+    );
     sets.push(GpuOptions {
         fused_levels: MAX_FUSED_LEVELS,
-        ..o(
-            1 << 14,
-            1 << 10,
-            Some(OffsetSource::Directory),
-            LeafKernel::Tuned,
-        )
+        ..shallow
+    });
+    // Subtree launches: the default top and tiles, and the shallow top, whose descent
+    // hands eight levels' subtrees over after fused expand steps.
+    for subtree_levels in [5, MAX_SUBTREE_LEVELS] {
+        sets.push(GpuOptions {
+            subtree_levels,
+            ..GpuOptions::default()
+        });
+    }
+    sets.push(GpuOptions {
+        subtree_levels: MAX_SUBTREE_LEVELS,
+        fused_levels: MAX_FUSED_LEVELS,
+        ..shallow
     });
     for k in LeafKernel::ALL {
         sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));

@@ -60,6 +60,7 @@ fn open(dir: &tempfile::TempDir, engine: EngineChoice, gpus: Option<GpuSelection
             gpu_budget: None,
             gpus,
             line_memory: None,
+            ..DatabaseOptions::default()
         },
     )
     .unwrap()
@@ -177,6 +178,7 @@ fn scaling_driver_on_gpus() {
                 gpu_budget: None,
                 gpus: Some(GpuSelection::List(ords.to_vec())),
                 line_memory: None,
+                ..DatabaseOptions::default()
             },
         )
     };
@@ -267,6 +269,7 @@ fn gpus_errors_and_fallback() {
         gpu_budget: None,
         gpus,
         line_memory: None,
+        ..DatabaseOptions::default()
     };
     let absent = GpuSelection::List(vec![found]);
     for engine in [EngineChoice::Auto, EngineChoice::Gpu] {

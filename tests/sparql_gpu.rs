@@ -4,7 +4,7 @@
 
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions};
 use k2rpq::oxigraph::K2Paths;
 use k2rpq::sparql::{query, MemoryDataset};
 use k2rpq::store::{load, Input, LoadOptions};
@@ -84,7 +84,7 @@ fn database_gpu_matches_cpu() {
         &LoadOptions::default(),
     )
     .expect("load");
-    let open = |engine, budget: Option<&str>| {
+    let open = |engine, budget: Option<&str>, frontier| {
         Database::open(
             &store,
             &DatabaseOptions {
@@ -92,25 +92,33 @@ fn database_gpu_matches_cpu() {
                 gpu_budget: budget.map(str::to_owned),
                 gpus: None,
                 line_memory: None,
+                gpu_options: GpuOptions {
+                    frontier,
+                    ..GpuOptions::default()
+                },
             },
         )
         .expect("open")
     };
-    let cpu = open(EngineChoice::Cpu, None);
-    let gpu = open(EngineChoice::Gpu, Some("64MiB"));
-    for round in 0..2 {
-        for q in QUERIES {
-            let (a, on_a) = cpu.query(q).expect("cpu");
-            let (b, on_b) = gpu.query(q).expect("gpu");
-            assert_eq!((on_a, on_b), ("cpu", "gpu"));
-            let a = multiset(a);
-            assert!(!a.is_empty(), "{q}: empty answer tests nothing");
-            assert_eq!(a, multiset(b), "round {round}: {q}");
+    let cpu = open(EngineChoice::Cpu, None, FrontierLayout::default());
+    // The default layout, and both sorted copies (forward and backward paths each over
+    // the copy sorted for them).
+    for frontier in [FrontierLayout::default(), FrontierLayout::Both] {
+        let gpu = open(EngineChoice::Gpu, Some("64MiB"), frontier);
+        for round in 0..2 {
+            for q in QUERIES {
+                let (a, on_a) = cpu.query(q).expect("cpu");
+                let (b, on_b) = gpu.query(q).expect("gpu");
+                assert_eq!((on_a, on_b), ("cpu", "gpu"));
+                let a = multiset(a);
+                assert!(!a.is_empty(), "{q}: empty answer tests nothing");
+                assert_eq!(a, multiset(b), "{frontier:?} round {round}: {q}");
+            }
         }
+        let stats = gpu.gpu_stats().expect("GPU stats");
+        assert!(stats.misses > 0 && stats.hits > 0, "{stats}");
+        assert!(stats.peak_bytes <= 64 << 20, "{stats}");
     }
-    let stats = gpu.gpu_stats().expect("GPU stats");
-    assert!(stats.misses > 0 && stats.hits > 0, "{stats}");
-    assert!(stats.peak_bytes <= 64 << 20, "{stats}");
 }
 
 #[path = "harness/mod.rs"]

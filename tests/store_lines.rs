@@ -236,3 +236,46 @@ fn cli_keeps_lists_and_info_shows_them() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a k2rpq store"));
 }
+
+/// `--frontier-layout` takes every layout's name (the CPU engine ignores it) and refuses
+/// an unknown one with the list of names.
+#[test]
+fn cli_frontier_layout_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_store, rpq) = store(dir.path());
+    for layout in ["codes", "blocks", "rowblocks", "colblocks", "both"] {
+        let (text, _) = k2rpq_ok(&[
+            "rpq".as_ref(),
+            "--store".as_ref(),
+            dir_store.as_os_str(),
+            "--engine".as_ref(),
+            "cpu".as_ref(),
+            "--count".as_ref(),
+            "--frontier-layout".as_ref(),
+            layout.as_ref(),
+            "--file".as_ref(),
+            rpq.as_os_str(),
+        ]);
+        assert!(!text.trim().is_empty(), "{layout}: no count printed");
+    }
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args([
+            "rpq",
+            "--engine",
+            "cpu",
+            "--frontier-layout",
+            "rows",
+            "--store",
+        ])
+        .arg(&dir_store)
+        .arg("--file")
+        .arg(&rpq)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("unknown frontier layout") && stderr.contains("both"),
+        "{stderr}"
+    );
+}

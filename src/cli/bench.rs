@@ -200,6 +200,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
                 gpu_budget: args.device.gpu_budget.clone(),
                 gpus: Some(GpuSelection::List(ords.to_vec())),
                 line_memory: args.device.line_memory.clone(),
+                gpu_options: args.device.gpu_options(),
             },
         )
     };

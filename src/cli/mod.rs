@@ -16,7 +16,7 @@ pub mod rpq;
 
 use anyhow::Context;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
-use k2rpq::engine::gpu::GpuSelection;
+use k2rpq::engine::gpu::{FrontierLayout, GpuOptions, GpuSelection};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
 /// `query`, `bench`).
@@ -42,6 +42,26 @@ pub struct DeviceArgs {
     /// time, peak bytes) at the end (over a `--store`).
     #[arg(long)]
     pub stats: bool,
+    /// What a resident relation's cached frontier holds on the GPU: `rowblocks` (default:
+    /// fastest right products), `colblocks` (fastest left products, i.e. backward paths),
+    /// `both` (both sorted copies: each direction fast, twice the frontier's memory),
+    /// `blocks` or `codes` (the paper's).
+    #[arg(long, value_parser = parse_frontier_layout)]
+    pub frontier_layout: Option<FrontierLayout>,
+}
+
+/// A [`FrontierLayout`] by its name.
+fn parse_frontier_layout(s: &str) -> Result<FrontierLayout, String> {
+    FrontierLayout::ALL
+        .into_iter()
+        .find(|l| l.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = FrontierLayout::ALL.iter().map(|l| l.name()).collect();
+            format!(
+                "unknown frontier layout {s:?} (one of {})",
+                names.join(", ")
+            )
+        })
 }
 
 impl DeviceArgs {
@@ -52,6 +72,15 @@ impl DeviceArgs {
             gpu_budget: self.gpu_budget.clone(),
             gpus: self.gpus.clone(),
             line_memory: self.line_memory.clone(),
+            gpu_options: self.gpu_options(),
+        }
+    }
+
+    /// The GPU engines' options these arguments ask for.
+    pub fn gpu_options(&self) -> GpuOptions {
+        GpuOptions {
+            frontier: self.frontier_layout.unwrap_or_default(),
+            ..GpuOptions::default()
         }
     }
 

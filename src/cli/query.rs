@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{open_or_notice, GpuEngine};
+use k2rpq::engine::gpu::{open_or_notice_with, GpuEngine};
 use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
 
@@ -88,14 +88,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .gpus
                         .clone()
                         .unwrap_or_default()
-                        .open()
+                        .open_with(args.device.gpu_options())
                         .context("--engine gpu")?;
                     (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
                 }
-                EngineChoice::Auto => match open_or_notice(args.device.gpus.as_ref())? {
-                    Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
-                    None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
-                },
+                EngineChoice::Auto => {
+                    match open_or_notice_with(args.device.gpus.as_ref(), args.device.gpu_options())?
+                    {
+                        Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
+                        None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
+                    }
+                }
             };
             (answer, engine, loaded, None)
         }

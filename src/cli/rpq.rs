@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k2rpq::database::Database;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::open_or_notice;
+use k2rpq::engine::gpu::open_or_notice_with;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
@@ -108,13 +108,15 @@ impl EvalArgs {
                     .gpus
                     .clone()
                     .unwrap_or_default()
-                    .open()
+                    .open_with(self.device.gpu_options())
                     .context("--engine gpu")?,
             ),
-            EngineChoice::Auto => match open_or_notice(self.device.gpus.as_ref())? {
-                Some(g) => task.run(&g),
-                None => task.run(&[CpuEngine::new()]),
-            },
+            EngineChoice::Auto => {
+                match open_or_notice_with(self.device.gpus.as_ref(), self.device.gpu_options())? {
+                    Some(g) => task.run(&g),
+                    None => task.run(&[CpuEngine::new()]),
+                }
+            }
         }
     }
 }

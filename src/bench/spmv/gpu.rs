@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
-use crate::engine::gpu::tile_plan::MAX_FUSED_LEVELS;
+use crate::engine::gpu::tile_plan::{MAX_FUSED_LEVELS, MAX_SUBTREE_LEVELS};
 use crate::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
     OffsetSource, ProductGraph,
@@ -47,6 +47,8 @@ pub struct GpuContender {
     overlapped: bool,
     /// `GpuOptions::fused_levels` (named ` L<levels>` when not the default).
     fused_levels: u32,
+    /// `GpuOptions::subtree_levels` (named ` S<levels>` when not the default).
+    subtree_levels: u32,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
 }
@@ -65,7 +67,7 @@ impl GpuContender {
     /// `k2+F scan` (and the block layouts, for kernels that read them) with each other
     /// variant of `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
     pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
-        use FrontierLayout::{Blocks, Codes, ColBlocks, RowBlocks};
+        use FrontierLayout::{Blocks, Both, Codes, ColBlocks, RowBlocks};
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
         let mut load = |options: GpuOptions, configs: &[MatrixConfig]| -> Result<()> {
@@ -83,6 +85,7 @@ impl GpuContender {
                     top_nodes: options.top_nodes,
                     overlapped: options.overlapped_launches,
                     fused_levels: options.fused_levels,
+                    subtree_levels: options.subtree_levels,
                 });
             }
             Ok(())
@@ -105,7 +108,7 @@ impl GpuContender {
         for source in [dir, scan] {
             add(default, (source, Codes), &[TreeOnly, CachedFrontier], tile)?;
         }
-        for layout in [Blocks, RowBlocks, ColBlocks] {
+        for layout in [Blocks, RowBlocks, ColBlocks, Both] {
             add(default, (dir, layout), &[CachedFrontier], tile)?;
         }
         for &kernel in kernels.iter().filter(|&&k| k != default) {
@@ -158,6 +161,17 @@ impl GpuContender {
             },
             &[TreeOnly],
         )?;
+        // Tree-only descents whose last levels go to subtree launches (` S5`, ` S8`),
+        // against level-by-level expand steps.
+        for subtree_levels in [5, MAX_SUBTREE_LEVELS] {
+            load(
+                GpuOptions {
+                    subtree_levels,
+                    ..options(default, (dir, Codes), tile)
+                },
+                &[TreeOnly],
+            )?;
+        }
         // Every step launched after its predecessor ends (` serial`), against the default
         // overlapped launches: tree-only and over row blocks.
         for (place, config) in [((dir, Codes), TreeOnly), ((dir, RowBlocks), CachedFrontier)] {
@@ -219,6 +233,7 @@ impl Contender for GpuContender {
             FrontierLayout::Blocks => "blocks",
             FrontierLayout::RowBlocks => "rowblk",
             FrontierLayout::ColBlocks => "colblk",
+            FrontierLayout::Both => "both",
         };
         let mut name = format!("gpu {} {place}", config_name(self.config));
         // The default (`tuned`, the measured winner per product) keeps the plain name.
@@ -234,6 +249,9 @@ impl Contender for GpuContender {
         }
         if self.fused_levels != GpuOptions::default().fused_levels {
             name.push_str(&format!(" L{}", self.fused_levels));
+        }
+        if self.subtree_levels != GpuOptions::default().subtree_levels {
+            name.push_str(&format!(" S{}", self.subtree_levels));
         }
         if !self.overlapped {
             name.push_str(" serial");

@@ -10,7 +10,7 @@ use super::context::GpuContext;
 use super::frontier::{block_entries, FrontierLayout};
 use super::tile_plan::{TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
-use crate::engine::{MatrixConfig, Result};
+use crate::engine::{Direction, MatrixConfig, Result};
 use crate::k2tree::K2Tree;
 
 /// A matrix loaded into the [`super::GpuEngine`]. Device memory is freed on drop.
@@ -25,6 +25,9 @@ pub struct DeviceTree {
     pub(super) top_level: u32,
     pub(super) top_codes: CudaSlice<u64>,
     pub(super) frontier: Option<CudaSlice<u64>>,
+    /// The column-sorted copy of a [`FrontierLayout::Both`] frontier (`frontier` is then
+    /// row-sorted).
+    pub(super) frontier_by_col: Option<CudaSlice<u64>>,
     /// What the frontier's entries are (`Codes` when there is no frontier).
     pub(super) layout: FrontierLayout,
     /// Plan from the top level (tree-only products).
@@ -83,13 +86,28 @@ impl DeviceTree {
             }
             (_, l) => Some(gpu.upload(&block_entries(tree, l), "cached frontier (blocks)")?),
         };
+        let frontier_by_col = if frontier.is_some() && layout == FrontierLayout::Both {
+            let entries = block_entries(tree, FrontierLayout::ColBlocks);
+            Some(gpu.upload(&entries, "cached frontier (column-sorted blocks)")?)
+        } else {
+            None
+        };
         let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
-        let bytes = tree_only + 8 * frontier.as_ref().map_or(0, |f| f.len()) as u64;
+        let bytes = tree_only
+            + 8 * [&frontier, &frontier_by_col]
+                .iter()
+                .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
+                .sum::<u64>();
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
-            None => TileSizes::auto(tree, top_level, tree_only, bytes),
+            None => TileSizes::auto(tree, (top_level, options.subtree_levels), tree_only, bytes),
         };
-        let descend = TilePlan::descend(tree, top_level, tiles.descend, options.fused_levels);
+        let descend = TilePlan::descend(
+            tree,
+            top_level,
+            tiles.descend,
+            (options.fused_levels, options.subtree_levels),
+        );
         let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| {
             (
                 TilePlan::frontier(tree, tiles.frontier),
@@ -105,6 +123,7 @@ impl DeviceTree {
             top_level,
             top_codes,
             frontier,
+            frontier_by_col,
             layout,
             descend,
             over_frontier,
@@ -128,7 +147,8 @@ impl DeviceTree {
         self.top_level
     }
 
-    /// The layout of its cached frontier (`Codes` when it has none).
+    /// The layout of its cached frontier (`Codes` when it has none); a product in
+    /// direction `dir` reads [`FrontierLayout::for_dir`] of it.
     pub fn frontier_layout(&self) -> FrontierLayout {
         self.layout
     }
@@ -172,13 +192,18 @@ impl DeviceTree {
         self.bytes
     }
 
-    /// Raw device addresses `(signatures, directory, top codes, frontier or 0)`.
-    pub(super) fn pointers(&self, gpu: &GpuContext) -> (u64, u64, u64, u64) {
+    /// Raw device addresses `(signatures, directory, top codes, frontier or 0)`, the
+    /// frontier being the copy a product in direction `dir` reads.
+    pub(super) fn pointers(&self, gpu: &GpuContext, dir: Direction) -> (u64, u64, u64, u64) {
         let s = gpu.stream();
         let (nib, _a) = self.nibbles.device_ptr(s);
         let (ranks, _b) = self.ranks.device_ptr(s);
         let (top, _c) = self.top_codes.device_ptr(s);
-        let front = self.frontier.as_ref().map_or(0, |f| f.device_ptr(s).0);
+        let copy = match dir {
+            Direction::Left if self.frontier_by_col.is_some() => &self.frontier_by_col,
+            _ => &self.frontier,
+        };
+        let front = copy.as_ref().map_or(0, |f| f.device_ptr(s).0);
         (nib, ranks, top, front)
     }
 }

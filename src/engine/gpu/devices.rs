@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{driver_present, GpuEngine};
+use super::{driver_present, GpuEngine, GpuOptions};
 
 /// The GPUs a command uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,11 +126,19 @@ impl GpuSelection {
         self.ordinals_of(device_count()?)
     }
 
-    /// One engine per selected device, in selection order.
+    /// One engine per selected device, in selection order, with the default options.
     pub fn open(&self) -> Result<Vec<GpuEngine>, DevicesError> {
+        self.open_with(GpuOptions::default())
+    }
+
+    /// One engine per selected device, in selection order, each with `options`.
+    pub fn open_with(&self, options: GpuOptions) -> Result<Vec<GpuEngine>, DevicesError> {
         self.ordinals()?
             .into_iter()
-            .map(|k| GpuEngine::new(k).map_err(|e| DevicesError::Unavailable(e.to_string())))
+            .map(|k| {
+                GpuEngine::with_options(k, options)
+                    .map_err(|e| DevicesError::Unavailable(e.to_string()))
+            })
             .collect()
     }
 }
@@ -142,9 +150,17 @@ impl GpuSelection {
 pub fn open_or_notice(
     selection: Option<&GpuSelection>,
 ) -> Result<Option<Vec<GpuEngine>>, DevicesError> {
+    open_or_notice_with(selection, GpuOptions::default())
+}
+
+/// [`open_or_notice`] with engines of `options`.
+pub fn open_or_notice_with(
+    selection: Option<&GpuSelection>,
+    options: GpuOptions,
+) -> Result<Option<Vec<GpuEngine>>, DevicesError> {
     match selection {
-        Some(s @ GpuSelection::List(_)) => s.open().map(Some),
-        other => match other.cloned().unwrap_or_default().open() {
+        Some(s @ GpuSelection::List(_)) => s.open_with(options).map(Some),
+        other => match other.cloned().unwrap_or_default().open_with(options) {
             Ok(e) => Ok(Some(e)),
             Err(e) => {
                 eprintln!("k2rpq: {e}; using the CPU engine");

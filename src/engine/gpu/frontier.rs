@@ -15,7 +15,9 @@
 //! [`FrontierLayout::RowBlocks`] sorts them by block row (then column), so a thread of a
 //! right product sums a run of blocks of one row in registers and the 32 lanes of a
 //! warp update the same few rows. [`FrontierLayout::ColBlocks`] sorts them by block
-//! column (then row), which serves left products the same way.
+//! column (then row), which serves left products the same way. [`FrontierLayout::Both`]
+//! keeps both sorted copies, for twice the frontier's bytes, so that products in either
+//! direction run over the order that serves them.
 
 use rayon::prelude::*;
 
@@ -75,15 +77,19 @@ pub enum FrontierLayout {
     /// workloads of left products (backward paths), whose column sums then run in
     /// registers; right products scatter their rows instead.
     ColBlocks,
+    /// Both sorted copies: `RowBlocks` for right products, `ColBlocks` for left ones
+    /// (twice the frontier's bytes; for relations queried in both directions).
+    Both,
 }
 
 impl FrontierLayout {
     /// Every layout.
-    pub const ALL: [FrontierLayout; 4] = [
+    pub const ALL: [FrontierLayout; 5] = [
         FrontierLayout::Codes,
         FrontierLayout::Blocks,
         FrontierLayout::RowBlocks,
         FrontierLayout::ColBlocks,
+        FrontierLayout::Both,
     ];
 
     /// Short name (`codes`, `blocks`, `rowblocks`, `colblocks`), as in benchmark rows.
@@ -93,6 +99,35 @@ impl FrontierLayout {
             FrontierLayout::Blocks => "blocks",
             FrontierLayout::RowBlocks => "rowblocks",
             FrontierLayout::ColBlocks => "colblocks",
+            FrontierLayout::Both => "both",
+        }
+    }
+
+    /// The layout a product in direction `dir` reads: for [`FrontierLayout::Both`] the
+    /// copy sorted by its output blocks (`RowBlocks` right, `ColBlocks` left), otherwise
+    /// the layout itself.
+    ///
+    /// ```
+    /// use k2rpq::engine::gpu::FrontierLayout;
+    /// use k2rpq::engine::Direction;
+    /// assert_eq!(FrontierLayout::Both.for_dir(Direction::Left), FrontierLayout::ColBlocks);
+    /// assert_eq!(FrontierLayout::Blocks.for_dir(Direction::Left), FrontierLayout::Blocks);
+    /// ```
+    pub fn for_dir(self, dir: crate::engine::Direction) -> FrontierLayout {
+        match (self, dir) {
+            (FrontierLayout::Both, crate::engine::Direction::Right) => FrontierLayout::RowBlocks,
+            (FrontierLayout::Both, crate::engine::Direction::Left) => FrontierLayout::ColBlocks,
+            (l, _) => l,
+        }
+    }
+
+    /// Copies of the frontier this layout keeps on the device (0 for none is the
+    /// caller's: tree-only matrices have no frontier).
+    pub fn copies(self) -> u64 {
+        if self == FrontierLayout::Both {
+            2
+        } else {
+            1
         }
     }
 
@@ -117,8 +152,8 @@ impl FrontierLayout {
 
 /// The [`block_entry`]s of `tree`'s last internal level in the order of `layout`: level
 /// order (`Blocks`, and `Codes`, which has no block entries), sorted by block row and
-/// column (`RowBlocks`) or by block column and row (`ColBlocks`). The caller checks
-/// `tree.height() ≤ MAX_BLOCK_HEIGHT`.
+/// column (`RowBlocks`; `Both`, whose other copy is `ColBlocks`') or by block column and
+/// row (`ColBlocks`). The caller checks `tree.height() ≤ MAX_BLOCK_HEIGHT`.
 pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
     debug_assert!(tree.height() <= MAX_BLOCK_HEIGHT);
     if tree.nodes() == 0 {
@@ -141,7 +176,7 @@ pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
             }
         });
     match layout {
-        FrontierLayout::RowBlocks => out.par_sort_unstable(),
+        FrontierLayout::RowBlocks | FrontierLayout::Both => out.par_sort_unstable(),
         FrontierLayout::ColBlocks => out.par_sort_unstable_by_key(|&e| {
             let (row, col, bitmap) = block_entry_parts(e);
             block_entry(col, row, bitmap)
@@ -171,6 +206,7 @@ mod tests {
             FrontierLayout::Blocks,
             FrontierLayout::RowBlocks,
             FrontierLayout::ColBlocks,
+            FrontierLayout::Both,
         ] {
             let entries = block_entries(tree, layout);
             assert_eq!(entries.len() as u64, tree.frontier().len() as u64);

@@ -4,6 +4,8 @@ use cudarc::driver::{
     sys, CudaFunction, CudaStream, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
 };
 
+use super::tile_plan::SUBTREE_ROOTS;
+
 /// Mirror of `struct StepParams` in `cuda/common.cuh` (same field order and sizes: every
 /// pointer and count is 8 bytes, then four u32). Pointers are raw device addresses.
 #[repr(C)]
@@ -246,7 +248,9 @@ impl LeafKernel {
     /// - over column-sorted block entries, the mirror of row-sorted ones: `runs` left
     ///   (bit-packed left batch on the 200M web graph 0.64 ms against 1.12 over row-sorted
     ///   entries; cnr-2000 left B=1 0.17x of cuSPARSE's; session 14), and right as left
-    ///   products over the other layouts.
+    ///   products over the other layouts;
+    /// - over both sorted copies ([`super::FrontierLayout::Both`]), what the copy the
+    ///   product reads gets.
     pub fn resolve(
         self,
         op: LeafOp,
@@ -254,11 +258,13 @@ impl LeafKernel {
         width: u64,
         layout: super::FrontierLayout,
     ) -> LeafKernel {
-        use super::FrontierLayout::{Blocks, Codes, ColBlocks, RowBlocks};
+        use super::FrontierLayout::{Blocks, Both, Codes, ColBlocks, RowBlocks};
         use crate::engine::Direction::{Left, Right};
         if self != LeafKernel::Tuned {
             return self;
         }
+        // `Both` serves each direction from the copy sorted for it.
+        let layout = layout.for_dir(dir);
         match (op, dir, layout) {
             (LeafOp::Bits, Right, RowBlocks) | (LeafOp::Bits, Left, ColBlocks) => LeafKernel::Runs,
             (LeafOp::Bits, Right, Blocks) => LeafKernel::WarpAgg,
@@ -268,7 +274,8 @@ impl LeafKernel {
             (_, Left, ColBlocks) => LeafKernel::Runs,
             (_, Right, Blocks | ColBlocks) if width == 1 => LeafKernel::WarpAgg,
             (_, Right, ColBlocks) => LeafKernel::Rows,
-            (_, Right, Blocks | RowBlocks) => LeafKernel::Runs,
+            // (`Both` is read as `RowBlocks` here.)
+            (_, Right, Blocks | RowBlocks | Both) => LeafKernel::Runs,
             (_, Left, _) if width == 1 => LeafKernel::WarpAgg,
             (_, Left, _) => LeafKernel::Rows,
         }
@@ -301,7 +308,8 @@ impl LeafKernel {
     /// matching keys, and its `runs` also joins the runs that continue across lanes
     /// (over [`super::FrontierLayout::ColBlocks`], a left product's `runs` does).
     /// `cells` and `window` never run over block entries
-    /// ([`super::FrontierLayout::for_tree`]); they name `rows` here.
+    /// ([`super::FrontierLayout::for_tree`]); they name `rows` here. `layout` is the one a
+    /// product reads ([`super::FrontierLayout::for_dir`]), never `Both`.
     pub fn block_leaves(self, op: LeafOp, layout: super::FrontierLayout) -> &'static str {
         let i = op as usize;
         match self {
@@ -374,7 +382,7 @@ const BLOCK_KERNELS: usize = 21;
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
 /// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
 /// entries, then agg and runs over row-sorted block entries, then runs over column-sorted
-/// ones × the same five operations.
+/// ones, then the subtree descent × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -427,7 +435,29 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "colblocks_runs_boolean",
     "colblocks_runs_tropical",
     "colblocks_runs_bits",
+    "subtrees_plus_times",
+    "subtrees_counting",
+    "subtrees_boolean",
+    "subtrees_tropical",
+    "subtrees_bits",
 ];
+
+/// The subtree descent's kernel for `op` (a [`super::StepKind::Subtrees`] step; one
+/// kernel whatever the leaf variant).
+pub fn subtree_kernel(op: LeafOp) -> &'static str {
+    LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 30 + op as usize]
+}
+
+/// The launch of a subtree step over `nodes` nodes: a block of `SUBTREE_THREADS` (256)
+/// per [`super::tile_plan::SUBTREE_ROOTS`] nodes, its level buffers in static shared
+/// memory.
+pub fn subtree_config(nodes: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (nodes.div_ceil(SUBTREE_ROOTS).max(1) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -461,7 +491,7 @@ mod tests {
         assert_eq!(LeafKernel::from_name("nope"), None);
         assert_eq!(LeafKernel::default(), LeafKernel::Tuned);
         assert_eq!(LeafKernel::from_name("tuned"), Some(LeafKernel::Tuned));
-        use crate::engine::gpu::FrontierLayout::{self, Blocks, Codes, ColBlocks, RowBlocks};
+        use crate::engine::gpu::FrontierLayout::{self, Blocks, Both, Codes, ColBlocks, RowBlocks};
         use crate::engine::Direction::{Left, Right};
         for op in OPS.map(|(op, _)| op) {
             for dir in [Left, Right] {
@@ -491,6 +521,12 @@ mod tests {
             (LeafOp::PlusTimes, Left, 1, ColBlocks, Runs),
             (LeafOp::PlusTimes, Right, 1, ColBlocks, WarpAgg),
             (LeafOp::Bits, Right, 1, Codes, Rows),
+            // Both sorted copies: each direction as over the copy sorted for it.
+            (LeafOp::Bits, Right, 1, Both, Runs),
+            (LeafOp::Bits, Left, 1, Both, Runs),
+            (LeafOp::PlusTimes, Right, 1, Both, Runs),
+            (LeafOp::PlusTimes, Left, 1, Both, Runs),
+            (LeafOp::Boolean, Left, 16, Both, Runs),
         ] {
             let got = LeafKernel::Tuned.resolve(op, dir, width, layout);
             assert_eq!(got, want, "{op:?} {dir:?} B={width} {layout:?}");
@@ -517,7 +553,35 @@ mod tests {
                 }
             }
         }
-        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 30);
+        for (op, suffix) in OPS {
+            assert_eq!(subtree_kernel(op), format!("subtrees_{suffix}"));
+        }
+        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 35);
+    }
+
+    /// The subtree kernel's constants are the host's: roots per block (the grid), threads
+    /// per block, and the levels its buffers hold (the plans' bound).
+    #[test]
+    fn subtree_launch_matches_the_kernel() {
+        let src = include_str!("../../../cuda/leaves.cu");
+        let define = |name: &str| -> u64 {
+            let line = src
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} not defined"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        assert_eq!(define("SUBTREE_ROOTS"), SUBTREE_ROOTS);
+        assert_eq!(define("SUBTREE_THREADS"), 256);
+        assert_eq!(
+            define("SUBTREE_LEVELS"),
+            super::super::tile_plan::MAX_SUBTREE_LEVELS as u64
+        );
+        for nodes in [0u64, 1, 64, 65, 1 << 30] {
+            let c = subtree_config(nodes);
+            assert_eq!(c.block_dim.0, 256);
+            assert_eq!(c.grid_dim.0 as u64, nodes.div_ceil(SUBTREE_ROOTS).max(1));
+        }
     }
 
     /// A `window` block takes 1024 items: enough blocks for every chunk (up to the cap),

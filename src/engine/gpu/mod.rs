@@ -38,7 +38,7 @@ pub use context::{
     KERNEL_SOURCES,
 };
 pub use device_tree::DeviceTree;
-pub use devices::{device_count, open_or_notice, DevicesError, GpuSelection};
+pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
     block_entries, block_entry, block_entry_parts, FrontierLayout, MAX_BLOCK_HEIGHT,
 };
@@ -47,7 +47,10 @@ pub use product_graph::{BitsGraph, ProductGraph};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
-use launch::{block_leaf_config, config_for, launch_step, leaf_config, scan_config, StepParams};
+use launch::{
+    block_leaf_config, config_for, launch_step, leaf_config, scan_config, subtree_config,
+    StepParams,
+};
 use tile_plan::SCAN_TILE_NODES;
 
 use super::{
@@ -88,7 +91,8 @@ pub struct GpuOptions {
     pub leaf_kernel: LeafKernel,
     /// What the cached frontier holds (`CachedFrontier` matrices). Default
     /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels for right
-    /// products; [`FrontierLayout::ColBlocks`] serves left products best); see
+    /// products; [`FrontierLayout::ColBlocks`] serves left products best,
+    /// [`FrontierLayout::Both`] both directions for twice the frontier's bytes); see
     /// [`FrontierLayout::for_tree`] for when a matrix keeps codes anyway.
     pub frontier: FrontierLayout,
     /// Launch each traversal step so that it may start before the previous kernel ends
@@ -103,6 +107,12 @@ pub struct GpuOptions {
     /// H200 three levels per launch cut cnr-2000's tree-only working set by 28 % (15.5 to
     /// 11.2 MB) but made its product 17 % slower (docs/BENCHMARKS.md, session 10).
     pub fused_levels: u32,
+    /// Levels at the bottom of a tree-only descent left to subtree launches (2 to
+    /// [`tile_plan::MAX_SUBTREE_LEVELS`]; 0 or 1: none): level-by-level expand steps
+    /// stop that many internal levels above the leaves, and one launch per tile of that
+    /// level descends the rest, each block keeping its subtrees' codes in shared memory
+    /// (no scratch and no launches for the levels below). Default 0.
+    pub subtree_levels: u32,
 }
 
 impl Default for GpuOptions {
@@ -115,6 +125,7 @@ impl Default for GpuOptions {
             frontier: FrontierLayout::default(),
             overlapped_launches: true,
             fused_levels: 1,
+            subtree_levels: 0,
         }
     }
 }
@@ -677,9 +688,12 @@ impl GpuEngine {
             m,
             plan,
             (
-                self.options
-                    .leaf_kernel
-                    .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
+                self.options.leaf_kernel.resolve(
+                    LeafOp::Bits,
+                    dir,
+                    x.words as u64,
+                    m.layout.for_dir(dir),
+                ),
                 LeafOp::Bits,
             ),
             xp,
@@ -717,7 +731,7 @@ impl GpuEngine {
             (
                 self.options
                     .leaf_kernel
-                    .resolve(op, dir, batch as u64, m.layout),
+                    .resolve(op, dir, batch as u64, m.layout.for_dir(dir)),
                 op,
             ),
             xp,
@@ -774,7 +788,8 @@ impl GpuEngine {
         masked: bool,
     ) -> Result<()> {
         let s = self.gpu.stream();
-        let (nib, ranks, top, front) = m.pointers(&self.gpu);
+        let (nib, ranks, top, front) = m.pointers(&self.gpu, dir);
+        let layout = m.layout.for_dir(dir);
         let codes: Vec<u64> = scratch.codes.iter().map(|b| ptr(s, b)).collect();
         let offsets = ptr(s, &scratch.offsets);
         let status = ptr(s, &scratch.status);
@@ -782,9 +797,10 @@ impl GpuEngine {
         let expand = self.gpu.function(kernel.expand())?;
         let expand_levels = self.gpu.function("expand_levels")?;
         let leaves = self.gpu.function(kernel.leaves(op))?;
+        let subtrees = self.gpu.function(launch::subtree_kernel(op))?;
         // Over block entries the leaf kernel reads each node's block from its entry.
-        let block_leaves = if m.layout.packed() {
-            Some(self.gpu.function(kernel.block_leaves(op, m.layout))?)
+        let block_leaves = if layout.packed() {
+            Some(self.gpu.function(kernel.block_leaves(op, layout))?)
         } else {
             None
         };
@@ -799,8 +815,9 @@ impl GpuEngine {
                 CodeSource::Scratch(d) => codes[d as usize],
             };
             let expanding = step.kind == StepKind::Expand;
-            // The scan gives first children: an expand of several levels ranks instead.
-            let scanned = scanning && step.levels == 1;
+            // The scan gives first children: an expand of several levels ranks instead,
+            // and a subtree step scans its own buffers.
+            let scanned = scanning && step.levels == 1 && step.kind != StepKind::Subtrees;
             if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;
@@ -846,6 +863,7 @@ impl GpuEngine {
                 },
             };
             let (f, cfg) = match (expanding, block_leaves) {
+                _ if step.kind == StepKind::Subtrees => (subtrees, subtree_config(step.count)),
                 // The warp-rank expand takes one level; several take the plain one.
                 (true, _) if step.levels > 1 => (expand_levels, config_for(step.count)),
                 (true, _) => (expand, config_for(step.count)),
@@ -971,7 +989,11 @@ impl Engine for GpuEngine {
             + s.directory_bytes
             + top
             + if config == MatrixConfig::CachedFrontier {
-                s.frontier_bytes
+                let layout = self
+                    .options
+                    .frontier
+                    .for_tree(tree, self.options.leaf_kernel);
+                layout.copies() * s.frontier_bytes
             } else {
                 0
             }

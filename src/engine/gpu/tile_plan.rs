@@ -22,10 +22,11 @@ pub enum CodeSource {
 /// One kernel launch of a product (plus its scan, when offsets come from a scan).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
-    /// Expand into the scratch of the level `levels` below, or (last internal level)
-    /// visit the leaves.
+    /// Expand into the scratch of the level `levels` below, (last internal level) visit
+    /// the leaves, or descend whole subtrees.
     pub kind: StepKind,
-    /// Levels an expand step descends at once (1 for leaf steps): see
+    /// Levels an expand step descends at once (1 for leaf steps; for subtree steps the
+    /// levels below their nodes' down to the last internal one): see
     /// [`TilePlan::descend`].
     pub levels: u32,
     /// Level of the step's nodes.
@@ -54,6 +55,10 @@ pub enum StepKind {
     Expand,
     /// Visit the leaves in place and update `y`.
     Leaves,
+    /// Descend the nodes' subtrees to the leaves within one launch, each block with its
+    /// levels' codes in shared memory, and update `y` ([`TilePlan::descend`] with
+    /// subtree levels).
+    Subtrees,
 }
 
 /// The steps of a product and the scratch they need.
@@ -92,9 +97,25 @@ pub const MAX_FUSED_LEVELS: u32 = 3;
 /// sessions 9 and 10).
 pub const FUSED_LEVEL_NODES: u64 = 1 << 19;
 
+/// Levels one subtree step descends at most, its nodes' level included (`SUBTREE_LEVELS`
+/// in `cuda/leaves.cu`: a buffer per level in shared memory).
+pub const MAX_SUBTREE_LEVELS: u32 = 8;
+
+/// Nodes of a subtree step that one block of its kernel takes (`SUBTREE_ROOTS` in
+/// `cuda/leaves.cu`).
+pub const SUBTREE_ROOTS: u64 = 64;
+
 /// The largest tile: a scanned step's child offsets are u32 and a node has at most four
 /// children, so a step holds at most 2^30 nodes.
 pub const MAX_TILE: u64 = 1 << 30;
+
+/// How a descent goes down: expand steps of up to `max_levels` levels, and the level whose
+/// nodes go to subtree steps, if any.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    max_levels: u32,
+    roots: Option<u32>,
+}
 
 /// The tile sizes of one matrix's plans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,10 +152,18 @@ impl TileSizes {
     ///   within the matrix's own resident bytes or [`MIN_SCRATCH_BUDGET`], whichever is
     ///   more, so a large matrix never needs more transient memory than it keeps resident
     ///   and a small one keeps its few launches.
-    pub fn auto(tree: &K2Tree, top: u32, tree_only: u64, with_frontier: u64) -> TileSizes {
+    ///
+    /// `subtrees`: the levels a descent leaves to subtree steps (see [`TilePlan::descend`]),
+    /// which need no scratch.
+    pub fn auto(
+        tree: &K2Tree,
+        (top, subtrees): (u32, u32),
+        tree_only: u64,
+        with_frontier: u64,
+    ) -> TileSizes {
         Self::within(
             tree,
-            top,
+            (top, subtrees),
             tree_only.max(MIN_SCRATCH_BUDGET),
             with_frontier.max(MIN_SCRATCH_BUDGET),
         )
@@ -144,7 +173,12 @@ impl TileSizes {
     /// descents and for scanned frontier products: the largest power-of-two tiles whose
     /// scratch fits, at least [`MIN_AUTO_TILE`]; one launch over the frontier with the
     /// directory.
-    pub fn within(tree: &K2Tree, top: u32, descend: u64, frontier_scan: u64) -> TileSizes {
+    pub fn within(
+        tree: &K2Tree,
+        (top, subtrees): (u32, u32),
+        descend: u64,
+        frontier_scan: u64,
+    ) -> TileSizes {
         let fits = |budget: u64, need: &dyn Fn(u64) -> u64| -> u64 {
             let mut m = MAX_TILE;
             while m > MIN_AUTO_TILE && need(m) > budget {
@@ -158,7 +192,9 @@ impl TileSizes {
             tree.level_nodes(tree.height() - 2)
         };
         TileSizes {
-            descend: fits(descend, &|m| TilePlan::descend_scratch_bound(tree, top, m)),
+            descend: fits(descend, &|m| {
+                TilePlan::descend_scratch_bound(tree, (top, subtrees), m)
+            }),
             frontier: last.clamp(MIN_AUTO_TILE, MAX_TILE),
             frontier_scan: fits(frontier_scan, &|m| 4 * m.min(last)),
         }
@@ -171,7 +207,17 @@ impl TilePlan {
     /// several levels). An expand step descends up to `max_levels` levels at once (at
     /// most [`MAX_FUSED_LEVELS`]; 1: a launch per level) through levels of at most
     /// [`FUSED_LEVEL_NODES`] nodes.
-    pub fn descend(tree: &K2Tree, top: u32, tile_nodes: u64, max_levels: u32) -> TilePlan {
+    ///
+    /// With `subtrees` of at least 2 (at most [`MAX_SUBTREE_LEVELS`]) the last `subtrees`
+    /// internal levels are left to [`StepKind::Subtrees`] steps: the expand steps stop at
+    /// the level [`TilePlan::subtree_level`] gives, whose tiles then each take one launch
+    /// that descends their subtrees to the leaves with no scratch below (0 or 1: none).
+    pub fn descend(
+        tree: &K2Tree,
+        top: u32,
+        tile_nodes: u64,
+        (max_levels, subtrees): (u32, u32),
+    ) -> TilePlan {
         let mut plan = TilePlan {
             steps: Vec::new(),
             scratch_codes: vec![0; tree.height() as usize],
@@ -181,6 +227,10 @@ impl TilePlan {
             return plan;
         }
         let m = tile_nodes.max(4);
+        let shape = Shape {
+            max_levels: max_levels.clamp(1, MAX_FUSED_LEVELS),
+            roots: Self::subtree_level(tree, top, subtrees),
+        };
         plan.range(
             tree,
             top,
@@ -188,9 +238,22 @@ impl TilePlan {
             tree.level_nodes(top),
             (CodeSource::Top, 0),
             m,
-            max_levels.clamp(1, MAX_FUSED_LEVELS),
+            shape,
         );
         plan
+    }
+
+    /// The level whose nodes a descent from `top` with `subtrees` subtree levels hands to
+    /// subtree steps: the `subtrees`-th internal level from the bottom, or `top` when that
+    /// is above it. `None` when there are none (`subtrees` below 2, or the tree has only
+    /// the last internal level below `top`).
+    pub fn subtree_level(tree: &K2Tree, top: u32, subtrees: u32) -> Option<u32> {
+        let h = tree.height();
+        if subtrees < 2 || tree.nodes() == 0 || top + 2 >= h {
+            return None;
+        }
+        let s = subtrees.min(MAX_SUBTREE_LEVELS);
+        Some((h - 1).saturating_sub(s).max(top))
     }
 
     /// Levels an expand step from level `d` descends with tiles of `m`: up to
@@ -198,7 +261,11 @@ impl TilePlan {
     /// last internal level at most, and to a level of at most `m` nodes (so that a step
     /// of several levels never cuts its level into more tiles than one level would).
     pub fn fused_levels(tree: &K2Tree, d: u32, max_levels: u32, m: u64) -> u32 {
-        let last = tree.height() - 2;
+        Self::fused_levels_to(tree, d, (max_levels, tree.height() - 2), m)
+    }
+
+    /// [`TilePlan::fused_levels`] down to level `last` at most.
+    fn fused_levels_to(tree: &K2Tree, d: u32, (max_levels, last): (u32, u32), m: u64) -> u32 {
         let mut k = 1;
         while k < max_levels
             && d + k < last
@@ -210,20 +277,19 @@ impl TilePlan {
         k
     }
 
-    /// Bytes of scratch a [`TilePlan::descend`] plan with tiles of `m` needs at most: per
-    /// level below `top`, a code buffer of at most `min(m, level)` codes (8 bytes), plus
-    /// the scan's offsets of the largest step (4 bytes per node). An upper bound of
+    /// Bytes of scratch a [`TilePlan::descend`] plan from `top` with `subtrees` subtree
+    /// levels and tiles of `m` needs at most: per level below `top` down to the last
+    /// expanded one, a code buffer of at most `min(m, level)` codes (8 bytes), plus the
+    /// scan's offsets of the largest step (4 bytes per node). An upper bound of
     /// `ScratchLayout`'s codes and offsets, computed without planning (monotone in `m`).
-    pub fn descend_scratch_bound(tree: &K2Tree, top: u32, m: u64) -> u64 {
+    pub fn descend_scratch_bound(tree: &K2Tree, (top, subtrees): (u32, u32), m: u64) -> u64 {
         if tree.nodes() == 0 {
             return 0;
         }
         let h = tree.height();
-        let codes: u64 = (top + 1..=h - 2).map(|d| tree.level_nodes(d).min(m)).sum();
-        let widest = (top..=h - 2)
-            .map(|d| tree.level_nodes(d))
-            .max()
-            .unwrap_or(0);
+        let last = Self::subtree_level(tree, top, subtrees).unwrap_or(h - 2);
+        let codes: u64 = (top + 1..=last).map(|d| tree.level_nodes(d).min(m)).sum();
+        let widest = (top..=last).map(|d| tree.level_nodes(d)).max().unwrap_or(0);
         8 * codes + 4 * widest.min(m)
     }
 
@@ -247,13 +313,16 @@ impl TilePlan {
             tree.level_nodes(d),
             (CodeSource::Frontier, 0),
             tile_nodes.max(4),
-            1,
+            Shape {
+                max_levels: 1,
+                roots: None,
+            },
         );
         plan
     }
 
     /// Plans nodes `node0 .. node0 + count` of level `d`, whose codes are at `src[off0..]`,
-    /// expand steps descending up to `max_levels` levels.
+    /// in the descent's `shape`.
     #[allow(clippy::too_many_arguments)]
     fn range(
         &mut self,
@@ -263,19 +332,33 @@ impl TilePlan {
         count: u64,
         (src, off0): (CodeSource, u64),
         m: u64,
-        max_levels: u32,
+        shape: Shape,
     ) {
         let h = tree.height();
         let end = node0 + count;
-        let levels = if d + 2 == h {
-            1
+        let kind = if d + 2 == h {
+            StepKind::Leaves
+        } else if shape.roots == Some(d) {
+            StepKind::Subtrees
         } else {
-            Self::fused_levels(tree, d, max_levels, m)
+            StepKind::Expand
         };
+        let levels = match kind {
+            StepKind::Leaves => 1,
+            // The levels below the nodes' own, down to the last internal level.
+            StepKind::Subtrees => h - 2 - d,
+            StepKind::Expand => {
+                let last = shape.roots.unwrap_or(h - 2);
+                Self::fused_levels_to(tree, d, (shape.max_levels, last), m)
+            }
+        };
+        // Leaf and subtree steps record their nodes' first child and children; expand
+        // steps those of the level they write.
+        let down = if kind == StepKind::Expand { levels } else { 1 };
         let mut a = node0;
         while a < end {
-            let fa = Self::descendants_of(tree, d, a, levels);
-            let b = if d + 2 == h {
+            let fa = Self::descendants_of(tree, d, a, down);
+            let b = if kind != StepKind::Expand {
                 (a + m).min(end)
             } else {
                 // The largest b <= a + m with at most m children in a..b (each node has
@@ -292,13 +375,9 @@ impl TilePlan {
                 }
                 lo
             };
-            let fb = Self::descendants_of(tree, d, b, levels);
+            let fb = Self::descendants_of(tree, d, b, down);
             let step = Step {
-                kind: if d + 2 == h {
-                    StepKind::Leaves
-                } else {
-                    StepKind::Expand
-                },
+                kind,
                 levels,
                 level: d,
                 node0: a,
@@ -310,12 +389,12 @@ impl TilePlan {
             };
             self.steps.push(step);
             self.max_step_nodes = self.max_step_nodes.max(b - a);
-            if d + 2 < h {
+            if kind == StepKind::Expand {
                 let below = d + levels;
                 let next = &mut self.scratch_codes[below as usize];
                 *next = (*next).max(fb - fa);
                 let src = (CodeSource::Scratch(below), 0);
-                self.range(tree, below, fa, fb - fa, src, m, max_levels);
+                self.range(tree, below, fa, fb - fa, src, m, shape);
             }
             a = b;
         }
@@ -375,7 +454,7 @@ mod tests {
                 for top in 0..=h - 2 {
                     let mut launches = Vec::new();
                     for max_levels in 1..=MAX_FUSED_LEVELS {
-                        let plan = TilePlan::descend(&t, top, tile, max_levels);
+                        let plan = TilePlan::descend(&t, top, tile, (max_levels, 0));
                         let mut next: Vec<u64> = (0..h).map(|d| t.level_start(d)).collect();
                         let mut visited = vec![false; h as usize];
                         for s in &plan.steps {
@@ -420,6 +499,63 @@ mod tests {
         }
     }
 
+    /// With subtree levels, expand steps stop at the subtree level, whose nodes subtree
+    /// steps cover once each, in order and within tiles; nothing below is planned, the
+    /// scratch stops there too, and the bound still holds.
+    #[test]
+    fn subtree_steps_cover_their_level_once() {
+        for &(n, m) in &[
+            (5u32, 1usize),
+            (1000, 5000),
+            (4096, 20000),
+            (1 << 16, 300_000),
+        ] {
+            let t = tree(n, m, 7 + n as u64);
+            let h = t.height();
+            for &tile in &[4u64, 1000, 1 << 20] {
+                for top in 0..=h - 2 {
+                    for subtrees in [0, 1, 2, 3, 5, MAX_SUBTREE_LEVELS, 20] {
+                        for max_levels in [1, MAX_FUSED_LEVELS] {
+                            let plan = TilePlan::descend(&t, top, tile, (max_levels, subtrees));
+                            let roots = TilePlan::subtree_level(&t, top, subtrees);
+                            let Some(l) = roots else {
+                                assert!(plan.steps.iter().all(|s| s.kind != StepKind::Subtrees));
+                                continue;
+                            };
+                            assert!(l >= top && l + 2 < h);
+                            assert!(h - 1 - l <= MAX_SUBTREE_LEVELS.min(subtrees));
+                            let mut next = t.level_start(l);
+                            for s in &plan.steps {
+                                assert!(s.level <= l, "a step below the subtree level");
+                                assert_ne!(s.kind, StepKind::Leaves);
+                                if s.kind == StepKind::Subtrees {
+                                    assert_eq!(s.level, l);
+                                    assert_eq!(s.node0, next);
+                                    assert!(s.count <= tile.max(4));
+                                    assert_eq!(s.levels, h - 2 - l);
+                                    assert_eq!(
+                                        s.child0,
+                                        TilePlan::descendants_of(&t, l, s.node0, 1)
+                                    );
+                                    next += s.count;
+                                } else {
+                                    assert!(s.level + s.levels <= l);
+                                }
+                            }
+                            assert_eq!(next, t.level_start(l + 1), "level {l} not covered");
+                            assert!(plan.scratch_codes[l as usize + 1..].iter().all(|&c| c == 0));
+                            let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
+                                + 4 * plan.max_step_nodes;
+                            assert!(
+                                exact <= TilePlan::descend_scratch_bound(&t, (top, subtrees), tile)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The bound holds for real plans, grows with the tile, and the automatic sizes keep
     /// the scratch within the budget whenever a tile of at least `MIN_AUTO_TILE` can.
     #[test]
@@ -429,22 +565,22 @@ mod tests {
         let top = 3;
         let mut last = 0;
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
-            let p = TilePlan::descend(&t, top, m, MAX_FUSED_LEVELS);
+            let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, 0));
             let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
-            let bound = TilePlan::descend_scratch_bound(&t, top, m);
+            let bound = TilePlan::descend_scratch_bound(&t, (top, 0), m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
             assert!(bound >= last);
             last = bound;
         }
         for budget in [1u64, 100_000, 1 << 20, 1 << 22, 1 << 40] {
-            let s = TileSizes::within(&t, top, budget, budget);
+            let s = TileSizes::within(&t, (top, 0), budget, budget);
             assert!(s.descend.is_power_of_two());
             assert!((MIN_AUTO_TILE..=MAX_TILE).contains(&s.descend));
-            let b = TilePlan::descend_scratch_bound(&t, top, s.descend);
+            let b = TilePlan::descend_scratch_bound(&t, (top, 0), s.descend);
             assert!(b <= budget || s.descend == MIN_AUTO_TILE, "{budget}: {s:?}");
             // The next size up would not have fitted.
             if s.descend < MAX_TILE {
-                assert!(TilePlan::descend_scratch_bound(&t, top, 2 * s.descend) > budget);
+                assert!(TilePlan::descend_scratch_bound(&t, (top, 0), 2 * s.descend) > budget);
             }
             assert!(
                 4 * s.frontier_scan.min(t.level_nodes(h - 2)) <= budget
@@ -455,12 +591,12 @@ mod tests {
         }
         // Below the floor the automatic sizes are those of the floor.
         assert_eq!(
-            TileSizes::auto(&t, top, 1, 1),
-            TileSizes::within(&t, top, MIN_SCRATCH_BUDGET, MIN_SCRATCH_BUDGET)
+            TileSizes::auto(&t, (top, 0), 1, 1),
+            TileSizes::within(&t, (top, 0), MIN_SCRATCH_BUDGET, MIN_SCRATCH_BUDGET)
         );
         assert_eq!(
-            TileSizes::auto(&t, top, 1 << 40, 1 << 40),
-            TileSizes::within(&t, top, 1 << 40, 1 << 40)
+            TileSizes::auto(&t, (top, 0), 1 << 40, 1 << 40),
+            TileSizes::within(&t, (top, 0), 1 << 40, 1 << 40)
         );
         assert_eq!(TileSizes::fixed(1 << 40).descend, MAX_TILE);
         assert_eq!(TileSizes::fixed(0).frontier, 4);
@@ -469,7 +605,10 @@ mod tests {
     #[test]
     fn empty_tree_has_no_steps() {
         let t = K2Tree::from_edges(10, 10, vec![]);
-        assert!(TilePlan::descend(&t, 0, 16, MAX_FUSED_LEVELS)
+        assert!(TilePlan::descend(&t, 0, 16, (MAX_FUSED_LEVELS, 0))
+            .steps
+            .is_empty());
+        assert!(TilePlan::descend(&t, 0, 16, (1, MAX_SUBTREE_LEVELS))
             .steps
             .is_empty());
         assert!(TilePlan::frontier(&t, 16).steps.is_empty());
