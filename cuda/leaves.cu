@@ -755,9 +755,12 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
 // one's plus its fan-out. Buffers are filled depth first: the parents whose children fit
 // the buffer below are expanded, that buffer is descended, then the next parents. The
 // last internal level's buffer visits its leaves as `leaves_rows` does (a thread per
-// node and vector, read before update). Where the level-by-level descent writes and reads
-// every level's codes in global memory (8 bytes per node each way, 110 M nodes on the
-// 200M-edge web graph) and launches a kernel per tile and level, this keeps them on chip.
+// node and vector, read before update). The level-by-level descent writes and reads every
+// level's codes in global memory (8 bytes per node each way) and launches a kernel per
+// tile and level; this keeps them on chip, for the smallest tree-only working set. It is
+// slower, though (cnr-2000 1.7-1.9x, the 200M-edge web graph 1.5-1.9x): a block's steps
+// are a chain of loads and barriers, and its subtrees' sizes vary (docs/BENCHMARKS.md,
+// session 15).
 #define SUBTREE_THREADS 256
 #define SUBTREE_ROOTS 64
 #define SUBTREE_LEVELS 8

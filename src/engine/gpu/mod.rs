@@ -111,7 +111,9 @@ pub struct GpuOptions {
     /// [`tile_plan::MAX_SUBTREE_LEVELS`]; 0 or 1: none): level-by-level expand steps
     /// stop that many internal levels above the leaves, and one launch per tile of that
     /// level descends the rest, each block keeping its subtrees' codes in shared memory
-    /// (no scratch and no launches for the levels below). Default 0.
+    /// (no scratch and no launches for the levels below). Default 0: on the H200 it gives
+    /// the smallest tree-only working set (cnr-2000: 4.4 MB against 15.5 MB) but made
+    /// the product 1.7-1.9x slower there (docs/BENCHMARKS.md, session 15).
     pub subtree_levels: u32,
 }
 
