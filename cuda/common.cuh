@@ -68,6 +68,17 @@ __device__ __forceinline__ u64 first_child(const StepParams &p, u64 t) {
     return 1 + dir_rank(p.nib, p.ranks, p.sample_log2, p.node0 + t);
 }
 
+// Inclusive sum of v over lanes 0 .. this lane of the warp. All 32 lanes must call it.
+__device__ __forceinline__ u32 warp_inclusive_sum(u32 v) {
+    const u32 lane = threadIdx.x & 31;
+#pragma unroll
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += u;
+    }
+    return v;
+}
+
 // Gathers the even bits of x (the column of a Morton code; x >> 1 gives the row).
 __device__ __forceinline__ u32 compact_bits(u64 x) {
     x &= 0x5555555555555555ull;

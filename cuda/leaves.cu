@@ -184,12 +184,7 @@ __device__ __forceinline__ void warp_children(const StepParams &p, u64 base, u64
     u64 tj = tf + lane;
     u32 sj = tj <= last ? signature(p.nib, p.node0 + tj) : 0u;
     u32 f = __popc(sj);
-    u32 incl = f;
-#pragma unroll
-    for (u32 o = 1; o < 32; o <<= 1) {
-        u32 v = __shfl_up_sync(FULL_MASK, incl, o);
-        if (lane >= o) incl += v;
-    }
+    u32 incl = warp_inclusive_sum(f);
     u64 first0 = 1 + warp_dir_rank(p, p.node0 + tf, lane);
     u32 src = (u32)(min(t, last) - tf);
     s = __shfl_sync(FULL_MASK, sj, src);
@@ -295,6 +290,11 @@ __device__ __forceinline__ void block_sums(const StepParams &p, u32 bm, u64 r0, 
     block_inputs<Op>(p, bm, r0, c0, b, xv);
     block_combine<Op>(p.dir, bm, xv, acc);
 }
+
+// The first row and column of cells of the 4x4 block of the last-internal-level node with
+// Morton code `code`.
+__device__ __forceinline__ u64 code_row0(u64 code) { return (u64)compact_bits(code >> 1) << 2; }
+__device__ __forceinline__ u64 code_col0(u64 code) { return (u64)compact_bits(code) << 2; }
 
 // A block entry of the cached frontier: `row << 40 | col << 16 | bitmap`
 // (src/engine/gpu/frontier.rs): its first row and column of cells, and its bitmap.
@@ -465,8 +465,8 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             bool active = live(p, it.valid && code != PRUNED, code, p.level);
             // Only the early (first) item's block was fetched with it.
             bm = !active ? 0u : early ? it.raw : block_bitmap(p.nib, it.s, it.leaf);
-            r0 = (u64)compact_bits(code >> 1) << 2;
-            c0 = (u64)compact_bits(code) << 2;
+            r0 = code_row0(code);
+            c0 = code_col0(code);
         }
         u64 b = it.b;
         u64 o0 = p.dir == 0 ? r0 : c0;
@@ -656,7 +656,7 @@ __device__ __forceinline__ void sorted_runs(const StepParams &p) {
 #define WINDOW_BYTES 16384
 
 __device__ __forceinline__ u64 output_block(const StepParams &p, u64 code) {
-    return (u64)(p.dir == 0 ? compact_bits(code >> 1) : compact_bits(code)) << 2;
+    return p.dir == 0 ? code_row0(code) : code_col0(code);
 }
 
 template <typename Op>
@@ -718,8 +718,8 @@ __device__ __forceinline__ void leaves_window(const StepParams &p) {
             u32 s = signature(p.nib, p.node0 + t);
             u32 bm = block_bitmap(p.nib, s, first_child(p, t));
             if (!bm) continue;
-            u64 r0 = (u64)compact_bits(cd >> 1) << 2;
-            u64 c0b = (u64)compact_bits(cd) << 2;
+            u64 r0 = code_row0(cd);
+            u64 c0b = code_col0(cd);
             u64 o0 = p.dir == 0 ? r0 : c0b;
             T acc[4];
             block_sums<Op>(p, bm, r0, c0b, b, acc);
@@ -783,12 +783,7 @@ struct SubtreeBuffers {
 // the sums' scratch may be reused at once.
 __device__ __forceinline__ u32 block_exclusive_sum(u32 v, u32 *warp_sums, u32 &total) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 incl = v;
-#pragma unroll
-    for (u32 o = 1; o < 32; o <<= 1) {
-        u32 u = __shfl_up_sync(FULL_MASK, incl, o);
-        if (lane >= o) incl += u;
-    }
+    u32 incl = warp_inclusive_sum(v);
     if (lane == 31) warp_sums[warp] = incl;
     __syncthreads();
     u32 before = 0, all = 0;
@@ -861,8 +856,8 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
                 if (!live(p, code != PRUNED, code, p.level + k)) continue;
                 u32 bm = block_bitmap(p.nib, sb.sig[k][q], leaf0 + sb.off[k][q]);
                 if (!bm) continue;
-                u64 r0 = (u64)compact_bits(code >> 1) << 2;
-                u64 c0 = (u64)compact_bits(code) << 2;
+                u64 r0 = code_row0(code);
+                u64 c0 = code_col0(code);
                 T acc[4];
                 block_sums<Op>(p, bm, r0, c0, b, acc);
                 flush_block<Op>(p, p.dir == 0 ? r0 : c0, b, acc);

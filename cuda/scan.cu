@@ -34,22 +34,12 @@ scan_fanout(const u64 *nib, u64 node0, u64 count, u32 *offsets, u64 *status, u64
 
     // Block-wide exclusive scan of the per-thread sums: warp shuffles, then the warp totals.
     u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 incl = sum;
-#pragma unroll
-    for (u32 o = 1; o < 32; o <<= 1) {
-        u32 v = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += v;
-    }
+    u32 incl = warp_inclusive_sum(sum);
     if (lane == 31) s_warp[warp] = incl;
     __syncthreads();
     if (warp == 0) {
         u32 w = lane < SCAN_THREADS / 32 ? s_warp[lane] : 0;
-        u32 wi = w;
-#pragma unroll
-        for (u32 o = 1; o < 32; o <<= 1) {
-            u32 v = __shfl_up_sync(0xffffffffu, wi, o);
-            if (lane >= o) wi += v;
-        }
+        u32 wi = warp_inclusive_sum(w);
         if (lane < SCAN_THREADS / 32) s_warp[lane] = wi - w;  // exclusive warp offsets
         if (lane == SCAN_THREADS / 32 - 1) {
             // wi is the tile's aggregate: publish it, then look back.

@@ -43,10 +43,8 @@ fn main() {
         .map_or("blocks", String::as_str)
         .split(',')
         .map(|l| {
-            FrontierLayout::ALL
-                .into_iter()
-                .find(|f| f.name() == l)
-                .expect("a frontier layout: codes, blocks or rowblocks")
+            FrontierLayout::from_name(l)
+                .expect("a frontier layout: codes, blocks, rowblocks, colblocks or both")
         })
         .collect();
     let bits = match args.get(5).map_or("f32", String::as_str) {

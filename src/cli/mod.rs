@@ -52,16 +52,13 @@ pub struct DeviceArgs {
 
 /// A [`FrontierLayout`] by its name.
 fn parse_frontier_layout(s: &str) -> Result<FrontierLayout, String> {
-    FrontierLayout::ALL
-        .into_iter()
-        .find(|l| l.name() == s)
-        .ok_or_else(|| {
-            let names: Vec<&str> = FrontierLayout::ALL.iter().map(|l| l.name()).collect();
-            format!(
-                "unknown frontier layout {s:?} (one of {})",
-                names.join(", ")
-            )
-        })
+    FrontierLayout::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = FrontierLayout::ALL.iter().map(|l| l.name()).collect();
+        format!(
+            "unknown frontier layout {s:?} (one of {})",
+            names.join(", ")
+        )
+    })
 }
 
 impl DeviceArgs {

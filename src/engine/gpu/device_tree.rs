@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::context::GpuContext;
-use super::frontier::{block_entries, FrontierLayout};
+use super::frontier::{block_entries, sort_entries, FrontierLayout};
 use super::tile_plan::{TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
 use crate::engine::{Direction, MatrixConfig, Result};
@@ -79,18 +79,24 @@ impl DeviceTree {
             MatrixConfig::CachedFrontier => options.frontier.for_tree(tree, options.leaf_kernel),
             MatrixConfig::TreeOnly => FrontierLayout::Codes,
         };
-        let frontier = match (config, layout) {
-            (MatrixConfig::TreeOnly, _) => None,
-            (_, FrontierLayout::Codes) => {
-                Some(gpu.upload(&tree.frontier()[..], "cached frontier")?)
+        let (frontier, frontier_by_col) = match (config, layout) {
+            (MatrixConfig::TreeOnly, _) => (None, None),
+            (_, FrontierLayout::Codes) => (
+                Some(gpu.upload(&tree.frontier()[..], "cached frontier")?),
+                None,
+            ),
+            (_, l) => {
+                let mut entries = block_entries(tree, l);
+                let frontier = gpu.upload(&entries, "cached frontier (blocks)")?;
+                // `Both`: the column-sorted copy from the same entries, re-sorted.
+                let by_col = if l == FrontierLayout::Both {
+                    sort_entries(&mut entries, FrontierLayout::ColBlocks);
+                    Some(gpu.upload(&entries, "cached frontier (column-sorted blocks)")?)
+                } else {
+                    None
+                };
+                (Some(frontier), by_col)
             }
-            (_, l) => Some(gpu.upload(&block_entries(tree, l), "cached frontier (blocks)")?),
-        };
-        let frontier_by_col = if frontier.is_some() && layout == FrontierLayout::Both {
-            let entries = block_entries(tree, FrontierLayout::ColBlocks);
-            Some(gpu.upload(&entries, "cached frontier (column-sorted blocks)")?)
-        } else {
-            None
         };
         let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
         let bytes = tree_only

@@ -92,7 +92,8 @@ impl FrontierLayout {
         FrontierLayout::Both,
     ];
 
-    /// Short name (`codes`, `blocks`, `rowblocks`, `colblocks`), as in benchmark rows.
+    /// Short name (`codes`, `blocks`, `rowblocks`, `colblocks`, `both`), as in benchmark
+    /// rows and on the CLI.
     pub fn name(self) -> &'static str {
         match self {
             FrontierLayout::Codes => "codes",
@@ -101,6 +102,17 @@ impl FrontierLayout {
             FrontierLayout::ColBlocks => "colblocks",
             FrontierLayout::Both => "both",
         }
+    }
+
+    /// The layout of a [`FrontierLayout::name`].
+    ///
+    /// ```
+    /// use k2rpq::engine::gpu::FrontierLayout;
+    /// assert_eq!(FrontierLayout::from_name("both"), Some(FrontierLayout::Both));
+    /// assert_eq!(FrontierLayout::from_name("rows"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<FrontierLayout> {
+        Self::ALL.into_iter().find(|l| l.name() == name)
     }
 
     /// The layout a product in direction `dir` reads: for [`FrontierLayout::Both`] the
@@ -152,8 +164,8 @@ impl FrontierLayout {
 
 /// The [`block_entry`]s of `tree`'s last internal level in the order of `layout`: level
 /// order (`Blocks`, and `Codes`, which has no block entries), sorted by block row and
-/// column (`RowBlocks`; `Both`, whose other copy is `ColBlocks`') or by block column and
-/// row (`ColBlocks`). The caller checks `tree.height() ≤ MAX_BLOCK_HEIGHT`.
+/// column (`RowBlocks`; `Both`, whose other copy [`sort_entries`] makes) or by block
+/// column and row (`ColBlocks`). The caller checks `tree.height() ≤ MAX_BLOCK_HEIGHT`.
 pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
     debug_assert!(tree.height() <= MAX_BLOCK_HEIGHT);
     if tree.nodes() == 0 {
@@ -175,15 +187,21 @@ pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
                 leaf += tree.signature(j).count_ones() as u64;
             }
         });
+    sort_entries(&mut out, layout);
+    out
+}
+
+/// Puts block entries in the order of a sorted `layout` (`RowBlocks` and `Both`: by block
+/// row and column; `ColBlocks`: by block column and row); other layouts keep the order.
+pub fn sort_entries(entries: &mut [u64], layout: FrontierLayout) {
     match layout {
-        FrontierLayout::RowBlocks | FrontierLayout::Both => out.par_sort_unstable(),
-        FrontierLayout::ColBlocks => out.par_sort_unstable_by_key(|&e| {
+        FrontierLayout::RowBlocks | FrontierLayout::Both => entries.par_sort_unstable(),
+        FrontierLayout::ColBlocks => entries.par_sort_unstable_by_key(|&e| {
             let (row, col, bitmap) = block_entry_parts(e);
             block_entry(col, row, bitmap)
         }),
         FrontierLayout::Codes | FrontierLayout::Blocks => {}
     }
-    out
 }
 
 #[cfg(test)]

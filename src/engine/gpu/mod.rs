@@ -40,7 +40,7 @@ pub use context::{
 pub use device_tree::DeviceTree;
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
-    block_entries, block_entry, block_entry_parts, FrontierLayout, MAX_BLOCK_HEIGHT,
+    block_entries, block_entry, block_entry_parts, sort_entries, FrontierLayout, MAX_BLOCK_HEIGHT,
 };
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::{BitsGraph, ProductGraph};
@@ -690,12 +690,9 @@ impl GpuEngine {
             m,
             plan,
             (
-                self.options.leaf_kernel.resolve(
-                    LeafOp::Bits,
-                    dir,
-                    x.words as u64,
-                    m.layout.for_dir(dir),
-                ),
+                self.options
+                    .leaf_kernel
+                    .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
                 LeafOp::Bits,
             ),
             xp,
@@ -733,7 +730,7 @@ impl GpuEngine {
             (
                 self.options
                     .leaf_kernel
-                    .resolve(op, dir, batch as u64, m.layout.for_dir(dir)),
+                    .resolve(op, dir, batch as u64, m.layout),
                 op,
             ),
             xp,

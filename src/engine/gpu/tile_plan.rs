@@ -257,15 +257,11 @@ impl TilePlan {
     }
 
     /// Levels an expand step from level `d` descends with tiles of `m`: up to
-    /// `max_levels`, through levels of at most [`FUSED_LEVEL_NODES`] nodes, down to the
-    /// last internal level at most, and to a level of at most `m` nodes (so that a step
-    /// of several levels never cuts its level into more tiles than one level would).
-    pub fn fused_levels(tree: &K2Tree, d: u32, max_levels: u32, m: u64) -> u32 {
-        Self::fused_levels_to(tree, d, (max_levels, tree.height() - 2), m)
-    }
-
-    /// [`TilePlan::fused_levels`] down to level `last` at most.
-    fn fused_levels_to(tree: &K2Tree, d: u32, (max_levels, last): (u32, u32), m: u64) -> u32 {
+    /// `max_levels`, through levels of at most [`FUSED_LEVEL_NODES`] nodes, down to level
+    /// `last` at most (the last internal level, or the subtree level), and to a level of
+    /// at most `m` nodes (so that a step of several levels never cuts its level into more
+    /// tiles than one level would).
+    fn fused_levels(tree: &K2Tree, d: u32, (max_levels, last): (u32, u32), m: u64) -> u32 {
         let mut k = 1;
         while k < max_levels
             && d + k < last
@@ -349,7 +345,7 @@ impl TilePlan {
             StepKind::Subtrees => h - 2 - d,
             StepKind::Expand => {
                 let last = shape.roots.unwrap_or(h - 2);
-                Self::fused_levels_to(tree, d, (shape.max_levels, last), m)
+                Self::fused_levels(tree, d, (shape.max_levels, last), m)
             }
         };
         // Leaf and subtree steps record their nodes' first child and children; expand
