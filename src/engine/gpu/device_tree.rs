@@ -60,15 +60,7 @@ impl DeviceTree {
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
         let dir = tree.directory();
         let ranks = gpu.upload(&dir.ranks[..], "sampled directory")?;
-        let h = tree.height();
-        let top_level = if tree.nodes() == 0 {
-            0
-        } else {
-            (0..=h - 2)
-                .rev()
-                .find(|&d| tree.level_nodes(d) <= top_nodes)
-                .unwrap_or(0)
-        };
+        let top_level = Self::top_level_for(tree, top_nodes);
         let top = if tree.nodes() == 0 {
             Vec::new()
         } else {
@@ -136,6 +128,19 @@ impl DeviceTree {
             tiles,
             bytes,
         })
+    }
+
+    /// The level the host expands for `tree` with at most `top_nodes` nodes: the deepest
+    /// internal level above the leaves' parents (at most `h − 2`) that small, or the
+    /// root's (0 for an empty tree).
+    pub(super) fn top_level_for(tree: &K2Tree, top_nodes: u64) -> u32 {
+        if tree.nodes() == 0 {
+            return 0;
+        }
+        (0..=tree.height() - 2)
+            .rev()
+            .find(|&d| tree.level_nodes(d) <= top_nodes)
+            .unwrap_or(0)
     }
 
     /// The host tree.

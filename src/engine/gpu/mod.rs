@@ -978,10 +978,7 @@ impl Engine for GpuEngine {
         let top = if tree.nodes() == 0 {
             0
         } else {
-            let top_level = (0..=tree.height() - 2)
-                .rev()
-                .find(|&d| tree.level_nodes(d) <= self.options.top_nodes)
-                .unwrap_or(0);
+            let top_level = DeviceTree::top_level_for(tree, self.options.top_nodes);
             tree.level_nodes(top_level) * 8
         };
         s.tree_bytes
