@@ -50,6 +50,35 @@ pub enum EngineChoice {
     Gpu,
 }
 
+impl EngineChoice {
+    /// The GPU engines this choice runs on, one per device of `selection` (`None`: GPU
+    /// 0), each with `options`: none for `Cpu`; for `Gpu`, an error when a device is not
+    /// usable; for `Auto`, none after a one-line notice when the default or `all`
+    /// selection finds no usable GPU (an explicit list must still be honoured). An empty
+    /// answer means: run on the CPU engine.
+    ///
+    /// ```
+    /// use k2rpq::database::EngineChoice;
+    /// use k2rpq::engine::gpu::GpuOptions;
+    /// assert!(EngineChoice::Cpu.gpu_engines(None, GpuOptions::default()).unwrap().is_empty());
+    /// ```
+    pub fn gpu_engines(
+        self,
+        selection: Option<&GpuSelection>,
+        options: GpuOptions,
+    ) -> Result<Vec<GpuEngine>, DatabaseError> {
+        Ok(match self {
+            EngineChoice::Cpu => Vec::new(),
+            EngineChoice::Gpu => selection
+                .cloned()
+                .unwrap_or_default()
+                .open_with(options)
+                .map_err(|e| DatabaseError::NoGpu(e.to_string()))?,
+            EngineChoice::Auto => open_or_notice_with(selection, options)?.unwrap_or_default(),
+        })
+    }
+}
+
 /// Queries whose relations hold fewer edges than this run on the CPU under
 /// [`EngineChoice::Auto`].
 pub const AUTO_GPU_MIN_EDGES: u64 = 1 << 20;
@@ -308,18 +337,9 @@ impl Database {
         if let Some(text) = &options.line_memory {
             store.line_budget().set_limit(parse_line_memory(text)?);
         }
-        let engines = match options.engine {
-            EngineChoice::Cpu => Vec::new(),
-            EngineChoice::Gpu => options
-                .gpus
-                .clone()
-                .unwrap_or_default()
-                .open_with(options.gpu_options)
-                .map_err(|e| DatabaseError::NoGpu(e.to_string()))?,
-            EngineChoice::Auto => {
-                open_or_notice_with(options.gpus.as_ref(), options.gpu_options)?.unwrap_or_default()
-            }
-        };
+        let engines = options
+            .engine
+            .gpu_engines(options.gpus.as_ref(), options.gpu_options)?;
         let mut gpus = Vec::with_capacity(engines.len());
         for engine in engines {
             // Each device's budget is taken from its own free memory.

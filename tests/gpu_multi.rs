@@ -11,7 +11,7 @@ use k2rpq::bench::spmv::stripes::{run_stripes, StripeOptions};
 use k2rpq::bench::workload::{read_workload, QueryKind};
 use k2rpq::database::{Database, DatabaseError, DatabaseOptions, EngineChoice};
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{device_count, GpuEngine, GpuSelection};
+use k2rpq::engine::gpu::{device_count, GpuEngine, GpuOptions, GpuSelection};
 use k2rpq::rpq::terms::{load_rdf, resolve_log_query};
 use k2rpq::rpq::{execute, parse_log_line, plan, EvalOptions, TraversalPolicy};
 use k2rpq::store::{load, Input, LoadOptions};
@@ -295,8 +295,30 @@ fn gpus_errors_and_fallback() {
             .gpu_stats()
             .is_none());
     }
-    let cpu = Database::open(&store, &opts(EngineChoice::Cpu, Some(absent))).unwrap();
+    let cpu = Database::open(&store, &opts(EngineChoice::Cpu, Some(absent.clone()))).unwrap();
     assert!(!cpu.has_gpu());
+    // The same rules without a store, as `k2rpq rpq` and `k2rpq query --nt` take them.
+    let engines = |engine: EngineChoice, gpus: Option<&GpuSelection>| {
+        engine.gpu_engines(gpus, GpuOptions::default())
+    };
+    assert!(engines(EngineChoice::Cpu, Some(&absent))
+        .unwrap()
+        .is_empty());
+    assert!(engines(EngineChoice::Auto, Some(&absent)).is_err());
+    assert!(engines(EngineChoice::Gpu, Some(&absent)).is_err());
+    assert_eq!(
+        engines(EngineChoice::Auto, Some(&GpuSelection::All))
+            .unwrap()
+            .len(),
+        found
+    );
+    if found == 0 {
+        assert!(matches!(
+            engines(EngineChoice::Gpu, None),
+            Err(DatabaseError::NoGpu(_))
+        ));
+        assert!(engines(EngineChoice::Auto, None).unwrap().is_empty());
+    }
 }
 
 #[path = "harness/mod.rs"]

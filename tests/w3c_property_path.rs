@@ -14,7 +14,9 @@ use oxigraph::sparql::QueryResults;
 use oxigraph::store::Store;
 use oxrdf::{GraphName, NamedNode, NamedOrBlankNode, Quad, Term, Triple};
 use oxttl::TurtleParser;
-use sparesults::{QueryResultsFormat, QueryResultsParser, ReaderQueryResultsParserOutput};
+use sparesults::{
+    QueryResultsFormat, QueryResultsParser, QuerySolution, ReaderQueryResultsParserOutput,
+};
 
 const MF: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#";
 const QT: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#";
@@ -151,16 +153,24 @@ fn expected(path: &Path) -> Answer {
     let parser = QueryResultsParser::from_format(QueryResultsFormat::Xml);
     match parser.for_reader(File::open(path).unwrap()).unwrap() {
         ReaderQueryResultsParserOutput::Boolean(b) => Answer::Boolean(b),
-        ReaderQueryResultsParserOutput::Solutions(s) => Answer::Rows(
-            s.map(|r| {
+        ReaderQueryResultsParserOutput::Solutions(s) => rows_of(s),
+    }
+}
+
+/// The rows of a stream of solutions (from a results file or Oxigraph).
+fn rows_of<E: std::fmt::Debug>(
+    solutions: impl Iterator<Item = Result<QuerySolution, E>>,
+) -> Answer {
+    Answer::Rows(
+        solutions
+            .map(|r| {
                 r.unwrap()
                     .iter()
                     .map(|(v, t)| (v.as_str().to_owned(), t.clone()))
                     .collect()
             })
             .collect(),
-        ),
-    }
+    )
 }
 
 fn from_answer(a: QueryAnswer) -> Answer {
@@ -183,15 +193,7 @@ fn from_answer(a: QueryAnswer) -> Answer {
 fn from_oxigraph(r: QueryResults<'static>) -> Answer {
     match r {
         QueryResults::Boolean(b) => Answer::Boolean(b),
-        QueryResults::Solutions(s) => Answer::Rows(
-            s.map(|r| {
-                r.unwrap()
-                    .iter()
-                    .map(|(v, t)| (v.as_str().to_owned(), t.clone()))
-                    .collect()
-            })
-            .collect(),
-        ),
+        QueryResults::Solutions(s) => rows_of(s),
         QueryResults::Graph(_) => panic!("graph results are not expected here"),
     }
 }

@@ -16,7 +16,7 @@ pub mod rpq;
 
 use anyhow::Context;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
-use k2rpq::engine::gpu::{FrontierLayout, GpuOptions, GpuSelection};
+use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
 /// `query`, `bench`).
@@ -79,6 +79,18 @@ impl DeviceArgs {
             frontier: self.frontier_layout.unwrap_or_default(),
             ..GpuOptions::default()
         }
+    }
+
+    /// The GPU engines `engine` runs on with these device options (see
+    /// [`EngineChoice::gpu_engines`]); empty for the CPU engine.
+    pub fn gpu_engines(&self, engine: EngineChoice) -> anyhow::Result<Vec<GpuEngine>> {
+        engine
+            .gpu_engines(self.gpus.as_ref(), self.gpu_options())
+            .with_context(|| {
+                let name =
+                    clap::ValueEnum::to_possible_value(&engine).map(|v| v.get_name().to_owned());
+                format!("--engine {}", name.unwrap_or_default())
+            })
     }
 
     /// Opens the store in `dir` on `engine` with these device options.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::{open_or_notice_with, GpuEngine};
+use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::engine::Engine;
 use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
 
@@ -80,25 +80,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.device.check_store_only(false)?;
             let dataset = MemoryDataset::load_file(p)?;
             let loaded = started.elapsed();
-            let (answer, engine) = match args.engine {
-                EngineChoice::Cpu => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
-                EngineChoice::Gpu => {
-                    let gpus = args
-                        .device
-                        .gpus
-                        .clone()
-                        .unwrap_or_default()
-                        .open_with(args.device.gpu_options())
-                        .context("--engine gpu")?;
-                    (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
-                }
-                EngineChoice::Auto => {
-                    match open_or_notice_with(args.device.gpus.as_ref(), args.device.gpu_options())?
-                    {
-                        Some(gpus) => (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu"),
-                        None => (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu"),
-                    }
-                }
+            let gpus = args.device.gpu_engines(args.engine)?;
+            let (answer, engine) = if gpus.is_empty() {
+                (answer_with(&CpuEngine::new(), &dataset, &text)?, "cpu")
+            } else {
+                (answer_with(first_gpu(&gpus), &dataset, &text)?, "gpu")
             };
             (answer, engine, loaded, None)
         }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k2rpq::database::Database;
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::open_or_notice_with;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
@@ -100,23 +99,11 @@ impl EvalArgs {
     /// device (`auto`: the GPUs when usable, else the CPU with a one-line notice; an
     /// explicit `--gpus` list naming an absent device is an error).
     pub fn dispatch<T: EngineTask>(&self, task: T) -> anyhow::Result<T::Output> {
-        match self.engine {
-            EngineChoice::Cpu => task.run(&[CpuEngine::new()]),
-            EngineChoice::Gpu => task.run(
-                &self
-                    .device
-                    .gpus
-                    .clone()
-                    .unwrap_or_default()
-                    .open_with(self.device.gpu_options())
-                    .context("--engine gpu")?,
-            ),
-            EngineChoice::Auto => {
-                match open_or_notice_with(self.device.gpus.as_ref(), self.device.gpu_options())? {
-                    Some(g) => task.run(&g),
-                    None => task.run(&[CpuEngine::new()]),
-                }
-            }
+        let gpus = self.device.gpu_engines(self.engine)?;
+        if gpus.is_empty() {
+            task.run(&[CpuEngine::new()])
+        } else {
+            task.run(&gpus)
         }
     }
 }

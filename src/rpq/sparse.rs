@@ -242,18 +242,16 @@ pub(super) fn evaluate_sparse(
                     }
                 }
             }
-            let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
-            frontier = next;
-            result.trace.log(TraceStep {
-                batch: batch as u64,
+            let new_bits = walk_step(
+                &mut result,
+                batch as u64,
                 step,
-                frontier: input_total,
+                input_total,
                 products,
-                masked: 0,
-                sparse: products,
-                new_bits,
-                elapsed: t0.elapsed(),
-            });
+                &next,
+                t0,
+            );
+            frontier = next;
             if new_bits == 0 {
                 break;
             }
@@ -283,6 +281,31 @@ pub(super) fn evaluate_sparse(
         }
     }
     Some(result)
+}
+
+/// Logs one step of a host walk (its `products` expansions all sparse) and returns the
+/// new (state, node) bits it found, the lengths of `next`'s per-state frontiers.
+fn walk_step<T>(
+    result: &mut PathResult,
+    batch: u64,
+    step: u32,
+    input_total: u64,
+    products: u32,
+    next: &[Vec<T>],
+    t0: Instant,
+) -> u64 {
+    let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
+    result.trace.log(TraceStep {
+        batch,
+        step,
+        frontier: input_total,
+        products,
+        masked: 0,
+        sparse: products,
+        new_bits,
+        elapsed: t0.elapsed(),
+    });
+    new_bits
 }
 
 /// Start nodes up to which a var→var query first tries the joint walk: beyond a few
@@ -377,18 +400,8 @@ pub(super) fn evaluate_sparse_joint(
                 }
             }
         }
-        let new_bits: u64 = next.iter().map(|f| f.len() as u64).sum();
+        let new_bits = walk_step(&mut result, 0, step, input_total, products, &next, t0);
         frontier = next;
-        result.trace.log(TraceStep {
-            batch: 0,
-            step,
-            frontier: input_total,
-            products,
-            masked: 0,
-            sparse: products,
-            new_bits,
-            elapsed: t0.elapsed(),
-        });
         if new_bits == 0 {
             break;
         }

@@ -914,18 +914,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
     // ---- Graphs: old ones keep their index; new ones follow in id order.
     let mut graphs: Vec<GraphEntry> = old.as_ref().map_or_else(
-        || {
-            vec![GraphEntry {
-                name: None,
-                id: None,
-                edges: 0,
-                nodes: 0,
-                nodes_file: String::new(),
-                nodes_crc32: 0,
-                nodes_bytes: 0,
-                predicates: Vec::new(),
-            }]
-        },
+        || vec![GraphEntry::default()],
         |s| s.manifest().graphs.clone(),
     );
     let mut graph_index: HashMap<Option<u32>, usize> =
@@ -943,12 +932,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         graphs.push(GraphEntry {
             name: Some(name),
             id: Some(g),
-            edges: 0,
-            nodes: 0,
-            nodes_file: String::new(),
-            nodes_crc32: 0,
-            nodes_bytes: 0,
-            predicates: Vec::new(),
+            ..GraphEntry::default()
         });
     }
     let graph_of = |g: u32| graph_index[&(if g == DEFAULT_GRAPH { None } else { Some(g) })];

@@ -141,8 +141,9 @@ pub struct LineFileInfo {
     pub bytes: u64,
 }
 
-/// One graph as listed in the manifest.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One graph as listed in the manifest (its default: the default graph, with no relations
+/// yet).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GraphEntry {
     /// `None` for the default graph, else the name in N-Triples form (`<iri>` or `_:b`).
     pub name: Option<String>,

@@ -202,6 +202,15 @@ impl TileSizes {
 }
 
 impl TilePlan {
+    /// A plan of no steps, with a (still unused) scratch slot per level of `tree`.
+    fn empty(tree: &K2Tree) -> TilePlan {
+        TilePlan {
+            steps: Vec::new(),
+            scratch_codes: vec![0; tree.height() as usize],
+            max_step_nodes: 0,
+        }
+    }
+
     /// The plan of a traversal from the host-expanded top level `top` down to the leaves,
     /// with tiles of at most `tile_nodes` nodes and children (descendants, for steps of
     /// several levels). An expand step descends up to `max_levels` levels at once (at
@@ -218,11 +227,7 @@ impl TilePlan {
         tile_nodes: u64,
         (max_levels, subtrees): (u32, u32),
     ) -> TilePlan {
-        let mut plan = TilePlan {
-            steps: Vec::new(),
-            scratch_codes: vec![0; tree.height() as usize],
-            max_step_nodes: 0,
-        };
+        let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
             return plan;
         }
@@ -292,11 +297,7 @@ impl TilePlan {
     /// The plan of a product over the cached frontier: the last internal level in tiles
     /// of at most `tile_nodes` nodes, each one kernel over its leaves.
     pub fn frontier(tree: &K2Tree, tile_nodes: u64) -> TilePlan {
-        let mut plan = TilePlan {
-            steps: Vec::new(),
-            scratch_codes: vec![0; tree.height() as usize],
-            max_step_nodes: 0,
-        };
+        let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
             return plan;
         }
