@@ -48,15 +48,22 @@ use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
 /// Errors of the embedding.
 #[derive(Debug, thiserror::Error)]
 pub enum OxigraphError {
-    /// The query does not parse.
+    /// The query does not parse (the parser's message is this error's own, not a source,
+    /// so that an error chain prints it once).
     #[error("invalid SPARQL: {0}")]
-    Syntax(#[from] spargebra::SparqlSyntaxError),
+    Syntax(spargebra::SparqlSyntaxError),
     /// Oxigraph failed to evaluate the query (a k2rpq service error arrives wrapped).
     #[error(transparent)]
     Evaluation(#[from] QueryEvaluationError),
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl From<spargebra::SparqlSyntaxError> for OxigraphError {
+    fn from(e: spargebra::SparqlSyntaxError) -> Self {
+        OxigraphError::Syntax(e)
+    }
 }
 
 /// Answers `query` over `store`: property paths by k2rpq on the GPU when one is usable

@@ -210,6 +210,18 @@ fn invalid_sparql_reports_the_position() {
     assert!(matches!(e, SparqlError::Syntax(_)));
     let msg = e.to_string();
     assert!(msg.contains("1:"), "no position in: {msg}");
+    // The message is the error's own: a chain of sources would print it twice.
+    assert!(std::error::Error::source(&e).is_none());
+    // The excerpt points past the last term, where the closing brace is missing.
+    let text = "SELECT ?x\nWHERE { ?x <http://e/p>+ ?y";
+    let e = query(&CpuEngine::new(), &dataset, text).unwrap_err();
+    let excerpt = e.excerpt(text).expect("an excerpt");
+    let (line, caret) = excerpt.split_once('\n').unwrap();
+    assert_eq!(line, "line 2: WHERE { ?x <http://e/p>+ ?y");
+    assert_eq!(caret.find('^'), Some(line.chars().count()), "{excerpt}");
+    assert!(SparqlError::Unsupported("MINUS".into())
+        .excerpt(text)
+        .is_none());
     let Err(e) = K2Paths::cpu().evaluate(&Store::new().unwrap(), "SELECT ?x WHERE {\n ?x <p ?y }")
     else {
         panic!("an invalid query was accepted")

@@ -9,7 +9,9 @@ use anyhow::Context;
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::engine::Engine;
-use k2rpq::sparql::{query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat};
+use k2rpq::sparql::{
+    query, write_answer, MemoryDataset, PathDataset, QueryAnswer, ResultFormat, SparqlError,
+};
 
 use super::rpq::EngineChoice;
 use super::DeviceArgs;
@@ -49,7 +51,15 @@ fn answer_with<E: Engine>(
     dataset: &dyn PathDataset,
     text: &str,
 ) -> anyhow::Result<QueryAnswer> {
-    Ok(query(engine, dataset, text)?)
+    query(engine, dataset, text).map_err(|e| with_excerpt(e, text))
+}
+
+/// `e`, with the line of `text` a syntax error stopped on and a caret under its column.
+fn with_excerpt(e: SparqlError, text: &str) -> anyhow::Error {
+    match e.excerpt(text) {
+        Some(excerpt) => anyhow::anyhow!("{e}\n{excerpt}"),
+        None => e.into(),
+    }
 }
 
 /// The GPU a SPARQL query runs on: the first of `gpus` (never empty: `open` fails
@@ -93,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             // budget, and queries over small relations take the CPU engine.
             let db = args.device.open_database(dir, args.engine)?;
             let loaded = started.elapsed();
-            let (answer, engine) = db.query(&text)?;
+            let (answer, engine) = db.query(&text).map_err(|e| with_excerpt(e, &text))?;
             (answer, engine, loaded, Some(db))
         }
         (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),

@@ -11,8 +11,8 @@ use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
-    evaluate_split, parse_log_line, plan, EvalOptions, PathGraph, PathResult, PerQueryRelations,
-    Plan, Share, TraversalPolicy,
+    evaluate_split, parse_log_line, plan, EvalOptions, LogQuery, PathGraph, PathResult,
+    PerQueryRelations, Plan, Share, TraversalPolicy,
 };
 
 use super::graph_source::{open_source, SourceArgs};
@@ -195,31 +195,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     args.eval.dispatch(task)
 }
 
-/// The queries of the command line or of `--file`, as (line number, text).
-fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, String)>> {
+/// The queries of the command line or of `--file`, parsed, each with its label (its
+/// `id,` prefix, else its line number). Every query is parsed before any runs, so a
+/// mistake on a file's last line stops the command before the first query's work.
+fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, LogQuery)>> {
+    let labelled =
+        |line_no: usize, q: LogQuery| (q.id.clone().unwrap_or_else(|| line_no.to_string()), q);
     Ok(match (&args.query, &args.file) {
-        (Some(q), _) => vec![("1".into(), q.clone())],
+        // The parser's message quotes the query itself.
+        (Some(q), _) => vec![labelled(1, parse_log_line(q)?)],
         (None, Some(f)) => {
             let file =
                 std::fs::File::open(f).with_context(|| format!("opening {}", f.display()))?;
             let mut out = Vec::new();
             for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-                let line = line.with_context(|| format!("{} line {}", f.display(), i + 1))?;
+                let at = || format!("{} line {}", f.display(), i + 1);
+                let line = line.with_context(at)?;
                 if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
-                    out.push(((i + 1).to_string(), line));
+                    out.push(labelled(i + 1, parse_log_line(&line).with_context(at)?));
                 }
             }
             out
         }
         (None, None) => anyhow::bail!("give a query or --file"),
-    })
-}
-
-/// Parses one query line, naming where it came from on error.
-fn parse_query(args: &Args, line_no: &str, text: &str) -> anyhow::Result<k2rpq::rpq::LogQuery> {
-    parse_log_line(text).with_context(|| match &args.file {
-        Some(f) => format!("{} line {line_no}", f.display()),
-        None => "the query".to_string(),
     })
 }
 
@@ -257,7 +255,7 @@ fn run_on_store(
     args: &Args,
     dir: &std::path::Path,
     options: &EvalOptions,
-    queries: &[(String, String)],
+    queries: &[(String, LogQuery)],
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let db = args.eval.open_database(dir)?;
@@ -270,10 +268,8 @@ fn run_on_store(
     let many = queries.len() > 1;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    for (line_no, text) in queries {
-        let q = parse_query(args, line_no, text)?;
-        let label = q.id.clone().unwrap_or_else(|| line_no.clone());
-        let answer = db.run_log_query(&q, options)?;
+    for (label, q) in queries {
+        let answer = db.run_log_query(q, options)?;
         let r = &answer.result;
         // Each end's column is decoded a chunk at a time (`Database::terms` prefetches
         // the next ids' dictionary blocks), as the benchmark does, while the terms held
@@ -295,7 +291,7 @@ fn run_on_store(
                 }
             }
         }
-        report(&mut out, args, &label, many, r, answer.engine)?;
+        report(&mut out, args, label, many, r, answer.engine)?;
     }
     out.flush()?;
     args.eval.device.print_stats(&db);
@@ -307,7 +303,7 @@ struct RunQueries<'a> {
     options: EvalOptions,
     graph: &'a dyn PathGraph,
     terms: &'a dyn TermLookup,
-    queries: Vec<(String, String)>,
+    queries: Vec<(String, LogQuery)>,
 }
 
 impl EngineTask for RunQueries<'_> {
@@ -326,14 +322,12 @@ impl EngineTask for RunQueries<'_> {
         let mut out = BufWriter::new(stdout.lock());
         // Relations stay loaded across the queries of one run.
         let mut relations = relations_of(engines, graph, &options);
-        for (line_no, text) in &queries {
-            let q = parse_query(args, line_no, text)?;
-            let label = q.id.clone().unwrap_or_else(|| line_no.clone());
+        for (label, q) in &queries {
             let r = run_one(
                 engines,
                 graph,
                 terms,
-                &q,
+                q,
                 &options,
                 &mut relations,
                 |a, b| {
@@ -344,7 +338,7 @@ impl EngineTask for RunQueries<'_> {
                     }
                 },
             )?;
-            report(&mut out, args, &label, many, &r, &r.trace.engine)?;
+            report(&mut out, args, label, many, &r, &r.trace.engine)?;
         }
         out.flush()?;
         Ok(())

@@ -85,6 +85,10 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// A relation's `.k2` file cannot be read, or is truncated or corrupt (the error
+    /// names the file).
+    #[error(transparent)]
+    Tree(#[from] file::FileError),
     /// No graph with this index.
     #[error("no graph {0} in the store")]
     NoGraph(GraphId),
@@ -214,8 +218,8 @@ impl std::fmt::Debug for Store {
 }
 
 /// Maps a `.k2` file, verifying its checksums and structure.
-pub(crate) fn open_tree(path: &Path) -> Result<K2Tree, String> {
-    file::open(path, file::OpenOptions::default()).map_err(|e| e.to_string())
+pub(crate) fn open_tree(path: &Path) -> Result<K2Tree, file::FileError> {
+    file::open(path, file::OpenOptions::default())
 }
 
 /// Writes a `.k2` file atomically (fsynced), with the sampled directory so that opening
@@ -382,7 +386,7 @@ impl Store {
             path: path.clone(),
             reason,
         };
-        let mut tree = open_tree(&path).map_err(&err)?;
+        let mut tree = open_tree(&path)?;
         if tree.nnz() != info.edges {
             return Err(err(format!(
                 "{} cells but the manifest lists {} edges",

@@ -1,0 +1,113 @@
+//! What the command line says about bad input: a query file with a bad line stops before
+//! any query runs, an invalid SPARQL query is shown with a caret at the parser's position,
+//! and a corrupt relation file is named once. No panics, a failing exit status.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn k2rpq(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+fn failed(out: &Output) -> String {
+    assert!(!out.status.success(), "succeeded: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+fn graph(dir: &Path) {
+    std::fs::write(
+        dir.join("g.nt"),
+        "<http://e/a> <http://e/p> <http://e/b> .\n<http://e/b> <http://e/p> <http://e/c> .\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_bad_line_in_a_query_file_stops_before_any_query() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    std::fs::write(
+        dir.path().join("q.rpq"),
+        "<http://e/a> <http://e/p>+ ?y\n# a comment\n<http://e/a> (<http://e/p> ?y\n",
+    )
+    .unwrap();
+    let out = k2rpq(
+        &["rpq", "--engine", "cpu", "--nt", "g.nt", "--file", "q.rpq"],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    assert!(stderr.contains("q.rpq line 3"), "{stderr}");
+    assert!(stderr.contains("expected `)`"), "{stderr}");
+    // The first query did not run.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!stderr.contains("pairs in"), "{stderr}");
+}
+
+#[test]
+fn invalid_sparql_is_shown_with_a_caret() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(
+        &[
+            "query",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "SELECT ?x\nWHERE { ?x <http://e/p>+ }",
+        ],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    assert_eq!(stderr.matches("error at 2:").count(), 1, "{stderr}");
+    let line = "line 2: WHERE { ?x <http://e/p>+ }";
+    let at = stderr.find(line).expect("the query's line");
+    let caret = stderr[at + line.len()..]
+        .lines()
+        .nth(1)
+        .expect("a caret line");
+    // The parser stops at the closing brace, where the object is missing.
+    assert_eq!(caret.find('^'), Some(line.len() - 1), "{stderr}");
+}
+
+#[test]
+fn a_corrupt_relation_file_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(&["load", "g.nt", "--store", "s"], dir.path());
+    assert!(out.status.success(), "{out:?}");
+    let tree = std::fs::read_dir(dir.path().join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "k2"))
+        .expect("a relation file");
+    let mut bytes = std::fs::read(&tree).unwrap();
+    bytes[20] ^= 0xFF;
+    std::fs::write(&tree, bytes).unwrap();
+    let out = k2rpq(
+        &[
+            "rpq",
+            "--engine",
+            "cpu",
+            "--store",
+            "s",
+            "<http://e/a> <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    let name = tree.file_name().unwrap().to_str().unwrap();
+    assert_eq!(stderr.matches(name).count(), 1, "{stderr}");
+    assert!(stderr.contains("corrupt"), "{stderr}");
+}
