@@ -333,6 +333,10 @@ impl Database {
     /// Opens the store in `dir` and, unless the CPU is asked for, the GPU engine: with
     /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
+        // A malformed budget is an error even where no GPU will use it (`auto` on a host
+        // without one), so that a command line means the same on every host.
+        budget_or_default(options.gpu_budget.as_deref(), 1 << 30)
+            .map_err(|e| DatabaseError::Budget(e.to_string()))?;
         let store = Arc::new(Store::open(dir)?);
         if let Some(text) = &options.line_memory {
             store.line_budget().set_limit(parse_line_memory(text)?);

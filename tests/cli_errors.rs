@@ -111,3 +111,46 @@ fn a_corrupt_relation_file_is_named_once() {
     assert_eq!(stderr.matches(name).count(), 1, "{stderr}");
     assert!(stderr.contains("corrupt"), "{stderr}");
 }
+
+#[test]
+fn a_missing_file_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["build-tree", "nothere.tsv", "--out", "x.k2"][..],
+        &["bench-spmv", "--tsv", "nothere.tsv"],
+        &["load", "nothere.nt", "--store", "s"],
+    ] {
+        let stderr = failed(&k2rpq(args, dir.path()));
+        // The OS's reason once: an error that shows its cause is not also its source.
+        assert_eq!(stderr.matches("nothere").count(), 1, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("No such file").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    assert!(k2rpq(&["load", "g.nt", "--store", "s"], dir.path())
+        .status
+        .success());
+    let stderr = failed(&k2rpq(
+        &[
+            "rpq",
+            "--store",
+            "s",
+            "--gpu-budget",
+            "12XB",
+            "<http://e/a> <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    ));
+    assert!(
+        stderr.contains("GPU budget") && stderr.contains("XB"),
+        "{stderr}"
+    );
+}

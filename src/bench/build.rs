@@ -128,12 +128,12 @@ pub enum BenchError {
     #[error(transparent)]
     Input(#[from] InputError),
     /// The input does not form a tree (a cell outside the stated shape).
-    #[error("{name}: {source}")]
+    #[error("{name}: {error}")]
     Tree {
         /// Input name.
         name: String,
         /// What is wrong.
-        source: InvalidTree,
+        error: InvalidTree,
     },
 }
 
@@ -223,9 +223,9 @@ pub fn run(source: &Source, opts: &BenchOptions) -> Result<BuildReport, BenchErr
     );
     let cpu0 = proc_cpu_seconds();
     let t = Instant::now();
-    let tree = K2Tree::from_codes(rows, cols, &mut codes).map_err(|source| BenchError::Tree {
+    let tree = K2Tree::from_codes(rows, cols, &mut codes).map_err(|error| BenchError::Tree {
         name: name.clone(),
-        source,
+        error,
     })?;
     let build_s = t.elapsed().as_secs_f64();
     let build_cpu_s = cpu0.and_then(|a| Some(proc_cpu_seconds()? - a));

@@ -58,12 +58,12 @@ impl EdgeList {
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// The file could not be opened or read (also: corrupt gzip data).
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS or decoder said.
-        source: io::Error,
+        error: io::Error,
     },
     /// A line that does not parse.
     #[error("{path}:{line}: {reason}")]
@@ -84,9 +84,9 @@ pub fn read_edges(
     format: InputFormat,
     progress: Option<&ProgressBar>,
 ) -> Result<EdgeList, InputError> {
-    let io = |source| InputError::Io {
+    let io = |error| InputError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(io)?;
     if let Some(pb) = progress {
@@ -145,9 +145,9 @@ fn for_lines(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|source| InputError::Io {
+            .map_err(|error| InputError::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?;
         if n == 0 {
             return Ok(());

@@ -54,12 +54,12 @@ fn endpoint(e: &LogEndpoint) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     /// The file or folder cannot be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// What was read.
         path: PathBuf,
         /// Why it failed.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line that is not a valid query.
     #[error("{path} line {line}: {reason}")]
@@ -78,9 +78,9 @@ pub enum WorkloadError {
 
 /// Reads a workload from a log file or a folder of `.rq` files.
 pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
-    let io = |source| WorkloadError::Io {
+    let io = |error| WorkloadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut out = Vec::new();
     if path.is_dir() {
@@ -91,9 +91,9 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
             .collect();
         files.sort();
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| WorkloadError::Io {
+            let text = std::fs::read_to_string(&f).map_err(|error| WorkloadError::Io {
                 path: f.clone(),
-                source,
+                error,
             })?;
             let id = f
                 .file_stem()

@@ -56,12 +56,12 @@ const SECTION_NAMES: [&str; 3] = ["signatures", "directory", "frontier"];
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// The operating system refused a read, write, map or rename.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: io::Error,
+        error: io::Error,
     },
     /// The file does not start with [`MAGIC`].
     #[error("{path}: not a .k2 file (bad magic bytes)")]
@@ -98,12 +98,12 @@ pub enum FileError {
         section: &'static str,
     },
     /// The header or payload is inconsistent (a damaged or hand-made file).
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Invalid {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        source: InvalidTree,
+        error: InvalidTree,
     },
 }
 
@@ -276,7 +276,7 @@ fn decode_header(
 ) -> Result<Header, FileError> {
     let invalid = |msg: String| FileError::Invalid {
         path: path.to_path_buf(),
-        source: InvalidTree(msg),
+        error: InvalidTree(msg),
     };
     let truncated = |needed: u64| FileError::Truncated {
         path: path.to_path_buf(),
@@ -445,9 +445,9 @@ fn decode_header(
 /// verified, the payload is not read).
 pub fn read_header(path: impl AsRef<Path>) -> Result<Header, FileError> {
     let path = path.as_ref();
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut f = File::open(path).map_err(io)?;
     let file_len = f.metadata().map_err(io)?.len();
@@ -472,7 +472,7 @@ fn check_length(path: &Path, h: &Header, file_len: u64) -> Result<(), FileError>
     if file_len > end {
         return Err(FileError::Invalid {
             path: path.to_path_buf(),
-            source: InvalidTree(format!("{} bytes after the last section", file_len - end)),
+            error: InvalidTree(format!("{} bytes after the last section", file_len - end)),
         });
     }
     Ok(())
@@ -483,13 +483,13 @@ fn check_length(path: &Path, h: &Header, file_len: u64) -> Result<(), FileError>
 /// `verify_checksums`, every CRC.
 pub fn open(path: impl AsRef<Path>, options: OpenOptions) -> Result<K2Tree, FileError> {
     let path = path.as_ref();
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
-    let invalid = |source: InvalidTree| FileError::Invalid {
+    let invalid = |error: InvalidTree| FileError::Invalid {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let f = File::open(path).map_err(io)?;
     let file_len = f.metadata().map_err(io)?.len();
@@ -569,9 +569,9 @@ pub fn write(
     options: WriteOptions,
 ) -> Result<Header, FileError> {
     let path = path.as_ref();
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let nodes = tree.nodes();
     let nibbles: &[u64] = &tree.nibbles()[..nodes.div_ceil(16) as usize];

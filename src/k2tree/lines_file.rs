@@ -45,12 +45,12 @@ const FLAG_BY_COLUMN: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum LinesFileError {
     /// The operating system refused a read, write, map or rename.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: io::Error,
+        error: io::Error,
     },
     /// Not a lines file of this version, of this tree and orientation, or damaged.
     #[error("{path}: {reason}")]
@@ -61,12 +61,12 @@ pub enum LinesFileError {
         reason: String,
     },
     /// The line memory budget has no room for the lists.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Budget {
         /// The file.
         path: PathBuf,
         /// The budget's refusal.
-        source: LineBuildError,
+        error: LineBuildError,
     },
 }
 
@@ -112,9 +112,9 @@ pub fn write(
         w.write_all(&h)?;
         parts.iter().try_for_each(|p| w.write_all(as_bytes(p)))
     })
-    .map_err(|source| LinesFileError::Io {
+    .map_err(|error| LinesFileError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     Ok((HEADER_LEN + 4 * parts.iter().map(|p| p.len()).sum::<usize>()) as u64)
 }
@@ -134,9 +134,9 @@ pub fn read(
         path: path.to_path_buf(),
         reason,
     };
-    let io = |source| LinesFileError::Io {
+    let io = |error| LinesFileError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the store's files are never changed in place (they are replaced by
@@ -179,9 +179,9 @@ pub fn read(
     let arrays = 4 * words;
     budget
         .reserve(arrays)
-        .map_err(|source| LinesFileError::Budget {
+        .map_err(|error| LinesFileError::Budget {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     let k = k as usize;
     let (keys, rest) = body.split_at(4 * k);

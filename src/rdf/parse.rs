@@ -130,20 +130,20 @@ pub enum ParseError {
         reason: String,
     },
     /// The input does not exist or cannot be opened.
-    #[error("cannot open {file}: {source}")]
+    #[error("cannot open {file}: {error}")]
     Open {
         /// Input name.
         file: String,
         /// The OS error.
-        source: io::Error,
+        error: io::Error,
     },
     /// Reading or decompressing failed part way.
-    #[error("cannot read {file}: {source}")]
+    #[error("cannot read {file}: {error}")]
     Read {
         /// Input name.
         file: String,
         /// The I/O or decompression error.
-        source: io::Error,
+        error: io::Error,
     },
     /// The format could not be told from the name and none was given.
     #[error("{file}: unknown RDF format (use .nt .nq .ttl .trig, optionally .gz or .bz2, or pass --format)")]
@@ -523,9 +523,9 @@ pub fn read_input_with<T: Send>(
 ) -> Result<(u64, ReadTimes), ParseError> {
     let (format, compression) = resolve_format(input, options)?;
     let file = input.name();
-    let open_err = |source| ParseError::Open {
+    let open_err = |error| ParseError::Open {
         file: file.clone(),
-        source,
+        error,
     };
     if let (Input::Path(p), Compression::None, true) = (input, compression, format.is_line_based())
     {
@@ -769,9 +769,9 @@ fn read_lines<T: Send>(
             // Busy time only: waiting for the parser to take a group is not reading.
             let mut busy = Duration::ZERO;
             let mut t = Instant::now();
-            let read_err = |source| ParseError::Read {
+            let read_err = |error| ParseError::Read {
                 file: file.to_string(),
-                source,
+                error,
             };
             let mut carry: Vec<u8> = Vec::new();
             let mut next_line = 1u64;
@@ -1030,9 +1030,9 @@ fn read_sequential(
     let mut builder = BatchBuilder::default();
     let on_error = |e: TurtleParseError, bad: &mut u64| -> Result<(), ParseError> {
         match e {
-            TurtleParseError::Io(source) => Err(ParseError::Read {
+            TurtleParseError::Io(error) => Err(ParseError::Read {
                 file: file.to_string(),
-                source,
+                error,
             }),
             TurtleParseError::Syntax(_) if options.lenient => {
                 *bad += 1;

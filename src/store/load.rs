@@ -179,17 +179,17 @@ pub enum LoadError {
     Parse(#[from] ParseError),
     /// The existing store cannot be opened (it is never overwritten then).
     #[error("existing store: {0}")]
-    Existing(#[from] StoreError),
+    Existing(StoreError),
     /// The target exists but is not a store.
     #[error("{0}: exists and is not a k2rpq store; refusing to replace it")]
     NotAStore(PathBuf),
     /// Writing the new store failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file or folder.
         path: PathBuf,
         /// The error.
-        source: io::Error,
+        error: io::Error,
     },
     /// More distinct terms than a `u32` id space holds.
     #[error("more than {} distinct terms", u32::MAX - 1)]
@@ -207,10 +207,16 @@ pub enum LoadError {
     Injected,
 }
 
+impl From<StoreError> for LoadError {
+    fn from(e: StoreError) -> Self {
+        LoadError::Existing(e)
+    }
+}
+
 fn io_err(path: &Path) -> impl Fn(io::Error) -> LoadError + '_ {
-    move |source| LoadError::Io {
+    move |error| LoadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -722,9 +728,9 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     for input in inputs {
         parse::resolve_format(input, &read_options)?;
         if let Input::Path(p) = input {
-            File::open(p).map_err(|source| ParseError::Open {
+            File::open(p).map_err(|error| ParseError::Open {
                 file: input.name(),
-                source,
+                error,
             })?;
         }
     }
@@ -1168,7 +1174,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mpath = tmp.path.join(MANIFEST);
     let json = serde_json::to_vec_pretty(&manifest).map_err(|e| LoadError::Io {
         path: mpath.clone(),
-        source: io::Error::other(e),
+        error: io::Error::other(e),
     })?;
     write_synced(&mpath, &json).map_err(io_err(&mpath))?;
     File::open(&tmp.path)
