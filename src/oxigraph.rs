@@ -50,7 +50,7 @@ use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
 pub enum OxigraphError {
     /// The query does not parse (the parser's message is this error's own, not a source,
     /// so that an error chain prints it once).
-    #[error("invalid SPARQL: {0}")]
+    #[error("invalid SPARQL: {}", crate::sparql::tidy_syntax_message(&.0.to_string()))]
     Syntax(spargebra::SparqlSyntaxError),
     /// Oxigraph failed to evaluate the query (a k2rpq service error arrives wrapped).
     #[error(transparent)]
