@@ -18,11 +18,9 @@
 //!     --section InstructionStats profile_leaves 200000000 rows 1 rowblocks bits
 //! ```
 
-use std::path::Path;
 use std::sync::Arc;
 
-use k2rpq::bench::gen::Web;
-use k2rpq::bench::input::{read_edges, InputFormat};
+use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel};
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Traversal};
 use k2rpq::k2tree::{morton, K2Tree};
@@ -52,17 +50,8 @@ fn main() {
         "bits" => true,
         other => panic!("OP is f32 or bits, not {other}"),
     };
-    let (name, rows, cols, mut codes) = match source.parse::<u64>() {
-        Ok(edges) => {
-            let g = Web::like_cnr(edges, 1).generate();
-            (format!("web {edges} edges"), g.nodes, g.nodes, g.codes)
-        }
-        Err(_) => {
-            let path = Path::new(source);
-            let g = read_edges(path, InputFormat::from_path(path), None).expect("edge list");
-            (source.to_string(), g.rows, g.cols, g.codes)
-        }
-    };
+    let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
+    let (rows, cols, mut codes) = (g.rows, g.cols, g.codes);
     let (rows, cols) = if std::env::var_os("PROFILE_TRANSPOSE").is_some() {
         for c in codes.iter_mut() {
             let (r, k) = morton::decode(*c);

@@ -11,6 +11,8 @@
 #           TEST_ARGS: passed to each, e.g. "--skip cnr_2000_timings")
 #   spmv    k2rpq bench-spmv on cnr-2000 (SPMV_ARGS: more arguments)
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph (SPMVWEB_BATCHES: f32 widths)
+#   headers bit-packed right products over 4x4 and 8x4 header-run windows against the
+#           engine's (examples/header_runs.rs: issue 10, session 18), cnr-2000 and web 200M
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
 #           (LEAVES_OP=bits: a bit-packed batch of 64 instead of an f32 vector)
 #   codex   the main job: load CoDEx-M, k2rpq bench on sparql/codex-m.rpq (gpu, cpu, oxigraph)
@@ -67,6 +69,7 @@ for line in sys.stdin:
     if [ -n "${K2RPQ_BASE:-}" ]; then cp "$K2RPQ_BASE" "$carry/bin/k2rpq-base"; fi
     cargo build --release --example lines_build && cp target/release/examples/lines_build "$carry/bin/lines_build"
     cargo build --release --example profile_leaves && cp target/release/examples/profile_leaves "$carry/bin/profile_leaves"
+    cargo build --release --example header_runs && cp target/release/examples/header_runs "$carry/bin/header_runs"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -137,7 +140,7 @@ for line in sys.stdin:
         bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves) continue ;; esac
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves|header_runs) continue ;; esac
             # TESTS (e.g. "gpu_engine rpq_gpu"): only these binaries; TEST_ARGS: passed to each.
             if [ -n "${TESTS:-}" ] && ! [[ " $TESTS " == *" $name "* ]]; then continue; fi
             step "test $name"
@@ -161,6 +164,10 @@ for line in sys.stdin:
         "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
             ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
         spmv_rows "$out/spmv-web.txt" ;;
+    headers)
+        step "bit-packed right products over header-run windows (examples/header_runs.rs), cnr-2000 and web 200M"
+        "$bin/header_runs" "$cnr" "${HEADERS_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
+        "$bin/header_runs" 200000000 "${HEADERS_REPS:-30}" 2>&1 | tee -a "$out/summary.txt" || status=1 ;;
     leaves)
         # LEAVES_KERNELS / LEAVES_LAYOUTS: which leaf kernels and frontier layouts.
         # LEAVES_OP: f32 (default) or bits.

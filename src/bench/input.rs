@@ -36,6 +36,28 @@ impl InputFormat {
     }
 }
 
+/// The graph a measuring program names by `source`: a number of edges (the synthetic web
+/// graph of `bench-spmv --synthetic web`, named `web N edges`) or the path of an edge-list
+/// file (named by its path), as `(name, EdgeList)`.
+pub fn web_or_edge_list(source: &str) -> Result<(String, EdgeList), InputError> {
+    match source.parse::<u64>() {
+        Ok(edges) => {
+            let g = super::gen::Web::like_cnr(edges, 1).generate();
+            let list = EdgeList {
+                rows: g.nodes,
+                cols: g.nodes,
+                codes: g.codes,
+            };
+            Ok((format!("web {edges} edges"), list))
+        }
+        Err(_) => {
+            let path = Path::new(source);
+            let list = read_edges(path, InputFormat::from_path(path), None)?;
+            Ok((source.to_string(), list))
+        }
+    }
+}
+
 /// The cells of a matrix read from a file.
 #[derive(Clone, Debug)]
 pub struct EdgeList {

@@ -1,0 +1,285 @@
+// The right product of a bit-packed batch of 64 (one u64 word per node) over windows
+// that no block row's run crosses (examples/header_runs.rs): an experiment of issue 10,
+// not an engine kernel.
+//
+// A warp owns a window of WINDOW slots, lane i its slots 4i .. 4i + 3. Every block row
+// starts a run in exactly one window (an empty row's run has no cells and writes zeros),
+// so each y word is written once, with plain stores, and y needs no clear. A run longer
+// than a window is cut into parts marked shared: their rows were cleared first and take
+// atomics. Two slot formats:
+//  - headers (HeaderSlots<R>, blocks of R = 4 or 8 rows): a header `row` (SHARED_ROW set:
+//    a shared part; NONE_ROW: padding) starts each run; an entry is `bitmap << 32 |
+//    block column`, bit 4r + c = cell (R row + r, 4 col + c).
+//  - row entries (RowEntries, 4x4 blocks): the engine's block entries, `row << 40 |
+//    col << 16 | bitmap`; a run starts where the row changes. An entry with no cells is a
+//    marker: padding (row NONE_ENTRY_ROW), an empty row (col 0) or a shared part's start
+//    (col 1), which always starts a run.
+// Variants (template flags): CS reads the slots and writes y with the streaming hints
+// (evict first: they are touched once), so that L2 keeps more of x; EL also gives x's
+// lines the evict-last priority. ABL ablates: 1 no x loads (x words from the index), 2 no
+// stores of y (the sums stay live). Ablations only measure; their y is wrong.
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define WINDOW 128
+#define NONE_ROW 0x7FFFFFFFu
+#define SHARED_ROW 0x80000000u
+#define NONE_ENTRY_ROW 0xFFFFFFu
+#define FULL_MASK 0xFFFFFFFFu
+#define WARPS_PER_BLOCK 8
+
+template <int R>
+struct HeaderSlots {
+    static const int ROWS = R;
+    __device__ __forceinline__ static u32 bitmap(u64 s) { return (u32)(s >> 32); }
+    __device__ __forceinline__ static u64 col(u64 s) { return (u32)s; }
+    // Whether slot s starts a run, given the slot before it.
+    __device__ __forceinline__ static bool starts(u64 s, u64) { return (s >> 32) == 0; }
+    __device__ __forceinline__ static u32 head(u64 s) { return (u32)s; }
+};
+
+struct RowEntries {
+    static const int ROWS = 4;
+    __device__ __forceinline__ static u32 bitmap(u64 e) { return (u32)(e & 0xFFFFull); }
+    __device__ __forceinline__ static u64 col(u64 e) { return (e >> 16) & 0xFFFFFFull; }
+    __device__ __forceinline__ static bool starts(u64 e, u64 prev) {
+        return (e & 0xFFFFull) == 0 || (e >> 40) != (prev >> 40);
+    }
+    __device__ __forceinline__ static u32 head(u64 e) {
+        u32 row = (u32)(e >> 40);
+        if (row == NONE_ENTRY_ROW) return NONE_ROW;
+        return (e & 0xFFFFull) == 0 && col(e) == 1 ? row | SHARED_ROW : row;
+    }
+};
+
+template <bool CS>
+__device__ __forceinline__ ulonglong2 load_slots(const u64 *p) {
+    return CS ? __ldcs((const ulonglong2 *)p) : *(const ulonglong2 *)p;
+}
+
+template <bool EL>
+__device__ __forceinline__ ulonglong2 load_x(const u64 *p, u64 policy) {
+    if (!EL) return *(const ulonglong2 *)p;
+    ulonglong2 v;
+    asm volatile("ld.global.L2::cache_hint.v2.u64 {%0, %1}, [%2], %3;"
+                 : "=l"(v.x), "=l"(v.y)
+                 : "l"(p), "l"(policy));
+    return v;
+}
+
+// Writes the R words of block row `head` from acc.
+template <int R, bool CS>
+__device__ __forceinline__ void store_rows(u64 *y, u64 n, u32 head, const u64 acc[R]) {
+    u32 row = head & ~SHARED_ROW;
+    if (row == NONE_ROW) return;
+    u64 r0 = (u64)row * R;
+    if (head & SHARED_ROW) {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+            if (r0 + i < n && acc[i]) atomicOr(&y[r0 + i], acc[i]);
+    } else if (r0 + R <= n) {
+#pragma unroll
+        for (int i = 0; i < R; i += 2) {
+            ulonglong2 v = make_ulonglong2(acc[i], acc[i + 1]);
+            if (CS) __stcs((ulonglong2 *)(y + r0 + i), v);
+            else *(ulonglong2 *)(y + r0 + i) = v;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+            if (r0 + i < n) y[r0 + i] = acc[i];
+    }
+}
+
+template <int R>
+__device__ __forceinline__ u64 fold(const u64 acc[R]) {
+    u64 t = 0;
+#pragma unroll
+    for (int i = 0; i < R; ++i) t ^= acc[i] * (2 * i + 1);
+    return t;
+}
+
+// Starts the copy of a lane's four slots (32 bytes) into shared memory.
+__device__ __forceinline__ void copy_slots(u64 *dst, const u64 *src) {
+    u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + 16), "l"(src + 2) : "memory");
+}
+
+template <int R>
+__device__ __forceinline__ void give_leading(u64 *dst, const u64 acc[R]) {
+#pragma unroll
+    for (int r = 0; r < R; r += 2) *(ulonglong2 *)&dst[r] = make_ulonglong2(acc[r], acc[r + 1]);
+}
+
+template <typename P, bool CS, bool EL, int ABL, int PF = 0>
+__device__ __forceinline__ void window_product(const u64 *slots, u64 windows, const u64 *x, u64 inputs,
+                                               u64 *y, u64 n) {
+    const int R = P::ROWS;
+    // The words a lane gathered before its first run start, for the lane that owns that run.
+    __shared__ u64 pre_s[WARPS_PER_BLOCK][32][R];
+    const u32 lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const u64 stride = ((u64)gridDim.x * blockDim.x) >> 5;
+    u64 policy = 0;
+    if (EL) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    // PF = 1: the next window's slots are loaded into registers before this window's
+    // gathers, so the slot → x chain of loads is one load long in the loop. PF = 2: the
+    // same through cp.async into a double buffer in shared memory (no registers held);
+    // each lane copies and reads only its own four slots.
+    __shared__ __align__(16) u64 next_s[PF == 2 ? WARPS_PER_BLOCK : 1][2][WINDOW];
+    ulonglong2 na, nb;
+    u32 cur = 0;
+    if ((PF == 1 || PF == 4) && w < windows) {
+        const u64 *src = slots + w * WINDOW + lane * 4;
+        na = load_slots<CS>(src), nb = load_slots<CS>(src + 2);
+    }
+    if (PF == 2) {
+        if (w < windows) copy_slots(&next_s[wib][0][lane * 4], slots + w * WINDOW + lane * 4);
+        asm volatile("cp.async.commit_group;");
+    }
+    for (; w < windows; w += stride) {
+        ulonglong2 a, b;
+        if (PF == 1 || PF == 4) {
+            a = na, b = nb;
+            if (w + stride < windows) {
+                const u64 *src = slots + (w + stride) * WINDOW + lane * 4;
+                na = load_slots<CS>(src), nb = load_slots<CS>(src + 2);
+            }
+        } else if (PF == 2) {
+            if (w + stride < windows)
+                copy_slots(&next_s[wib][cur ^ 1][lane * 4], slots + (w + stride) * WINDOW + lane * 4);
+            // A group per iteration (maybe empty): waiting for all but the newest is
+            // waiting for this window's.
+            asm volatile("cp.async.commit_group;");
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+            const u64 *mine = &next_s[wib][cur][lane * 4];
+            a = *(const ulonglong2 *)mine, b = *(const ulonglong2 *)(mine + 2);
+            cur ^= 1;
+        } else {
+            const u64 *src = slots + w * WINDOW + lane * 4;
+            a = load_slots<CS>(src), b = load_slots<CS>(src + 2);
+            // PF = 3: the next window's slots into L2 (no registers held).
+            if (PF == 3 && w + stride < windows)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(src + stride * WINDOW));
+        }
+        u64 s[4] = {a.x, a.y, b.x, b.y};
+        // The slot before this lane's first (lane 0: none, its first slot starts a run).
+        u64 before = __shfl_up_sync(FULL_MASK, s[3], 1);
+        // Every entry's inputs before any sum: the four gathers in flight together.
+        u64 xv[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u64 c0 = P::col(s[j]) * 4;
+            bool cells = P::bitmap(s[j]) != 0;
+            if (ABL == 1) {
+#pragma unroll
+                for (int c = 0; c < 4; ++c) xv[j][c] = c0 + c;
+            } else if (cells && c0 + 4 <= inputs) {
+                ulonglong2 p = load_x<EL>(x + c0, policy), q = load_x<EL>(x + c0 + 2, policy);
+                xv[j][0] = p.x, xv[j][1] = p.y, xv[j][2] = q.x, xv[j][3] = q.y;
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; ++c) xv[j][c] = cells && c0 + c < inputs ? x[c0 + c] : 0ull;
+            }
+        }
+        // A lane's leading part (the words before its first run start, all of them if
+        // none starts) goes to shared memory for the owner of that run: written once
+        // per window, at the first start or at the end.
+        u64 acc[R], sink = 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = 0ull;
+        bool open = false;
+        u32 head = NONE_ROW;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            bool start = (lane == 0 && j == 0) || P::starts(s[j], j == 0 ? before : s[j - 1]);
+            if (start) {
+                // A start ends the lane's previous run (stored: it is whole) or its
+                // leading part.
+                if (open) {
+                    if (ABL != 2) store_rows<R, CS>(y, n, head, acc);
+                    else sink ^= fold<R>(acc);
+                } else {
+                    give_leading<R>(pre_s[wib][lane], acc);
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] = 0ull;
+                open = true;
+                head = P::head(s[j]);
+            }
+            u32 bm = P::bitmap(s[j]);
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    if ((bm >> (4 * r + c)) & 1) acc[r] |= xv[j][c];
+        }
+        if (!open) give_leading<R>(pre_s[wib][lane], acc);
+        // An owner's run goes on through the lanes after it up to the next lane with a
+        // start, whose leading part ends the run.
+        u32 heads = __ballot_sync(FULL_MASK, open);
+        u32 next = heads & ~((2u << lane) - 1u);
+        u32 last = next ? __ffs(next) - 1 : 31;
+        __syncwarp();
+        if (open) {
+            for (u32 k = lane + 1; k <= last; ++k) {
+#pragma unroll
+                for (int r = 0; r < R; r += 2) {
+                    ulonglong2 v = *(const ulonglong2 *)&pre_s[wib][k][r];
+                    acc[r] |= v.x, acc[r + 1] |= v.y;
+                }
+            }
+            if (ABL != 2) store_rows<R, CS>(y, n, head, acc);
+            else sink ^= fold<R>(acc);
+        }
+        // PF = 4: the next window's x quads into L2, from its slots (arrived by now), so
+        // its gathers wait for L2 rather than DRAM.
+        if (PF == 4 && w + stride < windows) {
+            u64 t[4] = {na.x, na.y, nb.x, nb.y};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (P::bitmap(t[j]) && P::col(t[j]) * 4 < inputs)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(x + P::col(t[j]) * 4));
+        }
+        // Keeps an ablation's sums live without storing them.
+        if (ABL == 2 && sink == 0x123456789ull) y[0] = sink;
+        __syncwarp();
+    }
+}
+
+// Clears the words of the block rows whose runs cross windows (the shared parts' rows).
+template <int R>
+__device__ __forceinline__ void clear_rows(const u32 *rows, u64 count, u64 *y, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count * R; i += (u64)gridDim.x * blockDim.x) {
+        u64 at = (u64)rows[i / R] * R + i % R;
+        if (at < n) y[at] = 0ull;
+    }
+}
+
+#define WINDOW_KERNEL_MIN(NAME, P, CS, EL, ABL, PF, MIN_BLOCKS)                                         \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MIN_BLOCKS)                     \
+        NAME(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {                 \
+        window_product<P, CS, EL, ABL, PF>(slots, windows, x, inputs, y, n);                           \
+    }
+#define WINDOW_KERNEL(NAME, P, CS, EL, ABL) WINDOW_KERNEL_MIN(NAME, P, CS, EL, ABL, 0, 1)
+
+WINDOW_KERNEL(headers4, HeaderSlots<4>, false, false, 0)
+WINDOW_KERNEL(headers8, HeaderSlots<8>, false, false, 0)
+WINDOW_KERNEL(rows4, RowEntries, false, false, 0)
+WINDOW_KERNEL_MIN(headers4_b4, HeaderSlots<4>, false, false, 0, 0, 4)
+WINDOW_KERNEL_MIN(rows4_b4, RowEntries, false, false, 0, 0, 4)
+WINDOW_KERNEL_MIN(rows4_b5, RowEntries, false, false, 0, 0, 5)
+WINDOW_KERNEL_MIN(rows4_pf_b3, RowEntries, false, false, 0, 1, 3)
+WINDOW_KERNEL_MIN(rows4_pf_b4, RowEntries, false, false, 0, 1, 4)
+WINDOW_KERNEL_MIN(rows4_async_b4, RowEntries, false, false, 0, 2, 4)
+WINDOW_KERNEL_MIN(rows4_l2_b4, RowEntries, false, false, 0, 3, 4)
+WINDOW_KERNEL_MIN(rows4_pfx_b3, RowEntries, false, false, 0, 4, 3)
+WINDOW_KERNEL_MIN(rows4_pfx_b4, RowEntries, false, false, 0, 4, 4)
+WINDOW_KERNEL_MIN(headers4_pfx_b4, HeaderSlots<4>, false, false, 0, 4, 4)
+WINDOW_KERNEL(headers4_cs, HeaderSlots<4>, true, false, 0)
+WINDOW_KERNEL(headers4_el, HeaderSlots<4>, true, true, 0)
+WINDOW_KERNEL_MIN(rows4_async_b4_nox, RowEntries, false, false, 1, 2, 4)
+
+extern "C" __global__ void clear_rows4(const u32 *rows, u64 count, u64 *y, u64 n) { clear_rows<4>(rows, count, y, n); }
+extern "C" __global__ void clear_rows8(const u32 *rows, u64 count, u64 *y, u64 n) { clear_rows<8>(rows, count, y, n); }

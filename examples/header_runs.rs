@@ -1,0 +1,433 @@
+//! An experiment of issue 10 (docs/BENCHMARKS.md, session 18): the bit-packed right product
+//! (a batch of 64 sources, one u64 word per node) over windows of block entries that no
+//! block row's run crosses, against the engine's product over `RowBlocks` in the same
+//! process. A warp owns a window, so it writes each of its rows' words once with plain
+//! stores: no clear of `y`, no atomics, no reads of `y` (a run longer than a window is the
+//! exception: its rows are cleared first and take atomics). Two slot formats (see
+//! `examples/header_runs.cu`):
+//! - *header runs* (`Headers(4)`, `Headers(8)`): each block row's run preceded by a header
+//!   slot that names the row; an entry is `bitmap << 32 | block column`, so an 8x4 entry
+//!   holds up to 32 cells in 8 bytes where a `RowBlocks` entry holds 16;
+//! - *row windows* (`Rows`): the engine's `RowBlocks` entries with padding and markers
+//!   for empty block rows (4 % more entries on the 200M-edge web graph).
+//!
+//! The kernels are variants of one template: `_b3`/`_b4` bound the registers for 3 or 4
+//! blocks of 256 threads per SM; `pf` loads the next window's entries before this
+//! window's `x` gathers (registers), `async` does so through `cp.async` into shared
+//! memory, `l2` only prefetches them into L2, `pfx` also prefetches the next window's `x`
+//! into L2, `cs` and `el` give the entries and `y` the streaming hint and `x` the
+//! evict-last priority in L2, and `nox` (an ablation, not checked) reads no `x`. The best, `rows4_pf_b4`, took 0.526 ms on the web graph against 0.620 ms for
+//! the engine's product with its clear (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
+//!
+//! Each product's `y` is checked word for word against the engine's (the engine's own
+//! products are checked against the CPU engine by the GPU tests); the experiment's `y` is
+//! filled with garbage first, so a word it fails to write shows. Before any GPU work the
+//! layouts are checked against the tree's cells on the host (graphs up to 20M cells).
+//!
+//! ```text
+//! header_runs [EDGES=200000000 | EDGE-LIST-FILE] [REPS=30]
+//! HEADER_RUNS_GRIDS=0,4 header_runs …   # each kernel with the default grid, then 4 blocks per SM
+//! ```
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use k2rpq::bench::input::web_or_edge_list;
+use k2rpq::engine::gpu::{
+    block_entries, block_entry_parts, FrontierLayout, GpuEngine, GpuOptions, LeafKernel,
+};
+use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
+use k2rpq::k2tree::K2Tree;
+use rayon::prelude::*;
+
+/// Slots of a window: one warp's, 4 per lane (`WINDOW` in the kernel).
+const WINDOW: usize = 128;
+/// A header's row when the slot is padding.
+const NONE_ROW: u64 = 0x7FFF_FFFF;
+/// Header flag: the row's run crosses windows (cleared first, updated with atomics).
+const SHARED_ROW: u64 = 0x8000_0000;
+/// Warps per block of the kernel (`WARPS_PER_BLOCK`).
+const WARPS: u32 = 8;
+
+/// Fills the rest of the last window with `pad`.
+fn pad_window(slots: &mut Vec<u64>, pad: u64) {
+    slots.resize(slots.len().next_multiple_of(WINDOW), pad);
+}
+
+/// Header-run windows of blocks of `r` rows (4 or 8) and 4 columns from `RowBlocks`
+/// entries: the slots and the block rows whose runs cross windows.
+fn header_windows(entries: &[u64], r: u32, rows: u64) -> (Vec<u64>, Vec<u32>) {
+    // (block row, block column) → bitmap32 with bit 4i + c = cell (r row + i, 4 col + c).
+    let mut blocks: Vec<(u64, u32)> = entries
+        .par_iter()
+        .map(|&e| {
+            let (br, bc, bm) = block_entry_parts(e);
+            let half = br % (r / 4);
+            let key = ((br / (r / 4)) as u64) << 32 | bc as u64;
+            (key, (bm as u32) << (16 * half))
+        })
+        .collect();
+    blocks.par_sort_unstable_by_key(|&(k, _)| k);
+    let mut merged: Vec<(u64, u32)> = Vec::with_capacity(blocks.len());
+    for (k, bm) in blocks {
+        match merged.last_mut() {
+            Some(last) if last.0 == k => last.1 |= bm,
+            _ => merged.push((k, bm)),
+        }
+    }
+    let block_rows = rows.div_ceil(r as u64);
+    let mut slots: Vec<u64> = Vec::with_capacity(merged.len() * 9 / 8 + block_rows as usize);
+    let mut shared = Vec::new();
+    let pad = |slots: &mut Vec<u64>| pad_window(slots, NONE_ROW);
+    let mut i = 0;
+    for row in 0..block_rows {
+        let len = merged[i..]
+            .iter()
+            .take_while(|&&(k, _)| k >> 32 == row)
+            .count();
+        let run = &merged[i..i + len];
+        i += len;
+        if slots.len() % WINDOW + 1 + len > WINDOW {
+            pad(&mut slots);
+        }
+        if len < WINDOW {
+            slots.push(row);
+            slots.extend(
+                run.iter()
+                    .map(|&(k, bm)| (bm as u64) << 32 | (k & 0xFFFF_FFFF)),
+            );
+        } else {
+            shared.push(row as u32);
+            for part in run.chunks(WINDOW - 1) {
+                pad(&mut slots);
+                slots.push(row | SHARED_ROW);
+                slots.extend(
+                    part.iter()
+                        .map(|&(k, bm)| (bm as u64) << 32 | (k & 0xFFFF_FFFF)),
+                );
+            }
+        }
+    }
+    assert_eq!(i, merged.len());
+    pad(&mut slots);
+    (slots, shared)
+}
+
+/// A row-entry marker's row when the slot is padding (`NONE_ENTRY_ROW`).
+const NONE_ENTRY_ROW: u64 = 0xFF_FFFF;
+
+/// Windows of `RowBlocks` entries (4x4 blocks) that no run crosses: an empty block row
+/// gets a marker (`row << 40`, no cells), a run longer than a window is cut into parts
+/// that each start a window with a shared marker (`row << 40 | 1 << 16`), and windows
+/// end in padding (`NONE_ENTRY_ROW << 40`). Also the shared rows.
+fn row_windows(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
+    let block_rows = rows.div_ceil(4);
+    let mut slots: Vec<u64> = Vec::with_capacity(entries.len() * 21 / 20 + block_rows as usize);
+    let mut shared = Vec::new();
+    let pad = |slots: &mut Vec<u64>| pad_window(slots, NONE_ENTRY_ROW << 40);
+    let mut i = 0;
+    for row in 0..block_rows {
+        let len = entries[i..]
+            .iter()
+            .take_while(|&&e| block_entry_parts(e).0 as u64 == row)
+            .count();
+        let run = &entries[i..i + len];
+        i += len;
+        let need = len.max(1);
+        if slots.len() % WINDOW + need > WINDOW {
+            pad(&mut slots);
+        }
+        if len == 0 {
+            slots.push(row << 40);
+        } else if len <= WINDOW {
+            slots.extend_from_slice(run);
+        } else {
+            shared.push(row as u32);
+            for part in run.chunks(WINDOW - 1) {
+                pad(&mut slots);
+                slots.push(row << 40 | 1 << 16);
+                slots.extend_from_slice(part);
+            }
+        }
+    }
+    assert_eq!(i, entries.len());
+    pad(&mut slots);
+    (slots, shared)
+}
+
+/// The slot formats of the experiment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Format {
+    /// Header-run windows of blocks of 4 or 8 rows ([`header_windows`]).
+    Headers(u32),
+    /// Windows of `RowBlocks` entries ([`row_windows`]).
+    Rows,
+}
+
+impl Format {
+    fn rows(self) -> u32 {
+        match self {
+            Format::Headers(r) => r,
+            Format::Rows => 4,
+        }
+    }
+
+    fn windows(self, entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
+        match self {
+            Format::Headers(r) => header_windows(entries, r, rows),
+            Format::Rows => row_windows(entries, rows),
+        }
+    }
+
+    /// `(row or None for padding, block column, bitmap)` of a slot, and whether it
+    /// starts a run; headers have no cells.
+    fn decode(self, s: u64) -> (bool, Option<u64>, u64, u32) {
+        match self {
+            Format::Headers(_) => {
+                let bm = (s >> 32) as u32;
+                let row = s & !SHARED_ROW;
+                (
+                    bm == 0,
+                    (row != NONE_ROW).then_some(row),
+                    s & 0xFFFF_FFFF,
+                    bm,
+                )
+            }
+            Format::Rows => {
+                let (row, col, bm) = block_entry_parts(s);
+                let row = row as u64;
+                (
+                    bm == 0,
+                    (row != NONE_ENTRY_ROW).then_some(row),
+                    col as u64,
+                    bm as u32,
+                )
+            }
+        }
+    }
+}
+
+/// `y = A x` read from the slots one by one (a header names the row the entries after
+/// it update): checks the layout itself, on the host.
+fn slots_product(slots: &[u64], format: Format, x: &[u64], n: u64) -> Vec<u64> {
+    let r = format.rows() as u64;
+    let mut y = vec![0u64; n as usize];
+    let mut row = None;
+    for (i, &s) in slots.iter().enumerate() {
+        let (marker, at, col, bm) = format.decode(s);
+        if i % WINDOW == 0 {
+            assert!(
+                marker || at != row,
+                "a run crosses into window {}",
+                i / WINDOW
+            );
+        }
+        // A header names the row of the entries after it; a row entry names its own.
+        if marker || format == Format::Rows {
+            row = at;
+        }
+        if bm == 0 {
+            continue;
+        }
+        let row = row.expect("an entry after padding");
+        for b in 0..4 * r {
+            if bm >> b & 1 != 0 {
+                y[(row * r + b / 4) as usize] |= x[(col * 4 + b % 4) as usize];
+            }
+        }
+    }
+    y
+}
+
+/// The kernels timed: name, slot format, and whether its `y` is a product (ablations'
+/// are not, so they are not checked).
+const KERNELS: &[(&str, Format, bool)] = &[
+    ("headers4", Format::Headers(4), true),
+    ("headers4_b4", Format::Headers(4), true),
+    ("headers4_pfx_b4", Format::Headers(4), true),
+    ("headers4_cs", Format::Headers(4), true),
+    ("headers4_el", Format::Headers(4), true),
+    ("headers8", Format::Headers(8), true),
+    ("rows4", Format::Rows, true),
+    ("rows4_b4", Format::Rows, true),
+    ("rows4_b5", Format::Rows, true),
+    ("rows4_pf_b3", Format::Rows, true),
+    ("rows4_pf_b4", Format::Rows, true),
+    ("rows4_async_b4", Format::Rows, true),
+    ("rows4_l2_b4", Format::Rows, true),
+    ("rows4_pfx_b3", Format::Rows, true),
+    ("rows4_pfx_b4", Format::Rows, true),
+    ("rows4_async_b4_nox", Format::Rows, false),
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let source = args.get(1).map_or("200000000", String::as_str);
+    let reps: usize = args.get(2).map_or(30, |s| s.parse().expect("REPS"));
+    let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
+    let (rows, cols, mut codes) = (g.rows, g.cols, g.codes);
+    let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
+    drop(codes);
+    let n = rows.max(cols);
+    println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
+
+    let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+    let words: Vec<u64> = (0..n)
+        .map(|i| {
+            let z = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z ^ (z >> 27)
+        })
+        .collect();
+    // The layout against the tree's cells, on the host, for graphs of up to 20M cells.
+    if tree.nnz() <= 20_000_000 {
+        let mut want = vec![0u64; n as usize];
+        for (row, col) in tree.cells() {
+            want[row as usize] |= words[col as usize];
+        }
+        for format in [Format::Headers(4), Format::Headers(8), Format::Rows] {
+            let (slots, _) = format.windows(&entries, rows);
+            assert!(
+                slots_product(&slots, format, &words, n) == want,
+                "{format:?}"
+            );
+        }
+        println!("host check: every layout holds exactly the cells");
+    }
+    let gpu = GpuEngine::with_options(
+        0,
+        GpuOptions {
+            leaf_kernel: LeafKernel::Runs,
+            frontier: FrontierLayout::RowBlocks,
+            ..GpuOptions::default()
+        },
+    )
+    .expect("GPU");
+    let m = gpu.load(&tree, MatrixConfig::CachedFrontier).expect("load");
+    let xb = gpu
+        .bits_upload(&BitMatrix::from_words(n as usize, 1, words.clone()))
+        .expect("x");
+    let mut yb = gpu.bits_zeroed(n as usize, 1).expect("y");
+    let product = |yb: &mut _| -> k2rpq::engine::Result<()> {
+        gpu.bits_clear(yb)?;
+        gpu.bool_product(&m, Direction::Right, &xb, yb, Traversal::Dense)
+    };
+    let base_ms = gpu.time_ms(reps, || product(&mut yb)).expect("product");
+    let want = gpu.bits_download(&yb).expect("y").into_words();
+    println!(
+        "rowblocks (engine, clear + runs): {base_ms:.4} ms per product, {} entries, {:.1} MB",
+        entries.len(),
+        entries.len() as f64 * 8e-6
+    );
+
+    let ctx = gpu.context();
+    let stream = ctx.stream();
+    let opts = CompileOptions {
+        options: vec![
+            format!("--gpu-architecture={}", ctx.arch()),
+            "-std=c++17".into(),
+        ],
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(include_str!("header_runs.cu"), opts).expect("NVRTC");
+    let module = ctx.context().load_module(ptx).expect("module");
+    let x = stream.clone_htod(&words).expect("x");
+    // HEADER_RUNS_GRIDS=4,0: each kernel with at most 4 blocks per SM (a grid that stays
+    // resident), then with the default cap.
+    let grids: Vec<u64> = std::env::var("HEADER_RUNS_GRIDS")
+        .unwrap_or_else(|_| "0".into())
+        .split(',')
+        .map(|g| g.parse().expect("blocks per SM"))
+        .collect();
+    let sms = ctx
+        .context()
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .expect("SMs") as u64;
+    for format in [Format::Headers(4), Format::Headers(8), Format::Rows] {
+        if !KERNELS.iter().any(|k| k.1 == format) {
+            continue;
+        }
+        let r = format.rows();
+        let (slots, shared) = format.windows(&entries, rows);
+        let windows = (slots.len() / WINDOW) as u64;
+        let clear = module
+            .load_function(&format!("clear_rows{r}"))
+            .expect("kernel");
+        let slots_d = stream.clone_htod(&slots).expect("slots");
+        let shared_d = stream.clone_htod(&shared).expect("rows");
+        let garbage = vec![0xA5A5_A5A5_A5A5_A5A5u64; n as usize];
+        let mut y = stream.clone_htod(&garbage).expect("y");
+        let count = shared.len() as u64;
+        let clear_cfg = LaunchConfig {
+            grid_dim: ((count * r as u64).div_ceil(256).max(1) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let markers = slots.iter().filter(|&&s| format.decode(s).0).count();
+        println!(
+            "{format:?}: {} slots ({markers} headers, markers or padding), {:.1} MB, {windows} windows, {count} shared rows",
+            slots.len(),
+            slots.len() as f64 * 8e-6,
+        );
+        for (&(name, _, checked), &per_sm) in KERNELS
+            .iter()
+            .filter(|k| k.1 == format)
+            .flat_map(|k| grids.iter().map(move |g| (k, g)))
+        {
+            let run = module.load_function(name).expect("kernel");
+            // Blocks: one per 8 windows, at most `per_sm` per SM (0: at most 64).
+            let cap = if per_sm == 0 { 64 } else { per_sm } * sms;
+            let blocks = windows.div_ceil(WARPS as u64).clamp(1, cap) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (32 * WARPS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let launch = |y: &mut CudaSlice<u64>| -> k2rpq::engine::Result<()> {
+                // SAFETY: the arguments match the kernels' parameters, and every buffer
+                // holds what the counts say.
+                unsafe {
+                    if count > 0 {
+                        stream
+                            .launch_builder(&clear)
+                            .arg(&shared_d)
+                            .arg(&count)
+                            .arg(&mut *y)
+                            .arg(&n)
+                            .launch(clear_cfg)
+                            .expect("clear");
+                    }
+                    stream
+                        .launch_builder(&run)
+                        .arg(&slots_d)
+                        .arg(&windows)
+                        .arg(&x)
+                        .arg(&n)
+                        .arg(&mut *y)
+                        .arg(&n)
+                        .launch(cfg)
+                        .expect("product");
+                }
+                Ok(())
+            };
+            // The first call, on garbage, is the one checked.
+            stream.memcpy_htod(&garbage, &mut y).expect("y");
+            launch(&mut y).expect("product");
+            let got = stream.clone_dtoh(&y).expect("y");
+            let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            let ms = gpu.time_ms(reps, || launch(&mut y)).expect("timing");
+            println!(
+                "  {name} ({blocks} blocks): {ms:.4} ms per product ({:.3}x rowblocks); {}",
+                ms / base_ms,
+                match (checked, wrong) {
+                    (false, _) => "an ablation, not checked".to_string(),
+                    (true, 0) => "y matches the engine's".to_string(),
+                    (true, w) => format!("{w} WORDS DIFFER from the engine's"),
+                }
+            );
+        }
+    }
+}
