@@ -12,10 +12,8 @@
 //! A number of edges generates the synthetic web graph of `bench-spmv --synthetic web`.
 
 use std::num::NonZeroUsize;
-use std::path::Path;
 
-use k2rpq::bench::gen::Web;
-use k2rpq::bench::input::{read_edges, InputFormat};
+use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::k2tree::morton;
 use lru::LruCache;
 use rayon::prelude::*;
@@ -63,17 +61,8 @@ fn main() {
             (r.parse().expect("rows"), c.parse().expect("cols"))
         })
         .collect();
-    let (name, mut codes) = match source.parse::<u64>() {
-        Ok(edges) => (
-            format!("web {edges} edges"),
-            Web::like_cnr(edges, 1).generate().codes,
-        ),
-        Err(_) => {
-            let path = Path::new(source);
-            let g = read_edges(path, InputFormat::from_path(path), None).expect("edge list");
-            (source.to_string(), g.codes)
-        }
-    };
+    let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
+    let mut codes = g.codes;
     codes.par_sort_unstable();
     codes.dedup();
     let cells = codes.len() as u64;

@@ -55,6 +55,59 @@ fn pad_window(slots: &mut Vec<u64>, pad: u64) {
     slots.resize(slots.len().next_multiple_of(WINDOW), pad);
 }
 
+/// The slots that mark runs in one slot format (functions of the block row).
+struct Marks {
+    /// The slot that leads every block row's run (header formats), if any.
+    head: fn(u64) -> Option<u64>,
+    /// The slot of an empty block row, where runs have no head.
+    empty: fn(u64) -> u64,
+    /// The slot that leads each part of a run longer than a window.
+    shared: fn(u64) -> u64,
+    /// The slot that fills the end of a window.
+    pad: u64,
+}
+
+/// Lays `entries` (sorted by block row, `block_row` of each; `slot` its slot) into windows
+/// that no run crosses, for block rows `0 .. block_rows`: a run that does not fit the rest
+/// of a window starts the next, an empty row still takes a slot (its head or its empty
+/// mark), and a run too long for a window is cut into parts of `WINDOW − 1` entries that
+/// each start a window behind a shared mark. The slots and the shared block rows.
+fn lay_windows<T>(
+    entries: &[T],
+    block_row: impl Fn(&T) -> u64,
+    slot: impl Fn(&T) -> u64,
+    block_rows: u64,
+    marks: Marks,
+) -> (Vec<u64>, Vec<u32>) {
+    let mut slots: Vec<u64> = Vec::with_capacity(entries.len() * 9 / 8 + block_rows as usize);
+    let mut shared = Vec::new();
+    let mut rest = entries;
+    for row in 0..block_rows {
+        let len = rest.iter().take_while(|e| block_row(e) == row).count();
+        let (run, after) = rest.split_at(len);
+        rest = after;
+        let head = (marks.head)(row);
+        let need = (len + head.is_some() as usize).max(1);
+        if slots.len() % WINDOW + need > WINDOW {
+            pad_window(&mut slots, marks.pad);
+        }
+        if need <= WINDOW {
+            slots.extend(head.or((len == 0).then(|| (marks.empty)(row))));
+            slots.extend(run.iter().map(&slot));
+        } else {
+            shared.push(row as u32);
+            for part in run.chunks(WINDOW - 1) {
+                pad_window(&mut slots, marks.pad);
+                slots.push((marks.shared)(row));
+                slots.extend(part.iter().map(&slot));
+            }
+        }
+    }
+    assert!(rest.is_empty(), "entries past the last block row");
+    pad_window(&mut slots, marks.pad);
+    (slots, shared)
+}
+
 /// Header-run windows of blocks of `r` rows (4 or 8) and 4 columns from `RowBlocks`
 /// entries: the slots and the block rows whose runs cross windows.
 fn header_windows(entries: &[u64], r: u32, rows: u64) -> (Vec<u64>, Vec<u32>) {
@@ -76,42 +129,19 @@ fn header_windows(entries: &[u64], r: u32, rows: u64) -> (Vec<u64>, Vec<u32>) {
             _ => merged.push((k, bm)),
         }
     }
-    let block_rows = rows.div_ceil(r as u64);
-    let mut slots: Vec<u64> = Vec::with_capacity(merged.len() * 9 / 8 + block_rows as usize);
-    let mut shared = Vec::new();
-    let pad = |slots: &mut Vec<u64>| pad_window(slots, NONE_ROW);
-    let mut i = 0;
-    for row in 0..block_rows {
-        let len = merged[i..]
-            .iter()
-            .take_while(|&&(k, _)| k >> 32 == row)
-            .count();
-        let run = &merged[i..i + len];
-        i += len;
-        if slots.len() % WINDOW + 1 + len > WINDOW {
-            pad(&mut slots);
-        }
-        if len < WINDOW {
-            slots.push(row);
-            slots.extend(
-                run.iter()
-                    .map(|&(k, bm)| (bm as u64) << 32 | (k & 0xFFFF_FFFF)),
-            );
-        } else {
-            shared.push(row as u32);
-            for part in run.chunks(WINDOW - 1) {
-                pad(&mut slots);
-                slots.push(row | SHARED_ROW);
-                slots.extend(
-                    part.iter()
-                        .map(|&(k, bm)| (bm as u64) << 32 | (k & 0xFFFF_FFFF)),
-                );
-            }
-        }
-    }
-    assert_eq!(i, merged.len());
-    pad(&mut slots);
-    (slots, shared)
+    let marks = Marks {
+        head: Some,
+        empty: |row| row,
+        shared: |row| row | SHARED_ROW,
+        pad: NONE_ROW,
+    };
+    lay_windows(
+        &merged,
+        |&(k, _)| k >> 32,
+        |&(k, bm)| (bm as u64) << 32 | (k & 0xFFFF_FFFF),
+        rows.div_ceil(r as u64),
+        marks,
+    )
 }
 
 /// A row-entry marker's row when the slot is padding (`NONE_ENTRY_ROW`).
@@ -122,38 +152,19 @@ const NONE_ENTRY_ROW: u64 = 0xFF_FFFF;
 /// that each start a window with a shared marker (`row << 40 | 1 << 16`), and windows
 /// end in padding (`NONE_ENTRY_ROW << 40`). Also the shared rows.
 fn row_windows(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
-    let block_rows = rows.div_ceil(4);
-    let mut slots: Vec<u64> = Vec::with_capacity(entries.len() * 21 / 20 + block_rows as usize);
-    let mut shared = Vec::new();
-    let pad = |slots: &mut Vec<u64>| pad_window(slots, NONE_ENTRY_ROW << 40);
-    let mut i = 0;
-    for row in 0..block_rows {
-        let len = entries[i..]
-            .iter()
-            .take_while(|&&e| block_entry_parts(e).0 as u64 == row)
-            .count();
-        let run = &entries[i..i + len];
-        i += len;
-        let need = len.max(1);
-        if slots.len() % WINDOW + need > WINDOW {
-            pad(&mut slots);
-        }
-        if len == 0 {
-            slots.push(row << 40);
-        } else if len <= WINDOW {
-            slots.extend_from_slice(run);
-        } else {
-            shared.push(row as u32);
-            for part in run.chunks(WINDOW - 1) {
-                pad(&mut slots);
-                slots.push(row << 40 | 1 << 16);
-                slots.extend_from_slice(part);
-            }
-        }
-    }
-    assert_eq!(i, entries.len());
-    pad(&mut slots);
-    (slots, shared)
+    let marks = Marks {
+        head: |_| None,
+        empty: |row| row << 40,
+        shared: |row| row << 40 | 1 << 16,
+        pad: NONE_ENTRY_ROW << 40,
+    };
+    lay_windows(
+        entries,
+        |&e| block_entry_parts(e).0 as u64,
+        |&e| e,
+        rows.div_ceil(4),
+        marks,
+    )
 }
 
 /// The slot formats of the experiment.
