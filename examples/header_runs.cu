@@ -248,6 +248,115 @@ __device__ __forceinline__ void window_product(const u64 *slots, u64 windows, co
     }
 }
 
+// Session 19: variants of the engine's `rowwindows_bits` (cuda/windows.cu, the same code
+// as rows4_pf_b4 over the same entries), flags V: 1 loads only the halves of an entry's
+// four x words that its cells read (bm & 0x3333: columns 0-1, bm & 0xCCCC: 2-3), 2 reads
+// x through the read-only path (__ldg), 4 keeps window indices in 32 bits, 8 (an
+// ablation, not checked) ORs every x word of an entry into its row without the bitmap.
+template <bool B, typename T, typename F> struct pick { typedef T type; };
+template <typename T, typename F> struct pick<false, T, F> { typedef F type; };
+
+template <int V>
+__device__ __forceinline__ ulonglong2 load_x_v(const u64 *p) {
+    if (V & 2) return __ldg((const ulonglong2 *)p);
+    return *(const ulonglong2 *)p;
+}
+
+template <int V>
+__device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y,
+                                              u64 n) {
+    typedef typename pick<(V & 4) != 0, u32, u64>::type index;
+    __shared__ u64 pre_s[WARPS_PER_BLOCK][32][4];
+    const u32 lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const index stride = (index)(((u64)gridDim.x * blockDim.x) >> 5);
+    index w = (index)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const index nw = (index)windows;
+    ulonglong2 na, nb;
+    if (w < nw) {
+        const u64 *src = slots + (u64)w * WINDOW + lane * 4;
+        na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+    }
+    for (; w < nw; w += stride) {
+        ulonglong2 a = na, b = nb;
+        if (w + stride < nw) {
+            const u64 *src = slots + (u64)(w + stride) * WINDOW + lane * 4;
+            na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+        }
+        u64 s[4] = {a.x, a.y, b.x, b.y};
+        u64 before = __shfl_up_sync(FULL_MASK, s[3], 1);
+        u64 xv[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u64 c0 = RowEntries::col(s[j]) * 4;
+            u32 bm = RowEntries::bitmap(s[j]);
+            if (bm != 0 && c0 + 4 <= inputs) {
+                ulonglong2 p = make_ulonglong2(0, 0), q = make_ulonglong2(0, 0);
+                if (!(V & 1) || (bm & 0x3333)) p = load_x_v<V>(x + c0);
+                if (!(V & 1) || (bm & 0xCCCC)) q = load_x_v<V>(x + c0 + 2);
+                xv[j][0] = p.x, xv[j][1] = p.y, xv[j][2] = q.x, xv[j][3] = q.y;
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; ++c) xv[j][c] = bm != 0 && c0 + c < inputs ? x[c0 + c] : 0ull;
+            }
+        }
+        u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
+        bool open = false;
+        u32 head = NONE_ROW;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            bool start = (lane == 0 && j == 0) || RowEntries::starts(s[j], j == 0 ? before : s[j - 1]);
+            if (start) {
+                if (open) store_rows<4, false>(y, n, head, acc);
+                else give_leading<4>(pre_s[wib][lane], acc);
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[r] = 0ull;
+                open = true;
+                head = RowEntries::head(s[j]);
+            }
+            u32 bm = RowEntries::bitmap(s[j]);
+            if (V & 8) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[r] |= xv[j][r];
+            } else {
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        if ((bm >> (4 * r + c)) & 1) acc[r] |= xv[j][c];
+            }
+        }
+        if (!open) give_leading<4>(pre_s[wib][lane], acc);
+        u32 heads = __ballot_sync(FULL_MASK, open);
+        u32 next = heads & ~((2u << lane) - 1u);
+        u32 last = next ? __ffs(next) - 1 : 31;
+        __syncwarp();
+        if (open) {
+            for (u32 k = lane + 1; k <= last; ++k) {
+                ulonglong2 lo = *(const ulonglong2 *)&pre_s[wib][k][0];
+                ulonglong2 hi = *(const ulonglong2 *)&pre_s[wib][k][2];
+                acc[0] |= lo.x, acc[1] |= lo.y, acc[2] |= hi.x, acc[3] |= hi.y;
+            }
+            store_rows<4, false>(y, n, head, acc);
+        }
+        __syncwarp();
+    }
+}
+
+#define ROW_WINDOWS_V(NAME, V)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)                              \
+        NAME(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {                 \
+        row_windows_v<V>(slots, windows, x, inputs, y, n);                                             \
+    }
+ROW_WINDOWS_V(rowwin_v0, 0)
+ROW_WINDOWS_V(rowwin_half, 1)
+ROW_WINDOWS_V(rowwin_ldg, 2)
+ROW_WINDOWS_V(rowwin_u32, 4)
+ROW_WINDOWS_V(rowwin_half_ldg, 3)
+ROW_WINDOWS_V(rowwin_u32_half, 5)
+ROW_WINDOWS_V(rowwin_u32_ldg, 6)
+ROW_WINDOWS_V(rowwin_all, 7)
+ROW_WINDOWS_V(rowwin_nobits, 8)
+
 // Clears the words of the block rows whose runs cross windows (the shared parts' rows).
 template <int R>
 __device__ __forceinline__ void clear_rows(const u32 *rows, u64 count, u64 *y, u64 n) {

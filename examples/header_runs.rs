@@ -16,8 +16,14 @@
 //! window's `x` gathers (registers), `async` does so through `cp.async` into shared
 //! memory, `l2` only prefetches them into L2, `pfx` also prefetches the next window's `x`
 //! into L2, `cs` and `el` give the entries and `y` the streaming hint and `x` the
-//! evict-last priority in L2, and `nox` (an ablation, not checked) reads no `x`. The best, `rows4_pf_b4`, took 0.526 ms on the web graph against 0.620 ms for
-//! the engine's product with its clear (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
+//! evict-last priority in L2, and `nox` (an ablation, not checked) reads no `x`.
+//! The `rowwin_*` kernels (session 19) are variants of the engine's `rowwindows_bits`
+//! over the same row windows: `u32` window indices, `half` loads of only the halves of
+//! `x` an entry reads, `ldg` reads of `x` through the read-only path, and the `nobits`
+//! ablation; `rowwin_u32_half` (0.489 ms against 0.526) became the engine's kernel.
+//! `HEADER_RUNS_KERNELS=a,b` runs only the kernels named. Session 18's best, `rows4_pf_b4`,
+//! took 0.526 ms on the web graph against 0.620 ms for the engine's product with its clear
+//! (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
 //!
 //! Each product's `y` is checked word for word against the engine's (the engine's own
 //! products are checked against the CPU engine by the GPU tests); the experiment's `y` is
@@ -35,14 +41,15 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{
-    block_entries, block_entry_parts, FrontierLayout, GpuEngine, GpuOptions, LeafKernel,
+    block_entries, block_entry_parts, row_windows, FrontierLayout, GpuEngine, GpuOptions,
+    LeafKernel, PAD_ROW, WINDOW_ENTRIES,
 };
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 use k2rpq::k2tree::K2Tree;
 use rayon::prelude::*;
 
 /// Slots of a window: one warp's, 4 per lane (`WINDOW` in the kernel).
-const WINDOW: usize = 128;
+const WINDOW: usize = WINDOW_ENTRIES;
 /// A header's row when the slot is padding.
 const NONE_ROW: u64 = 0x7FFF_FFFF;
 /// Header flag: the row's run crosses windows (cleared first, updated with atomics).
@@ -144,27 +151,16 @@ fn header_windows(entries: &[u64], r: u32, rows: u64) -> (Vec<u64>, Vec<u32>) {
     )
 }
 
-/// A row-entry marker's row when the slot is padding (`NONE_ENTRY_ROW`).
-const NONE_ENTRY_ROW: u64 = 0xFF_FFFF;
+/// A row-entry marker's row when the slot is padding (`NONE_ENTRY_ROW`, the engine's
+/// `PAD_ROW`).
+const NONE_ENTRY_ROW: u64 = PAD_ROW as u64;
 
-/// Windows of `RowBlocks` entries (4x4 blocks) that no run crosses: an empty block row
-/// gets a marker (`row << 40`, no cells), a run longer than a window is cut into parts
-/// that each start a window with a shared marker (`row << 40 | 1 << 16`), and windows
-/// end in padding (`NONE_ENTRY_ROW << 40`). Also the shared rows.
-fn row_windows(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
-    let marks = Marks {
-        head: |_| None,
-        empty: |row| row << 40,
-        shared: |row| row << 40 | 1 << 16,
-        pad: NONE_ENTRY_ROW << 40,
-    };
-    lay_windows(
-        entries,
-        |&e| block_entry_parts(e).0 as u64,
-        |&e| e,
-        rows.div_ceil(4),
-        marks,
-    )
+/// Windows of `RowBlocks` entries (4x4 blocks) that no run crosses: the engine's
+/// [`row_windows`] (an empty block row gets a marker, a run longer than a window is cut
+/// into shared parts, windows end in padding), with no limit on the markers and pads.
+fn row_windows_of(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
+    let w = row_windows(entries, rows.div_ceil(4) as u32, usize::MAX).expect("row windows");
+    (w.entries, w.shared_rows)
 }
 
 /// The slot formats of the experiment.
@@ -172,7 +168,7 @@ fn row_windows(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
 enum Format {
     /// Header-run windows of blocks of 4 or 8 rows ([`header_windows`]).
     Headers(u32),
-    /// Windows of `RowBlocks` entries ([`row_windows`]).
+    /// Windows of `RowBlocks` entries ([`row_windows_of`]).
     Rows,
 }
 
@@ -187,7 +183,7 @@ impl Format {
     fn windows(self, entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
         match self {
             Format::Headers(r) => header_windows(entries, r, rows),
-            Format::Rows => row_windows(entries, rows),
+            Format::Rows => row_windows_of(entries, rows),
         }
     }
 
@@ -270,6 +266,15 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rows4_pfx_b3", Format::Rows, true),
     ("rows4_pfx_b4", Format::Rows, true),
     ("rows4_async_b4_nox", Format::Rows, false),
+    ("rowwin_v0", Format::Rows, true),
+    ("rowwin_half", Format::Rows, true),
+    ("rowwin_ldg", Format::Rows, true),
+    ("rowwin_u32", Format::Rows, true),
+    ("rowwin_half_ldg", Format::Rows, true),
+    ("rowwin_u32_half", Format::Rows, true),
+    ("rowwin_u32_ldg", Format::Rows, true),
+    ("rowwin_all", Format::Rows, true),
+    ("rowwin_nobits", Format::Rows, false),
 ];
 
 fn main() {
@@ -357,8 +362,13 @@ fn main() {
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )
         .expect("SMs") as u64;
+    // HEADER_RUNS_KERNELS=a,b: only these kernels (default: all).
+    let only: Option<Vec<String>> = std::env::var("HEADER_RUNS_KERNELS")
+        .ok()
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|k| k == name));
     for format in [Format::Headers(4), Format::Headers(8), Format::Rows] {
-        if !KERNELS.iter().any(|k| k.1 == format) {
+        if !KERNELS.iter().any(|k| k.1 == format && wanted(k.0)) {
             continue;
         }
         let r = format.rows();
@@ -385,7 +395,7 @@ fn main() {
         );
         for (&(name, _, checked), &per_sm) in KERNELS
             .iter()
-            .filter(|k| k.1 == format)
+            .filter(|k| k.1 == format && wanted(k.0))
             .flat_map(|k| grids.iter().map(move |g| (k, g)))
         {
             let run = module.load_function(name).expect("kernel");

@@ -167,12 +167,13 @@ fn bench_spmv_measures_every_gpu_contender() {
         "gpu k2+F dir M20",
         "gpu k2+F blocks",
         "gpu k2+F rowblk",
+        "gpu k2+F rowwin",
         "gpu k2+F blocks rows",
-        "gpu k2+F rowblk rows",
+        "gpu k2+F rowwin rows",
         "gpu k2+F blocks wagg",
-        "gpu k2+F rowblk wagg",
+        "gpu k2+F rowwin wagg",
         "gpu k2+F blocks runs",
-        "gpu k2+F rowblk runs",
+        "gpu k2+F rowwin runs",
     ] {
         for dir in [Direction::Right, Direction::Left] {
             for batch in [1, 4] {

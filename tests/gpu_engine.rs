@@ -583,6 +583,83 @@ fn replays_the_product(gpu: &GpuEngine) {
     }
 }
 
+/// Bit-packed right products `y = A x` that store `y` window by window over a frontier
+/// laid out in row windows, against the CPU engine: outputs full of garbage first (a word
+/// the kernel fails to write shows), runs of up to 1000 blocks cut into shared parts,
+/// empty block rows, sides that are not multiples of 4 and `x` longer or shorter than
+/// `y`, called from the host and replayed as a graph; and every other product (each
+/// semiring, OR-ing bit-packed ones, both directions) over the same windows.
+fn row_windows_match_cpu() {
+    let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
+        return;
+    };
+    let cpu = CpuEngine::new();
+    let mut rng = StdRng::seed_from_u64(19);
+    // About 8 cells per block row: short runs, few empty rows (windows need few pads).
+    for (rows, cols, m, long) in [
+        (4000u64, 4000u64, 8000usize, 0usize),
+        (3999, 5001, 8000, 4),
+        (5001, 3999, 10_000, 4),
+        (1001, 2001, 2000, 2),
+    ] {
+        let mut edges: Vec<(u32, u32)> = (0..m)
+            .map(|_| {
+                (
+                    rng.random_range(0..rows) as u32,
+                    rng.random_range(0..cols) as u32,
+                )
+            })
+            .collect();
+        for k in 0..long {
+            let r = rng.random_range(0..rows) as u32;
+            edges.extend((0..cols as u32).step_by(k + 1).map(|c| (r, c)));
+        }
+        let tree = Arc::new(K2Tree::from_edges(rows, cols, edges));
+        let label = format!("{rows}x{cols}, {long} long rows");
+        let gm = gpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
+        assert!(gm.has_row_windows(), "{label}: not laid out in row windows");
+        let cm = cpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
+        let garbage = |rows: usize, words: usize| {
+            BitMatrix::from_words(rows, words, vec![0xA5A5_A5A5_A5A5_A5A5; rows * words])
+        };
+        for words in [1usize, 2] {
+            for dir in DIRS {
+                let (n_in, n_out) = dir.lengths(rows, cols);
+                let (n_in, n_out) = (n_in as usize, n_out as usize);
+                let x = random_bits(&mut rng, n_in, words, 0.5);
+                let mut want = BitMatrix::zeroed(n_out, words);
+                cpu.bool_product(&cm, dir, &x, &mut want, Traversal::Dense)
+                    .unwrap();
+                let xg = gpu.bits_upload(&x).unwrap();
+                let mut yg = gpu.bits_upload(&garbage(n_out, words)).unwrap();
+                gpu.bool_product_overwrite(&gm, dir, &xg, &mut yg, Traversal::Dense)
+                    .unwrap();
+                assert!(
+                    gpu.bits_download(&yg).unwrap() == want,
+                    "{label} {dir:?} W={words}: overwriting product differs"
+                );
+                let g = gpu
+                    .record_bool_product(
+                        &gm,
+                        dir,
+                        gpu.bits_upload(&x).unwrap(),
+                        gpu.bits_upload(&garbage(n_out, words)).unwrap(),
+                        Traversal::Dense,
+                        BitsUpdate::Overwrite,
+                    )
+                    .unwrap();
+                g.launch().unwrap();
+                g.launch().unwrap();
+                assert!(
+                    g.y().unwrap() == want,
+                    "{label} {dir:?} W={words}: overwriting replays differ"
+                );
+            }
+        }
+        check_matrix(&gpu, &tree, &label, true, &[1, 3]);
+    }
+}
+
 fn allocation_failure_names_the_bytes() {
     let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
         return;
@@ -894,6 +971,11 @@ fn main() {
             name: "recorded_graph_replays_the_product",
             needs: harness::Needs::Gpu,
             run: recorded_graph_replays_the_product,
+        },
+        harness::GpuTest {
+            name: "row_windows_match_cpu",
+            needs: harness::Needs::Gpu,
+            run: row_windows_match_cpu,
         },
         harness::GpuTest {
             name: "allocation_failure_names_the_bytes",

@@ -237,8 +237,8 @@ fn cli_keeps_lists_and_info_shows_them() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a k2rpq store"));
 }
 
-/// `--frontier-layout` takes every layout's name (the CPU engine ignores it) and refuses
-/// an unknown one with the list of names.
+/// `--frontier-layout` takes every layout's name and `--no-row-windows` is accepted (the
+/// CPU engine ignores both); an unknown layout is refused with the list of names.
 #[test]
 fn cli_frontier_layout_flag() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,6 +258,21 @@ fn cli_frontier_layout_flag() {
         ]);
         assert!(!text.trim().is_empty(), "{layout}: no count printed");
     }
+    let (text, _) = k2rpq_ok(&[
+        "rpq".as_ref(),
+        "--store".as_ref(),
+        dir_store.as_os_str(),
+        "--engine".as_ref(),
+        "cpu".as_ref(),
+        "--count".as_ref(),
+        "--no-row-windows".as_ref(),
+        "--file".as_ref(),
+        rpq.as_os_str(),
+    ]);
+    assert!(
+        !text.trim().is_empty(),
+        "--no-row-windows: no count printed"
+    );
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_k2rpq"))
         .args([
             "rpq",

@@ -48,6 +48,12 @@ pub struct DeviceArgs {
     /// `blocks` or `codes` (the paper's).
     #[arg(long, value_parser = parse_frontier_layout)]
     pub frontier_layout: Option<FrontierLayout>,
+    /// Keep a `rowblocks` frontier as plain row-sorted entries instead of laying it out in
+    /// row windows (by default it is, when the relation's empty rows and the windows' pads
+    /// add at most 10 % to it: bit-packed right products then store their output once,
+    /// with no clear and no atomics).
+    #[arg(long)]
+    pub no_row_windows: bool,
 }
 
 /// A [`FrontierLayout`] by its name.
@@ -77,6 +83,7 @@ impl DeviceArgs {
     pub fn gpu_options(&self) -> GpuOptions {
         GpuOptions {
             frontier: self.frontier_layout.unwrap_or_default(),
+            row_windows: !self.no_row_windows,
             ..GpuOptions::default()
         }
     }

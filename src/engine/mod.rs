@@ -232,6 +232,21 @@ pub trait Engine: Send + Sync {
         y: &mut Self::Bits,
         traversal: Traversal,
     ) -> Result<()>;
+
+    /// Boolean product of a bit-packed batch into `y`, replacing what it held: `y = A x`
+    /// (right) or `yᵀ = xᵀ A` (left). The default clears `y`, then ORs into it; an engine
+    /// may instead write every word once (the GPU engine over [`gpu::RowWindows`]).
+    fn bool_product_overwrite(
+        &self,
+        m: &Self::Matrix,
+        dir: Direction,
+        x: &Self::Bits,
+        y: &mut Self::Bits,
+        traversal: Traversal,
+    ) -> Result<()> {
+        self.bits_clear(y)?;
+        self.bool_product(m, dir, x, y, traversal)
+    }
 }
 
 /// Checks the vector lengths of a semiring product.

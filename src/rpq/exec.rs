@@ -707,16 +707,21 @@ impl<E: Engine> Run<'_, E> {
                 input_total += input_bits;
                 let trav = self.traversal(input_bits, m);
                 let nx = next[j].as_mut().expect("live state has a next batch");
-                engine.bits_clear(nx)?;
                 if active.len() == 1 {
-                    engine.bool_product(&m.matrix, *dir, &frontier[active[0]], nx, trav)?;
+                    engine.bool_product_overwrite(
+                        &m.matrix,
+                        *dir,
+                        &frontier[active[0]],
+                        nx,
+                        trav,
+                    )?;
                 } else {
                     let s = scratch.as_mut().expect("scratch allocated");
                     engine.bits_clear(s)?;
                     for &i in &active {
                         engine.bits_or(s, &frontier[i])?;
                     }
-                    engine.bool_product(&m.matrix, *dir, s, nx, trav)?;
+                    engine.bool_product_overwrite(&m.matrix, *dir, s, nx, trav)?;
                 }
                 products += 1;
                 masked += (trav == Traversal::Masked) as u32;

@@ -316,8 +316,7 @@ impl BitsProduct for CpuBitsProduct<'_> {
         Ok(())
     }
     fn run(&mut self) -> Result<()> {
-        self.c.engine.bits_clear(&mut self.y)?;
-        self.c.engine.bool_product(
+        self.c.engine.bool_product_overwrite(
             &self.c.matrix,
             self.dir,
             &self.x,

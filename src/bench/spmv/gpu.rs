@@ -1,7 +1,8 @@
 //! Our GPU engine as a contender of the SpMV benchmark: one contender per configuration
 //! (`k2`, `k2+F`) and offset source (directory, scan) with the default leaf kernel over
 //! a frontier of codes, one per block layout of the frontier ([`FrontierLayout`]:
-//! `gpu k2+F blocks`, `gpu k2+F rowblk`), plus one per leaf-kernel variant
+//! `gpu k2+F blocks`, `gpu k2+F rowwin`, and `rowblk`: row-sorted entries without the row
+//! windows), plus one per leaf-kernel variant
 //! ([`LeafKernel`]) of the configurations the issue-10 targets name (`k2 dir`, `k2+F dir`,
 //! `k2+F scan`, and the block layouts for the kernels that read them), so each variant is
 //! a row of its own in the same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
@@ -51,6 +52,8 @@ pub struct GpuContender {
     subtree_levels: u32,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
+    /// Whether its `RowBlocks` frontier is laid out in row windows (named `rowwin`).
+    windows: bool,
 }
 
 /// `directory` or `scan`.
@@ -76,6 +79,7 @@ impl GpuContender {
                 let matrix = engine.load(tree, config)?;
                 out.push(GpuContender {
                     layout: matrix.frontier_layout(),
+                    windows: matrix.has_row_windows(),
                     matrix,
                     engine: engine.clone(),
                     config,
@@ -152,6 +156,15 @@ impl GpuContender {
                 &[TreeOnly],
             )?;
         }
+        // Row-sorted entries without the row windows (`rowblk`), against the default's
+        // (`rowwin`, where the relation's empty rows allow them).
+        load(
+            GpuOptions {
+                row_windows: false,
+                ..options(default, (dir, RowBlocks), tile)
+            },
+            &[CachedFrontier],
+        )?;
         // A tree-only descent with expand steps of up to three small levels (` L3`),
         // against a launch per level.
         load(
@@ -231,6 +244,7 @@ impl Contender for GpuContender {
         let place = match self.layout {
             FrontierLayout::Codes => source_name(self.source),
             FrontierLayout::Blocks => "blocks",
+            FrontierLayout::RowBlocks if self.windows => "rowwin",
             FrontierLayout::RowBlocks => "rowblk",
             FrontierLayout::ColBlocks => "colblk",
             FrontierLayout::Both => "both",
@@ -315,8 +329,7 @@ impl BitsProduct for GpuBitsProduct<'_> {
     }
     fn run(&mut self) -> Result<()> {
         let e = &self.c.engine;
-        e.bits_clear(&mut self.y)?;
-        e.bool_product(
+        e.bool_product_overwrite(
             &self.c.matrix,
             self.dir,
             &self.x,

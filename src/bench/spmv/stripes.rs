@@ -221,8 +221,7 @@ fn time_stripes(
                         let t0 = Instant::now();
                         if let Ok((m, xb, y)) = &mut state {
                             let r = e
-                                .bits_clear(y)
-                                .and_then(|_| e.bool_product(m, dir, xb, y, Traversal::Dense))
+                                .bool_product_overwrite(m, dir, xb, y, Traversal::Dense)
                                 .map_err(SpmvError::from)
                                 .and_then(|_| sync(e));
                             if let Err(err) = r {

@@ -21,6 +21,7 @@ pub const KERNEL_SOURCES: &[(&str, &str)] = &[
     ("scan", include_str!("../../../cuda/scan.cu")),
     ("bits", include_str!("../../../cuda/bits.cu")),
     ("leaves", include_str!("../../../cuda/leaves.cu")),
+    ("windows", include_str!("../../../cuda/windows.cu")),
 ];
 
 /// The kernels the engine launches, by module.
@@ -49,6 +50,7 @@ const FUNCTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("leaves", super::launch::LEAF_VARIANT_KERNELS),
+    ("windows", &["rowwindows_bits", "clear_block_rows"]),
 ];
 
 /// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so

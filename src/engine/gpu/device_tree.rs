@@ -7,7 +7,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::context::GpuContext;
-use super::frontier::{block_entries, sort_entries, FrontierLayout};
+use super::frontier::{
+    block_entries, row_windows, sort_entries, FrontierLayout, RowWindows, MAX_WINDOW_GROWTH,
+};
 use super::tile_plan::{TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
 use crate::engine::{Direction, MatrixConfig, Result};
@@ -30,6 +32,9 @@ pub struct DeviceTree {
     pub(super) frontier_by_col: Option<CudaSlice<u64>>,
     /// What the frontier's entries are (`Codes` when there is no frontier).
     pub(super) layout: FrontierLayout,
+    /// A `RowBlocks` frontier laid out in [`RowWindows`] (`GpuOptions::row_windows`, when
+    /// its markers and pads stay within `1 /` [`MAX_WINDOW_GROWTH`] of the entries).
+    pub(super) windows: Option<DeviceWindows>,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
     /// Plans over the cached frontier (`CachedFrontier` only): with child offsets from
@@ -39,6 +44,16 @@ pub struct DeviceTree {
     pub(super) tiles: TileSizes,
     /// Bytes of the resident arrays.
     pub(super) bytes: u64,
+}
+
+/// What the device keeps of a frontier laid out in [`RowWindows`] besides its entries.
+pub(super) struct DeviceWindows {
+    /// Windows of the frontier.
+    pub windows: u64,
+    /// The block rows whose runs are cut into shared parts (`None`: none).
+    pub shared_rows: Option<CudaSlice<u32>>,
+    /// How many there are.
+    pub shared: u64,
 }
 
 impl DeviceTree {
@@ -71,6 +86,7 @@ impl DeviceTree {
             MatrixConfig::CachedFrontier => options.frontier.for_tree(tree, options.leaf_kernel),
             MatrixConfig::TreeOnly => FrontierLayout::Codes,
         };
+        let mut windows = None;
         let (frontier, frontier_by_col) = match (config, layout) {
             (MatrixConfig::TreeOnly, _) => (None, None),
             (_, FrontierLayout::Codes) => (
@@ -79,7 +95,33 @@ impl DeviceTree {
             ),
             (_, l) => {
                 let mut entries = block_entries(tree, l);
-                let frontier = gpu.upload(&entries, "cached frontier (blocks)")?;
+                let laid = (l == FrontierLayout::RowBlocks && options.row_windows)
+                    .then(|| {
+                        let block_rows = tree.rows().div_ceil(4) as u32;
+                        row_windows(&entries, block_rows, entries.len() / MAX_WINDOW_GROWTH)
+                    })
+                    .flatten()
+                    // The kernel counts windows in 32 bits.
+                    .filter(|w| w.windows() < u32::MAX as u64);
+                let frontier = match laid {
+                    Some(RowWindows {
+                        entries: laid,
+                        shared_rows,
+                    }) => {
+                        let frontier = gpu.upload(&laid, "cached frontier (row windows)")?;
+                        windows = Some(DeviceWindows {
+                            windows: laid.len() as u64 / super::frontier::WINDOW_ENTRIES as u64,
+                            shared: shared_rows.len() as u64,
+                            shared_rows: if shared_rows.is_empty() {
+                                None
+                            } else {
+                                Some(gpu.upload(&shared_rows, "shared rows of the row windows")?)
+                            },
+                        });
+                        frontier
+                    }
+                    None => gpu.upload(&entries, "cached frontier (blocks)")?,
+                };
                 // `Both`: the column-sorted copy from the same entries, re-sorted.
                 let by_col = if l == FrontierLayout::Both {
                     sort_entries(&mut entries, FrontierLayout::ColBlocks);
@@ -95,7 +137,8 @@ impl DeviceTree {
             + 8 * [&frontier, &frontier_by_col]
                 .iter()
                 .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
-                .sum::<u64>();
+                .sum::<u64>()
+            + 4 * windows.as_ref().map_or(0, |w| w.shared);
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
             None => TileSizes::auto(tree, (top_level, options.subtree_levels), tree_only, bytes),
@@ -106,11 +149,19 @@ impl DeviceTree {
             tiles.descend,
             (options.fused_levels, options.subtree_levels),
         );
-        let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| {
-            (
+        let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| match &windows {
+            // Block entries need no offsets: one plan serves both sources.
+            Some(w) => {
+                let entries = w.windows * super::frontier::WINDOW_ENTRIES as u64;
+                // Automatic tiles: one launch over all of them, pads included.
+                let tile = tile_nodes.map_or(entries, |_| tiles.frontier);
+                let plan = TilePlan::block_entries(tree, entries, tile);
+                (plan.clone(), plan)
+            }
+            None => (
                 TilePlan::frontier(tree, tiles.frontier),
                 TilePlan::frontier(tree, tiles.frontier_scan),
-            )
+            ),
         });
         Ok(DeviceTree {
             tree: tree.clone(),
@@ -123,6 +174,7 @@ impl DeviceTree {
             frontier,
             frontier_by_col,
             layout,
+            windows,
             descend,
             over_frontier,
             tiles,
@@ -162,6 +214,12 @@ impl DeviceTree {
     /// direction `dir` reads [`FrontierLayout::for_dir`] of it.
     pub fn frontier_layout(&self) -> FrontierLayout {
         self.layout
+    }
+
+    /// Whether its `RowBlocks` frontier is laid out in [`RowWindows`], whose bit-packed
+    /// right products `y = A x` store `y` (no clear, no atomics).
+    pub fn has_row_windows(&self) -> bool {
+        self.windows.is_some()
     }
 
     /// The offset source a product asked to use `source` gets: the directory's plan over

@@ -204,6 +204,119 @@ pub fn sort_entries(entries: &mut [u64], layout: FrontierLayout) {
     }
 }
 
+/// Entries of one window of a [`RowWindows`] frontier: one warp's, four per lane
+/// (`WINDOW` in `cuda/windows.cu`).
+pub const WINDOW_ENTRIES: usize = 128;
+
+/// The block row of a padding marker: the largest block index, so windows are laid only
+/// for matrices with fewer block rows.
+pub const PAD_ROW: u32 = (1 << INDEX_BITS) - 1;
+
+/// The most markers and pads a [`RowWindows`] frontier may add to the row-sorted entries
+/// it lays out, as a fraction `1 / MAX_WINDOW_GROWTH` of them (10 %): the row-windowed product
+/// saves the clear of `y` and its reads, but every marker and pad is streamed by every
+/// product, and the frontier is device memory.
+pub const MAX_WINDOW_GROWTH: usize = 10;
+
+/// A `RowBlocks` frontier laid out in windows of [`WINDOW_ENTRIES`] entries that no block
+/// row's run crosses, so that the warp that takes a window is the only writer of its rows'
+/// outputs and can store them: a right product `y = A x` then needs no clear of `y`, no
+/// atomics and no reads of it (`rowwindows_bits` in `cuda/windows.cu`).
+///
+/// Besides the block entries, in row order, the windows hold *markers*, entries without
+/// cells that every other kernel skips as empty blocks:
+/// - an empty block row's marker, [`block_entry`]`(row, 0, 0)`: the product writes its
+///   outputs' zeros;
+/// - padding, `block_entry(PAD_ROW, 0, 0)`, where a run does not fit the rest of a window
+///   and starts the next;
+/// - a *shared part*'s marker, `block_entry(row, 1, 0)`: a run longer than a window is cut
+///   into parts of `WINDOW_ENTRIES − 1` entries, each starting a window behind this
+///   marker. Its rows (in [`RowWindows::shared_rows`]) are cleared before a product and
+///   take atomic ORs.
+///
+/// ```
+/// use k2rpq::engine::gpu::{block_entry, row_windows, WINDOW_ENTRIES};
+/// // Block rows 0 and 2 hold a block each; row 1 is empty.
+/// let entries = [block_entry(0, 3, 1), block_entry(2, 0, 0x8000)];
+/// // Two entries would get 126 markers and pads: far over the growth allowed.
+/// assert!(row_windows(&entries, 3, usize::MAX).is_some());
+/// assert!(row_windows(&entries, 3, 10).is_none());
+/// let w = row_windows(&entries, 3, usize::MAX).unwrap();
+/// assert_eq!(w.entries.len(), WINDOW_ENTRIES);
+/// assert_eq!(&w.entries[..3], &[entries[0], block_entry(1, 0, 0), entries[1]]);
+/// assert!(w.shared_rows.is_empty());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowWindows {
+    /// The windows' entries, a multiple of [`WINDOW_ENTRIES`].
+    pub entries: Vec<u64>,
+    /// The block rows whose runs are cut into shared parts, ascending.
+    pub shared_rows: Vec<u32>,
+}
+
+impl RowWindows {
+    /// Windows the entries fill.
+    pub fn windows(&self) -> u64 {
+        (self.entries.len() / WINDOW_ENTRIES) as u64
+    }
+}
+
+/// Lays `entries` (sorted by block row, as [`FrontierLayout::RowBlocks`] sorts them) out
+/// in [`RowWindows`] for a matrix of `block_rows` block rows, or `None` when that would
+/// take more than `max_extra` markers and pads (a sparse relation's empty rows; the engine
+/// allows `1 /` [`MAX_WINDOW_GROWTH`] of the entries), or when the matrix has [`PAD_ROW`]
+/// block rows or more.
+pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option<RowWindows> {
+    let limit = entries.len().saturating_add(max_extra);
+    if block_rows >= PAD_ROW {
+        return None;
+    }
+    let pad = |out: &mut Vec<u64>| {
+        out.resize(
+            out.len().next_multiple_of(WINDOW_ENTRIES),
+            block_entry(PAD_ROW, 0, 0),
+        );
+    };
+    let mut out =
+        Vec::with_capacity(limit.min(entries.len() + block_rows as usize) + WINDOW_ENTRIES);
+    let mut shared_rows = Vec::new();
+    let mut rest = entries;
+    for row in 0..block_rows {
+        let len = rest
+            .iter()
+            .take_while(|&&e| block_entry_parts(e).0 == row)
+            .count();
+        let (run, after) = rest.split_at(len);
+        rest = after;
+        if len > WINDOW_ENTRIES {
+            shared_rows.push(row);
+            for part in run.chunks(WINDOW_ENTRIES - 1) {
+                pad(&mut out);
+                out.push(block_entry(row, 1, 0));
+                out.extend_from_slice(part);
+            }
+        } else {
+            if out.len() % WINDOW_ENTRIES + len.max(1) > WINDOW_ENTRIES {
+                pad(&mut out);
+            }
+            if len == 0 {
+                out.push(block_entry(row, 0, 0));
+            } else {
+                out.extend_from_slice(run);
+            }
+        }
+        if out.len() > limit {
+            return None;
+        }
+    }
+    debug_assert!(rest.is_empty(), "entries past the last block row");
+    pad(&mut out);
+    (out.len() <= limit).then_some(RowWindows {
+        entries: out,
+        shared_rows,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +399,105 @@ mod tests {
         let full: Vec<(u32, u32)> = (0..4).flat_map(|r| (0..4).map(move |c| (r, c))).collect();
         check(&K2Tree::from_edges(4, 4, full));
         check(&K2Tree::from_edges(10, 10, vec![]));
+    }
+
+    /// Reads row windows back as the product `y = A x` of one word per node the way
+    /// `rowwindows_bits` does (a run starts at a marker or a change of row; padding
+    /// writes nothing), checking the layout's rules on the way: no run crosses into a
+    /// window but behind a shared marker, every block row is written exactly once or is
+    /// shared, and shared rows are exactly the runs longer than a window.
+    fn windows_product(w: &RowWindows, block_rows: u32, x: &[u64]) -> Vec<u64> {
+        assert_eq!(w.entries.len() % WINDOW_ENTRIES, 0);
+        let mut y = vec![0u64; 4 * block_rows as usize];
+        let mut written = vec![0u32; block_rows as usize];
+        let mut shared = std::collections::BTreeSet::new();
+        let mut row = None;
+        for (i, &e) in w.entries.iter().enumerate() {
+            let (r, col, bm) = block_entry_parts(e);
+            let start = bm == 0 || Some(r) != row;
+            if i % WINDOW_ENTRIES == 0 {
+                assert!(start, "a run crosses into window {}", i / WINDOW_ENTRIES);
+            }
+            if start {
+                row = Some(r);
+                if bm == 0 && r == PAD_ROW {
+                    row = None;
+                } else if bm == 0 && col == 1 {
+                    shared.insert(r);
+                } else {
+                    written[r as usize] += 1;
+                }
+            }
+            for b in 0..16 {
+                if bm >> b & 1 != 0 {
+                    let r = row.expect("cells after padding");
+                    y[(4 * r + b / 4) as usize] |= x[(4 * col + b % 4) as usize];
+                }
+            }
+        }
+        assert_eq!(shared.into_iter().collect::<Vec<_>>(), w.shared_rows);
+        for (r, &n) in written.iter().enumerate() {
+            let is_shared = w.shared_rows.binary_search(&(r as u32)).is_ok();
+            assert_eq!(n, !is_shared as u32, "block row {r} written {n} times");
+        }
+        y
+    }
+
+    /// Row windows hold exactly the entries' cells, each row written once: rows longer
+    /// than a window (shared parts), runs that do not fit the rest of a window, empty
+    /// rows, the last rows empty; and the growth limit refuses sparse relations.
+    #[test]
+    fn row_windows_hold_exactly_the_cells() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for (rows, cols, m, long) in [
+            (64u64, 64u64, 1500usize, 0usize),
+            (2000, 3000, 40_000, 0),
+            (2000, 3000, 40_000, 3),
+            (999, 4000, 30_000, 1),
+        ] {
+            let mut edges: Vec<(u32, u32)> = (0..m)
+                .map(|_| {
+                    (
+                        rng.random_range(0..rows) as u32,
+                        rng.random_range(0..cols) as u32,
+                    )
+                })
+                .collect();
+            // Rows of up to 1000 blocks: runs of several windows.
+            for k in 0..long {
+                let r = rng.random_range(0..rows) as u32;
+                edges.extend((0..cols as u32).step_by(k + 1).map(|c| (r, c)));
+            }
+            let tree = K2Tree::from_edges(rows, cols, edges);
+            let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+            let block_rows = rows.div_ceil(4) as u32;
+            let w = row_windows(&entries, block_rows, usize::MAX).expect("no limit");
+            assert_eq!(
+                w.entries.iter().filter(|&&e| e & 0xFFFF != 0).count(),
+                entries.len()
+            );
+            assert_eq!(w.shared_rows.is_empty(), long == 0);
+            let x: Vec<u64> = (0..cols.next_multiple_of(4))
+                .map(|i| rng.random::<u64>() & !(i & 1))
+                .collect();
+            let mut want = vec![0u64; 4 * block_rows as usize];
+            for (r, c) in tree.cells() {
+                want[r as usize] |= x[c as usize];
+            }
+            assert_eq!(windows_product(&w, block_rows, &x), want);
+            // The limit: exactly the markers and pads this layout took.
+            let extra = w.entries.len() - entries.len();
+            assert!(row_windows(&entries, block_rows, extra).is_some());
+            if let Some(less) = extra.checked_sub(1) {
+                assert!(row_windows(&entries, block_rows, less).is_none());
+            }
+        }
+        // A sparse relation: one block among 10,000 empty block rows.
+        let sparse = K2Tree::from_edges(40_000, 40_000, vec![(5, 7)]);
+        let entries = block_entries(&sparse, FrontierLayout::RowBlocks);
+        assert!(row_windows(&entries, 10_000, entries.len() / MAX_WINDOW_GROWTH).is_none());
+        assert!(row_windows(&[], 0, 0).is_some_and(|w| w.entries.is_empty()));
+        assert!(row_windows(&entries, PAD_ROW, usize::MAX).is_none());
     }
 
     /// Taller trees and the kernels that read leaves themselves keep codes.

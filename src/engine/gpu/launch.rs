@@ -106,6 +106,24 @@ pub fn config_for(n: u64) -> LaunchConfig {
     }
 }
 
+/// Warps per block of `rowwindows_bits` (`WINDOW_WARPS` in `cuda/windows.cu`).
+const WINDOW_WARPS: u64 = 8;
+
+/// The launch of `rowwindows_bits` over `windows` windows: a warp per window, at most
+/// [`MAX_BLOCKS`] blocks (warps then take several with the grid stride, and load each
+/// next window's entries ahead).
+pub fn windows_config(windows: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            windows.div_ceil(WINDOW_WARPS).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
+        block_dim: (32 * WINDOW_WARPS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Items (nodes × vectors) one thread of the `window` leaf kernel takes per chunk
 /// (`WINDOW_ITEMS` in `cuda/leaves.cu`).
 const WINDOW_ITEMS: u64 = 2;

@@ -38,9 +38,11 @@ pub use context::{
     KERNEL_SOURCES,
 };
 pub use device_tree::DeviceTree;
+use device_tree::DeviceWindows;
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
-    block_entries, block_entry, block_entry_parts, sort_entries, FrontierLayout, MAX_BLOCK_HEIGHT,
+    block_entries, block_entry, block_entry_parts, row_windows, sort_entries, FrontierLayout,
+    RowWindows, MAX_BLOCK_HEIGHT, MAX_WINDOW_GROWTH, PAD_ROW, WINDOW_ENTRIES,
 };
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::{BitsGraph, ProductGraph};
@@ -115,6 +117,12 @@ pub struct GpuOptions {
     /// the smallest tree-only working set (cnr-2000: 4.4 MB against 15.5 MB) but made
     /// the product 1.7-1.9x slower there (docs/BENCHMARKS.md, session 15).
     pub subtree_levels: u32,
+    /// Lay a `RowBlocks` frontier out in [`RowWindows`] when its markers and pads stay
+    /// within 10 % of its entries: bit-packed right products of one word per row that
+    /// overwrite `y` ([`BitsUpdate::Overwrite`], [`Engine::bool_product_overwrite`]) then
+    /// store each output word once, with no clear, atomics or reads of `y`; every other
+    /// product reads the windows as row-sorted entries. Default `true`.
+    pub row_windows: bool,
 }
 
 impl Default for GpuOptions {
@@ -128,6 +136,7 @@ impl Default for GpuOptions {
             overlapped_launches: true,
             fused_levels: 1,
             subtree_levels: 0,
+            row_windows: true,
         }
     }
 }
@@ -600,8 +609,8 @@ impl GpuEngine {
     /// Records the bit-packed Boolean product `y |= A x` (or `yᵀ |= xᵀ A`) once as a CUDA
     /// graph over batches the graph owns; [`BitsGraph::launch`] replays it. With
     /// [`BitsUpdate::Or`] a replay ORs into `y`, like [`Engine::bool_product`]; with
-    /// [`BitsUpdate::Overwrite`] it clears `y` first (the clear is part of the graph), so
-    /// each replay computes `y = A x`.
+    /// [`BitsUpdate::Overwrite`] each replay computes `y = A x`: over [`RowWindows`] by
+    /// storing every word once, otherwise with a clear of `y` (part of the graph) first.
     pub fn record_bool_product(
         &self,
         m: &DeviceTree,
@@ -619,12 +628,15 @@ impl GpuEngine {
         }
         let (plan, layout) = self.bits_plan(m, x.words, traversal);
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
+        let windows = Self::windows_for(m, dir, &x, traversal);
         let _g = self.guard();
-        let graph = self.capture(|| {
-            if update == BitsUpdate::Overwrite {
+        let graph = self.capture(|| match (update, windows) {
+            (BitsUpdate::Overwrite, Some(w)) => self.enqueue_windows(m, w, &x, &y),
+            (BitsUpdate::Overwrite, None) => {
                 self.enqueue_bits_clear(&y)?;
+                self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
             }
-            self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
+            (BitsUpdate::Or, _) => self.enqueue_bits(m, dir, &x, &y, plan, &scratch),
         })?;
         Ok(BitsGraph::new(
             graph,
@@ -747,6 +759,61 @@ impl GpuEngine {
     /// puts it before every later use: no synchronisation.
     fn enqueue_bits_clear(&self, bits: &GpuBits) -> Result<()> {
         self.fill_u32(bits.raw(self.gpu.stream()), 0, 2 * bits.len())
+    }
+
+    /// The row windows a product `y = A x` of bit batch `x` stores through, if it can:
+    /// a dense right product of one word per row over a matrix laid out in them.
+    fn windows_for<'m>(
+        m: &'m DeviceTree,
+        dir: Direction,
+        x: &GpuBits,
+        traversal: Traversal,
+    ) -> Option<&'m DeviceWindows> {
+        let one_word = x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense;
+        m.windows.as_ref().filter(|_| one_word)
+    }
+
+    /// Enqueues `y = A x` over the row windows `w` of `m` (the caller holds the engine's
+    /// lock and checked the shapes): the clear of the shared parts' rows, if any, then
+    /// one launch that stores every other word of `y` once.
+    fn enqueue_windows(
+        &self,
+        m: &DeviceTree,
+        w: &DeviceWindows,
+        x: &GpuBits,
+        y: &GpuBits,
+    ) -> Result<()> {
+        let s = self.gpu.stream();
+        let (xp, yp) = (x.raw(s), y.raw(s));
+        let (inputs, n) = (x.len(), y.len());
+        if let Some(rows) = &w.shared_rows {
+            let rp = rows.device_ptr(s).0;
+            // SAFETY: rows holds `shared` block rows; the kernel writes only y's n words.
+            unsafe {
+                s.launch_builder(self.gpu.function("clear_block_rows")?)
+                    .arg(&rp)
+                    .arg(&w.shared)
+                    .arg(&yp)
+                    .arg(&n)
+                    .launch(config_for(4 * w.shared))
+            }
+            .map_err(cuda_err("clear_block_rows"))?;
+        }
+        let (_, _, _, front) = m.pointers(&self.gpu, Direction::Right);
+        // SAFETY: the frontier holds `windows` whole windows; x has `inputs` words and y
+        // `n`, and the kernel reads and writes within them.
+        unsafe {
+            s.launch_builder(self.gpu.function("rowwindows_bits")?)
+                .arg(&front)
+                .arg(&w.windows)
+                .arg(&xp)
+                .arg(&inputs)
+                .arg(&yp)
+                .arg(&n)
+                .launch(launch::windows_config(w.windows))
+        }
+        .map(|_| ())
+        .map_err(cuda_err("rowwindows_bits"))
     }
 
     fn fill_u32(&self, p: u64, value: u32, n: u64) -> Result<()> {
@@ -1193,5 +1260,25 @@ impl Engine for GpuEngine {
         // freed in stream order too.
         self.put_back_scratch(layout, scratch);
         enqueued
+    }
+
+    fn bool_product_overwrite(
+        &self,
+        m: &DeviceTree,
+        dir: Direction,
+        x: &GpuBits,
+        y: &mut GpuBits,
+        traversal: Traversal,
+    ) -> Result<()> {
+        check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
+        let Some(w) = Self::windows_for(m, dir, x, traversal) else {
+            self.bits_clear(y)?;
+            return self.bool_product(m, dir, x, y, traversal);
+        };
+        if x.len() == 0 || y.len() == 0 {
+            return self.bits_clear(y);
+        }
+        let _g = self.guard();
+        self.enqueue_windows(m, w, x, y)
     }
 }

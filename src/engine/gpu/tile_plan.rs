@@ -318,6 +318,48 @@ impl TilePlan {
         plan
     }
 
+    /// The plan of a leaf visit over `entries` block entries of the cached frontier, in
+    /// tiles of at most `tile_nodes`: more entries than the level has nodes when they are
+    /// laid out in [`super::RowWindows`] (the kernels skip its markers and pads). Block
+    /// entries carry their blocks, so the steps need no node indices or children (their
+    /// `child0` and `children` are 0).
+    ///
+    /// ```
+    /// use k2rpq::engine::gpu::TilePlan;
+    /// use k2rpq::k2tree::K2Tree;
+    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9)]);
+    /// let plan = TilePlan::block_entries(&t, 256, 100);
+    /// let counts: Vec<u64> = plan.steps.iter().map(|s| s.count).collect();
+    /// assert_eq!(counts, [100, 100, 56]);
+    /// assert_eq!(plan.steps[2].src_off, 200);
+    /// ```
+    pub fn block_entries(tree: &K2Tree, entries: u64, tile_nodes: u64) -> TilePlan {
+        let mut plan = TilePlan::empty(tree);
+        if tree.nodes() == 0 {
+            return plan;
+        }
+        let d = tree.height() - 2;
+        let tile = tile_nodes.max(4);
+        let mut a = 0;
+        while a < entries {
+            let count = tile.min(entries - a);
+            plan.steps.push(Step {
+                kind: StepKind::Leaves,
+                levels: 1,
+                level: d,
+                node0: tree.level_start(d) + a,
+                count,
+                src: CodeSource::Frontier,
+                src_off: a,
+                child0: 0,
+                children: 0,
+            });
+            plan.max_step_nodes = plan.max_step_nodes.max(count);
+            a += count;
+        }
+        plan
+    }
+
     /// Plans nodes `node0 .. node0 + count` of level `d`, whose codes are at `src[off0..]`,
     /// in the descent's `shape`.
     #[allow(clippy::too_many_arguments)]
