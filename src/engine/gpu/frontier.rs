@@ -267,51 +267,97 @@ impl RowWindows {
 /// allows `1 /` [`MAX_WINDOW_GROWTH`] of the entries), or when the matrix has [`PAD_ROW`]
 /// block rows or more.
 pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option<RowWindows> {
+    const W: usize = WINDOW_ENTRIES;
     let limit = entries.len().saturating_add(max_extra);
     if block_rows >= PAD_ROW {
         return None;
     }
-    let pad = |out: &mut Vec<u64>| {
-        out.resize(
-            out.len().next_multiple_of(WINDOW_ENTRIES),
-            block_entry(PAD_ROW, 0, 0),
-        );
-    };
-    let mut out =
-        Vec::with_capacity(limit.min(entries.len() + block_rows as usize) + WINDOW_ENTRIES);
-    let mut shared_rows = Vec::new();
-    let mut rest = entries;
-    for row in 0..block_rows {
-        let len = rest
-            .iter()
-            .take_while(|&&e| block_entry_parts(e).0 == row)
-            .count();
-        let (run, after) = rest.split_at(len);
-        rest = after;
-        if len > WINDOW_ENTRIES {
-            shared_rows.push(row);
-            for part in run.chunks(WINDOW_ENTRIES - 1) {
-                pad(&mut out);
-                out.push(block_entry(row, 1, 0));
-                out.extend_from_slice(part);
-            }
-        } else {
-            if out.len() % WINDOW_ENTRIES + len.max(1) > WINDOW_ENTRIES {
-                pad(&mut out);
-            }
-            if len == 0 {
-                out.push(block_entry(row, 0, 0));
-            } else {
-                out.extend_from_slice(run);
-            }
+    // Where each block row's run starts (one pass over the entries), then each row's
+    // place in the windows (one pass over the rows), then the entries copied to their
+    // places and the pads written, rows in parallel.
+    let mut starts = Vec::with_capacity(block_rows as usize + 1);
+    for (i, &e) in entries.iter().enumerate() {
+        let row = block_entry_parts(e).0 as usize;
+        while starts.len() <= row.min(block_rows as usize) {
+            starts.push(i);
         }
-        if out.len() > limit {
+    }
+    starts.resize(block_rows as usize + 1, entries.len());
+    debug_assert!(
+        entries.is_empty() || (block_entry_parts(entries[entries.len() - 1]).0) < block_rows,
+        "entries past the last row"
+    );
+    let mut at = Vec::with_capacity(block_rows as usize + 1);
+    let mut shared_rows = Vec::new();
+    let mut end = 0usize;
+    for (row, run) in starts.windows(2).enumerate() {
+        let len = run[1] - run[0];
+        if len > W {
+            // Parts of W − 1 entries, each at the start of a window behind its marker.
+            shared_rows.push(row as u32);
+            let parts = len.div_ceil(W - 1);
+            end = end.next_multiple_of(W);
+            at.push(end);
+            end += (parts - 1) * W + 1 + (len - (parts - 1) * (W - 1));
+        } else {
+            // A run (or an empty row's marker) that does not fit the rest of a window
+            // starts the next.
+            if end % W + len.max(1) > W {
+                end = end.next_multiple_of(W);
+            }
+            at.push(end);
+            end += len.max(1);
+        }
+        if end > limit {
             return None;
         }
     }
-    debug_assert!(rest.is_empty(), "entries past the last block row");
-    pad(&mut out);
-    (out.len() <= limit).then_some(RowWindows {
+    let total = end.next_multiple_of(W);
+    if total > limit {
+        return None;
+    }
+    at.push(total);
+    // Zeroed pages come from the allocator as they are; every slot is written below.
+    let mut out = vec![0u64; total];
+    // Rows in chunks, each chunk's places a slice of its own.
+    const ROWS: usize = 1 << 14;
+    let mut pieces = Vec::new();
+    let mut rest = &mut out[..];
+    for r0 in (0..block_rows as usize).step_by(ROWS) {
+        let r1 = (r0 + ROWS).min(block_rows as usize);
+        let (piece, after) = rest.split_at_mut(at[r1] - at[r0]);
+        rest = after;
+        pieces.push((r0..r1, piece));
+    }
+    let pad = block_entry(PAD_ROW, 0, 0);
+    pieces.into_par_iter().for_each(|(rows, piece)| {
+        let base = at[rows.start];
+        for row in rows {
+            let run = &entries[starts[row]..starts[row + 1]];
+            let (p, next) = (at[row] - base, at[row + 1] - base);
+            let end = if run.is_empty() {
+                piece[p] = block_entry(row as u32, 0, 0);
+                p + 1
+            } else if run.len() <= W {
+                piece[p..p + run.len()].copy_from_slice(run);
+                p + run.len()
+            } else {
+                // Windows start at multiples of W of the whole frontier, not of the piece.
+                let mut q = p;
+                for part in run.chunks(W - 1) {
+                    let window = (base + q).next_multiple_of(W) - base;
+                    piece[q..window].fill(pad);
+                    q = window;
+                    piece[q] = block_entry(row as u32, 1, 0);
+                    piece[q + 1..q + 1 + part.len()].copy_from_slice(part);
+                    q += 1 + part.len();
+                }
+                q
+            };
+            piece[end..next].fill(pad);
+        }
+    });
+    Some(RowWindows {
         entries: out,
         shared_rows,
     })
@@ -454,6 +500,8 @@ mod tests {
             (2000, 3000, 40_000, 0),
             (2000, 3000, 40_000, 3),
             (999, 4000, 30_000, 1),
+            // More block rows than one parallel piece takes, so pieces start mid-window.
+            (70_001, 70_000, 140_000, 3),
         ] {
             let mut edges: Vec<(u32, u32)> = (0..m)
                 .map(|_| {
