@@ -618,6 +618,12 @@ fn row_windows_match_cpu() {
         let label = format!("{rows}x{cols}, {long} long rows");
         let gm = gpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
         assert!(gm.has_row_windows(), "{label}: not laid out in row windows");
+        // The cache reserves what `load_bytes` predicts: exactly what the windows take.
+        assert_eq!(
+            gpu.load_bytes(&tree, MatrixConfig::CachedFrontier),
+            gpu.matrix_bytes(&gm),
+            "{label}: predicted bytes"
+        );
         let cm = cpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
         let garbage = |rows: usize, words: usize| {
             BitMatrix::from_words(rows, words, vec![0xA5A5_A5A5_A5A5_A5A5; rows * words])

@@ -100,9 +100,7 @@ impl DeviceTree {
                         let block_rows = tree.rows().div_ceil(4) as u32;
                         row_windows(&entries, block_rows, entries.len() / MAX_WINDOW_GROWTH)
                     })
-                    .flatten()
-                    // The kernel counts windows in 32 bits.
-                    .filter(|w| w.windows() < u32::MAX as u64);
+                    .flatten();
                 let frontier = match laid {
                     Some(RowWindows {
                         entries: laid,

@@ -264,11 +264,10 @@ impl RowWindows {
 /// Lays `entries` (sorted by block row, as [`FrontierLayout::RowBlocks`] sorts them) out
 /// in [`RowWindows`] for a matrix of `block_rows` block rows, or `None` when that would
 /// take more than `max_extra` markers and pads (a sparse relation's empty rows; the engine
-/// allows `1 /` [`MAX_WINDOW_GROWTH`] of the entries), or when the matrix has [`PAD_ROW`]
-/// block rows or more.
+/// allows `1 /` [`MAX_WINDOW_GROWTH`] of the entries), when the matrix has [`PAD_ROW`]
+/// block rows or more, or when the windows would number 2^32 or more.
 pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option<RowWindows> {
     const W: usize = WINDOW_ENTRIES;
-    let limit = entries.len().saturating_add(max_extra);
     if block_rows >= PAD_ROW {
         return None;
     }
@@ -287,36 +286,9 @@ pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option
         entries.is_empty() || (block_entry_parts(entries[entries.len() - 1]).0) < block_rows,
         "entries past the last row"
     );
-    let mut at = Vec::with_capacity(block_rows as usize + 1);
-    let mut shared_rows = Vec::new();
-    let mut end = 0usize;
-    for (row, run) in starts.windows(2).enumerate() {
-        let len = run[1] - run[0];
-        if len > W {
-            // Parts of W − 1 entries, each at the start of a window behind its marker.
-            shared_rows.push(row as u32);
-            let parts = len.div_ceil(W - 1);
-            end = end.next_multiple_of(W);
-            at.push(end);
-            end += (parts - 1) * W + 1 + (len - (parts - 1) * (W - 1));
-        } else {
-            // A run (or an empty row's marker) that does not fit the rest of a window
-            // starts the next.
-            if end % W + len.max(1) > W {
-                end = end.next_multiple_of(W);
-            }
-            at.push(end);
-            end += len.max(1);
-        }
-        if end > limit {
-            return None;
-        }
-    }
-    let total = end.next_multiple_of(W);
-    if total > limit {
-        return None;
-    }
-    at.push(total);
+    let limit = entries.len().saturating_add(max_extra);
+    let (at, shared_rows) = place_runs(starts.windows(2).map(|r| r[1] - r[0]), limit)?;
+    let total = at[block_rows as usize];
     // Zeroed pages come from the allocator as they are; every slot is written below.
     let mut out = vec![0u64; total];
     // Rows in chunks, each chunk's places a slice of its own.
@@ -361,6 +333,81 @@ pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option
         entries: out,
         shared_rows,
     })
+}
+
+/// The places of block rows' runs of `lens` entries in row windows: the first slot of
+/// each row's place, then the windows' total length (a multiple of [`WINDOW_ENTRIES`]),
+/// and the rows cut into shared parts; `None` when the windows would hold more than
+/// `limit` entries or count 2^32 windows or more (the kernel counts them in 32 bits).
+fn place_runs(lens: impl Iterator<Item = usize>, limit: usize) -> Option<(Vec<usize>, Vec<u32>)> {
+    const W: usize = WINDOW_ENTRIES;
+    let mut at = Vec::with_capacity(lens.size_hint().0 + 1);
+    let mut shared_rows = Vec::new();
+    let mut end = 0usize;
+    for (row, len) in lens.enumerate() {
+        if len > W {
+            // Parts of W − 1 entries, each at the start of a window behind its marker.
+            shared_rows.push(row as u32);
+            let parts = len.div_ceil(W - 1);
+            end = end.next_multiple_of(W);
+            at.push(end);
+            end += (parts - 1) * W + 1 + (len - (parts - 1) * (W - 1));
+        } else {
+            // A run (or an empty row's marker) that does not fit the rest of a window
+            // starts the next.
+            if end % W + len.max(1) > W {
+                end = end.next_multiple_of(W);
+            }
+            at.push(end);
+            end += len.max(1);
+        }
+        if end > limit {
+            return None;
+        }
+    }
+    let total = end.next_multiple_of(W);
+    if total > limit || (total / W) as u64 >= u32::MAX as u64 {
+        return None;
+    }
+    at.push(total);
+    Some((at, shared_rows))
+}
+
+/// The entries and shared rows that [`row_windows`] lays out for `tree`'s `RowBlocks`
+/// entries with at most `max_extra` markers and pads (`None`: it lays none out), counted
+/// from the tree's frontier without building the entries: what a frontier in row windows
+/// takes on the device, for its memory budget.
+///
+/// ```
+/// use k2rpq::engine::gpu::{block_entries, row_windows, row_windows_size, FrontierLayout};
+/// use k2rpq::k2tree::K2Tree;
+/// let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i, (i * 7) % 400)).collect();
+/// let tree = K2Tree::from_edges(400, 400, edges);
+/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+/// let w = row_windows(&entries, 100, usize::MAX).unwrap();
+/// let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
+/// assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
+/// assert_eq!(row_windows_size(&tree, 0), None);
+/// ```
+pub fn row_windows_size(tree: &K2Tree, max_extra: usize) -> Option<(u64, u64)> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let block_rows = tree.rows().div_ceil(4);
+    if block_rows >= PAD_ROW as u64 || tree.height() > MAX_BLOCK_HEIGHT {
+        return None;
+    }
+    let codes: &[u64] = if tree.nodes() == 0 {
+        &[]
+    } else {
+        tree.frontier()
+    };
+    let counts: Vec<AtomicU32> = (0..block_rows).map(|_| AtomicU32::new(0)).collect();
+    codes.par_iter().for_each(|&code| {
+        counts[morton::decode(code).0 as usize].fetch_add(1, Ordering::Relaxed);
+    });
+    let limit = codes.len().saturating_add(max_extra);
+    let lens = counts.into_iter().map(|c| c.into_inner() as usize);
+    let (at, shared_rows) = place_runs(lens, limit)?;
+    Some((at[block_rows as usize] as u64, shared_rows.len() as u64))
 }
 
 #[cfg(test)]
@@ -538,12 +585,20 @@ mod tests {
             assert!(row_windows(&entries, block_rows, extra).is_some());
             if let Some(less) = extra.checked_sub(1) {
                 assert!(row_windows(&entries, block_rows, less).is_none());
+                assert_eq!(row_windows_size(&tree, less), None);
             }
+            // Counted from the tree alone, the same windows.
+            let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
+            assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
+            assert_eq!(row_windows_size(&tree, extra), Some(size));
         }
         // A sparse relation: one block among 10,000 empty block rows.
         let sparse = K2Tree::from_edges(40_000, 40_000, vec![(5, 7)]);
         let entries = block_entries(&sparse, FrontierLayout::RowBlocks);
         assert!(row_windows(&entries, 10_000, entries.len() / MAX_WINDOW_GROWTH).is_none());
+        assert_eq!(row_windows_size(&sparse, entries.len() / MAX_WINDOW_GROWTH), None);
+        let empty = K2Tree::from_edges(0, 0, vec![]);
+        assert_eq!(row_windows_size(&empty, 0), Some((0, 0)));
         assert!(row_windows(&[], 0, 0).is_some_and(|w| w.entries.is_empty()));
         assert!(row_windows(&entries, PAD_ROW, usize::MAX).is_none());
     }

@@ -41,8 +41,8 @@ pub use device_tree::DeviceTree;
 use device_tree::DeviceWindows;
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
-    block_entries, block_entry, block_entry_parts, row_windows, sort_entries, FrontierLayout,
-    RowWindows, MAX_BLOCK_HEIGHT, MAX_WINDOW_GROWTH, PAD_ROW, WINDOW_ENTRIES,
+    block_entries, block_entry, block_entry_parts, row_windows, row_windows_size, sort_entries,
+    FrontierLayout, RowWindows, MAX_BLOCK_HEIGHT, MAX_WINDOW_GROWTH, PAD_ROW, WINDOW_ENTRIES,
 };
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::{BitsGraph, ProductGraph};
@@ -1056,7 +1056,16 @@ impl Engine for GpuEngine {
                     .options
                     .frontier
                     .for_tree(tree, self.options.leaf_kernel);
-                layout.copies() * s.frontier_bytes
+                // Row windows: their entries and shared rows, counted as `load` lays them.
+                let windows = (layout == FrontierLayout::RowBlocks && self.options.row_windows)
+                    .then(|| {
+                        let max_extra = (s.frontier_bytes / 8) as usize / MAX_WINDOW_GROWTH;
+                        row_windows_size(tree, max_extra)
+                    })
+                    .flatten();
+                windows.map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
+                    8 * entries + 4 * shared
+                })
             } else {
                 0
             }
