@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::context::GpuContext;
 use super::frontier::{
-    block_entries, row_windows, sort_entries, FrontierLayout, RowWindows, MAX_WINDOW_GROWTH,
+    block_entries, row_windows, sort_entries, FrontierLayout, MAX_WINDOW_GROWTH,
 };
 use super::tile_plan::{TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
@@ -32,7 +32,7 @@ pub struct DeviceTree {
     pub(super) frontier_by_col: Option<CudaSlice<u64>>,
     /// What the frontier's entries are (`Codes` when there is no frontier).
     pub(super) layout: FrontierLayout,
-    /// A `RowBlocks` frontier laid out in [`RowWindows`] (`GpuOptions::row_windows`, when
+    /// A `RowBlocks` frontier laid out in [`RowWindows`](super::RowWindows) (`GpuOptions::row_windows`, when
     /// its markers and pads stay within `1 /` [`MAX_WINDOW_GROWTH`] of the entries).
     pub(super) windows: Option<DeviceWindows>,
     /// Plan from the top level (tree-only products).
@@ -46,7 +46,7 @@ pub struct DeviceTree {
     pub(super) bytes: u64,
 }
 
-/// What the device keeps of a frontier laid out in [`RowWindows`] besides its entries.
+/// What the device keeps of a frontier laid out in [`RowWindows`](super::RowWindows) besides its entries.
 pub(super) struct DeviceWindows {
     /// Windows of the frontier.
     pub windows: u64,
@@ -102,18 +102,17 @@ impl DeviceTree {
                     })
                     .flatten();
                 let frontier = match laid {
-                    Some(RowWindows {
-                        entries: laid,
-                        shared_rows,
-                    }) => {
-                        let frontier = gpu.upload(&laid, "cached frontier (row windows)")?;
+                    Some(laid) => {
+                        let frontier =
+                            gpu.upload(&laid.entries, "cached frontier (row windows)")?;
+                        let shared = &laid.shared_rows;
                         windows = Some(DeviceWindows {
-                            windows: laid.len() as u64 / super::frontier::WINDOW_ENTRIES as u64,
-                            shared: shared_rows.len() as u64,
-                            shared_rows: if shared_rows.is_empty() {
+                            windows: laid.windows(),
+                            shared: shared.len() as u64,
+                            shared_rows: if shared.is_empty() {
                                 None
                             } else {
-                                Some(gpu.upload(&shared_rows, "shared rows of the row windows")?)
+                                Some(gpu.upload(shared, "shared rows of the row windows")?)
                             },
                         });
                         frontier
@@ -214,7 +213,7 @@ impl DeviceTree {
         self.layout
     }
 
-    /// Whether its `RowBlocks` frontier is laid out in [`RowWindows`], whose bit-packed
+    /// Whether its `RowBlocks` frontier is laid out in [`RowWindows`](super::RowWindows), whose bit-packed
     /// right products `y = A x` store `y` (no clear, no atomics).
     pub fn has_row_windows(&self) -> bool {
         self.windows.is_some()

@@ -596,7 +596,10 @@ mod tests {
         let sparse = K2Tree::from_edges(40_000, 40_000, vec![(5, 7)]);
         let entries = block_entries(&sparse, FrontierLayout::RowBlocks);
         assert!(row_windows(&entries, 10_000, entries.len() / MAX_WINDOW_GROWTH).is_none());
-        assert_eq!(row_windows_size(&sparse, entries.len() / MAX_WINDOW_GROWTH), None);
+        assert_eq!(
+            row_windows_size(&sparse, entries.len() / MAX_WINDOW_GROWTH),
+            None
+        );
         let empty = K2Tree::from_edges(0, 0, vec![]);
         assert_eq!(row_windows_size(&empty, 0), Some((0, 0)));
         assert!(row_windows(&[], 0, 0).is_some_and(|w| w.entries.is_empty()));
