@@ -32,8 +32,16 @@ struct StepParams {
     u32 sample_log2;
     u32 level;             // level of the step's nodes
     u32 height;            // tree levels h
-    u32 dir;               // 0: right (y = A x), 1: left (y^T = x^T A)
+    unsigned short dir;    // 0: right (y = A x), 1: left (y^T = x^T A)
+    unsigned short narrow; // 1: codes_in holds 32-bit codes (a host-expanded top level of at
+                           // most 16 levels, read by expand steps only; see code_at)
 };
+
+// Code i of codes_in: 32 bits wide when the step reads a narrow host-expanded top level,
+// which halves that level's resident bytes (src/engine/gpu/device_tree.rs, `TopLevel`).
+__device__ __forceinline__ u64 code_at(const StepParams &p, u64 i) {
+    return p.narrow ? (u64)((const u32 *)p.codes_in)[i] : p.codes_in[i];
+}
 
 __device__ __forceinline__ u32 signature(const u64 *nib, u64 j) {
     return (u32)((nib[j >> 4] >> ((j & 15) * 4)) & 15);

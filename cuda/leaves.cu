@@ -834,7 +834,7 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
     const u64 a = (u64)blockIdx.x * SUBTREE_ROOTS;
     if (a >= p.count) return;
     const u32 roots = (u32)min((u64)SUBTREE_ROOTS, p.count - a);
-    if (t < roots) sb.code[0][t] = p.codes_in[p.src_off + a + t];
+    if (t < roots) sb.code[0][t] = code_at(p, p.src_off + a + t);
     if (t < SUBTREE_LEVELS) sb.next_first[t] = ~0ull;
     if (t == 0) {
         sb.node[0] = p.node0 + a;
@@ -954,7 +954,7 @@ extern "C" __global__ void expand_wrank(StepParams p) {
             first = first_child(p, tc);
         }
         if (!valid) continue;
-        u64 code = p.codes_in[p.src_off + t];
+        u64 code = code_at(p, p.src_off + t);
         u64 out = first - p.child0;
         bool alive = live(p, code != PRUNED, code, p.level);
 #pragma unroll

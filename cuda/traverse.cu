@@ -64,7 +64,7 @@ __device__ __forceinline__ void expand_nodes(const StepParams &p) {
     wait_prerequisites();
     for (; t < p.count; t += thread_stride(), early = false) {
         if (!early) d = descent<SEVERAL>(p, t);
-        u64 code = p.codes_in[p.src_off + t];
+        u64 code = code_at(p, p.src_off + t);
         u64 *out = p.codes_out + (d.first - p.child0);
         bool alive = live(p, code != PRUNED, code, p.level);
         u64 s1 = d.sig1, s2 = d.sig2;

@@ -18,6 +18,11 @@
 // (evict first: they are touched once), so that L2 keeps more of x; EL also gives x's
 // lines the evict-last priority. ABL ablates: 1 no x loads (x words from the index), 2 no
 // stores of y (the sums stay live). Ablations only measure; their y is wrong.
+// rowwin_lf ("last finisher", V & 16 of row_windows_v) needs no clear of the shared
+// parts' rows, so it saves the clear launch: a shared part's marker holds its part id + 1
+// in its column field; each part stores its sums to a scratch slot and counts itself done
+// on its row's counter, and the last part of the row to finish ORs the others' sums into
+// its own and stores the row's words (the threadFenceReduction pattern).
 typedef unsigned long long u64;
 typedef unsigned int u32;
 
@@ -252,7 +257,8 @@ __device__ __forceinline__ void window_product(const u64 *slots, u64 windows, co
 // as rows4_pf_b4 over the same entries), flags V: 1 loads only the halves of an entry's
 // four x words that its cells read (bm & 0x3333: columns 0-1, bm & 0xCCCC: 2-3), 2 reads
 // x through the read-only path (__ldg), 4 keeps window indices in 32 bits, 8 (an
-// ablation, not checked) ORs every x word of an entry into its row without the bitmap.
+// ablation, not checked) ORs every x word of an entry into its row without the bitmap,
+// 16 finishes shared parts' rows with the last finisher (rowwin_lf) instead of atomics.
 template <bool B, typename T, typename F> struct pick { typedef T type; };
 template <typename T, typename F> struct pick<false, T, F> { typedef F type; };
 
@@ -262,9 +268,64 @@ __device__ __forceinline__ ulonglong2 load_x_v(const u64 *p) {
     return *(const ulonglong2 *)p;
 }
 
+// rowwin_lf's scratch: per part id, its four words (partials) and the ids of its row's
+// first part and its number of parts; per first part, the count of its row's parts done
+// (zero before a product, and left zero after it).
+struct LastFinisher {
+    u64 *partials;
+    u32 *counters;
+    const u32 *part_first;
+    const u32 *part_count;
+};
+
+// rowwin_lf's head of a run that starts at entry e: as RowEntries::head, but a shared
+// part's marker holds its part id + 1 in its column field (never 0, an empty row's).
+__device__ __forceinline__ u32 head_lf(u64 e, u32 &part) {
+    u32 row = (u32)(e >> 40);
+    if (row == NONE_ENTRY_ROW) return NONE_ROW;
+    u32 col = (u32)RowEntries::col(e);
+    if (RowEntries::bitmap(e) == 0 && col != 0) {
+        part = col - 1;
+        return row | SHARED_ROW;
+    }
+    return row;
+}
+
+// rowwin_lf's store of a run: a whole row's as store_rows; a shared part's words go to
+// its scratch slot, and the last part of its row to finish writes the row (the OR of all
+// its parts' words) and resets the row's counter.
+__device__ __forceinline__ void store_lf(u64 *y, u64 n, u32 head, u32 part, const u64 acc[4],
+                                         const LastFinisher &lf) {
+    if (!(head & SHARED_ROW)) {
+        store_rows<4, false>(y, n, head, acc);
+        return;
+    }
+    u64 *mine = lf.partials + 4 * (u64)part;
+    __stcg((ulonglong2 *)mine, make_ulonglong2(acc[0], acc[1]));
+    __stcg((ulonglong2 *)(mine + 2), make_ulonglong2(acc[2], acc[3]));
+    const u32 first = __ldg(lf.part_first + part), count = __ldg(lf.part_count + part);
+    // The words reach L2 (device scope) before the count says they are there.
+    __threadfence();
+    if (atomicAdd(&lf.counters[first], 1u) != count - 1) return;
+    // The last to finish: every other part's words are in L2; read them there.
+    __threadfence();
+    u64 w[4] = {acc[0], acc[1], acc[2], acc[3]};
+    // Rare (once per shared row): kept rolled, the code is inlined at every store.
+#pragma unroll 1
+    for (u32 q = first; q < first + count; ++q) {
+        if (q == part) continue;
+        const u64 *other = lf.partials + 4 * (u64)q;
+        ulonglong2 lo = __ldcg((const ulonglong2 *)other), hi = __ldcg((const ulonglong2 *)(other + 2));
+        w[0] |= lo.x, w[1] |= lo.y, w[2] |= hi.x, w[3] |= hi.y;
+    }
+    store_rows<4, false>(y, n, head & ~SHARED_ROW, w);
+    // Every part of the row has counted: none reads the counter again in this product.
+    lf.counters[first] = 0;
+}
+
 template <int V>
 __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y,
-                                              u64 n) {
+                                              u64 n, LastFinisher lf = LastFinisher()) {
     typedef typename pick<(V & 4) != 0, u32, u64>::type index;
     __shared__ u64 pre_s[WARPS_PER_BLOCK][32][4];
     const u32 lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
@@ -301,17 +362,21 @@ __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, con
         }
         u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
         bool open = false;
-        u32 head = NONE_ROW;
+        u32 head = NONE_ROW, part = 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             bool start = (lane == 0 && j == 0) || RowEntries::starts(s[j], j == 0 ? before : s[j - 1]);
             if (start) {
-                if (open) store_rows<4, false>(y, n, head, acc);
-                else give_leading<4>(pre_s[wib][lane], acc);
+                if (open) {
+                    if (V & 16) store_lf(y, n, head, part, acc, lf);
+                    else store_rows<4, false>(y, n, head, acc);
+                } else {
+                    give_leading<4>(pre_s[wib][lane], acc);
+                }
 #pragma unroll
                 for (int r = 0; r < 4; ++r) acc[r] = 0ull;
                 open = true;
-                head = RowEntries::head(s[j]);
+                head = (V & 16) ? head_lf(s[j], part) : RowEntries::head(s[j]);
             }
             u32 bm = RowEntries::bitmap(s[j]);
             if (V & 8) {
@@ -336,7 +401,8 @@ __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, con
                 ulonglong2 hi = *(const ulonglong2 *)&pre_s[wib][k][2];
                 acc[0] |= lo.x, acc[1] |= lo.y, acc[2] |= hi.x, acc[3] |= hi.y;
             }
-            store_rows<4, false>(y, n, head, acc);
+            if (V & 16) store_lf(y, n, head, part, acc, lf);
+            else store_rows<4, false>(y, n, head, acc);
         }
         __syncwarp();
     }
@@ -356,6 +422,15 @@ ROW_WINDOWS_V(rowwin_u32_half, 5)
 ROW_WINDOWS_V(rowwin_u32_ldg, 6)
 ROW_WINDOWS_V(rowwin_all, 7)
 ROW_WINDOWS_V(rowwin_nobits, 8)
+
+// rowwin_u32_half with the last finisher (no clear launch): over slots whose shared
+// markers hold their part ids + 1 (examples/header_runs.rs, `last_finisher`).
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    rowwin_lf(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n, u64 *partials,
+              u32 *counters, const u32 *part_first, const u32 *part_count) {
+    LastFinisher lf = {partials, counters, part_first, part_count};
+    row_windows_v<5 | 16>(slots, windows, x, inputs, y, n, lf);
+}
 
 // Clears the words of the block rows whose runs cross windows (the shared parts' rows).
 template <int R>

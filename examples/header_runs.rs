@@ -21,6 +21,9 @@
 //! over the same row windows: `u32` window indices, `half` loads of only the halves of
 //! `x` an entry reads, `ldg` reads of `x` through the read-only path, and the `nobits`
 //! ablation; `rowwin_u32_half` (0.489 ms against 0.526) became the engine's kernel.
+//! `rowwin_lf` is `rowwin_u32_half` with a *last finisher* in place of the clear and the
+//! atomics of shared parts (their markers number them; the last part of a row to finish
+//! ORs the others' sums and stores the row), which saves the clear kernel's launch.
 //! `HEADER_RUNS_KERNELS=a,b` runs only the kernels named. Session 18's best, `rows4_pf_b4`,
 //! took 0.526 ms on the web graph against 0.620 ms for the engine's product with its clear
 //! (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
@@ -41,8 +44,8 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{
-    block_entries, block_entry_parts, row_windows, FrontierLayout, GpuEngine, GpuOptions,
-    LeafKernel, PAD_ROW, WINDOW_ENTRIES,
+    block_entries, block_entry, block_entry_parts, row_windows, FrontierLayout, GpuEngine,
+    GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
 };
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 use k2rpq::k2tree::K2Tree;
@@ -163,6 +166,68 @@ fn row_windows_of(entries: &[u64], rows: u64) -> (Vec<u64>, Vec<u32>) {
     (w.entries, w.shared_rows)
 }
 
+/// Row windows for `rowwin_lf` (the last finisher): the slots with each shared part's
+/// marker holding its part id + 1 in its column field (parts numbered in slot order, so a
+/// row's parts have consecutive ids), and for each part id the id of its row's first part
+/// and its row's number of parts.
+struct LastFinisher {
+    slots: Vec<u64>,
+    part_first: Vec<u32>,
+    part_count: Vec<u32>,
+}
+
+/// Column fields a marker can hold (24 bits).
+const PART_IDS: usize = 1 << 24;
+
+/// [`LastFinisher`] of the row windows `slots` (of [`row_windows_of`], untouched), checked
+/// against their shared rows `shared`.
+fn last_finisher(slots: &[u64], shared: &[u32]) -> LastFinisher {
+    let mut slots = slots.to_vec();
+    let (mut part_first, mut rows) = (Vec::new(), Vec::<u32>::new());
+    for s in slots.iter_mut() {
+        let (row, col, bm) = block_entry_parts(*s);
+        if bm == 0 && row != PAD_ROW && col == 1 {
+            let part = part_first.len();
+            assert!(part + 1 < PART_IDS, "too many shared parts for a marker");
+            let first = match rows.last() {
+                Some(&r) if r == row => part_first[part - 1],
+                _ => part as u32,
+            };
+            part_first.push(first);
+            rows.push(row);
+            *s = block_entry(row, part as u32 + 1, 0);
+        }
+    }
+    // Each row's parts, counted at its first part's id.
+    let mut parts = vec![0u32; part_first.len()];
+    for &f in &part_first {
+        parts[f as usize] += 1;
+    }
+    let part_count: Vec<u32> = part_first.iter().map(|&f| parts[f as usize]).collect();
+    rows.dedup();
+    assert_eq!(rows, shared, "the shared parts' rows");
+    assert!(
+        part_count.iter().all(|&c| c >= 2),
+        "a shared row of one part"
+    );
+    LastFinisher {
+        slots,
+        part_first,
+        part_count,
+    }
+}
+
+/// [`LastFinisher`] on the device, with `rowwin_lf`'s scratch: four words per part and a
+/// counter per part (only first parts' are used), zeroed once (the kernel leaves them
+/// zero). Every buffer holds at least one element (no allocation of 0 bytes).
+struct LastFinisherDevice {
+    slots: CudaSlice<u64>,
+    partials: CudaSlice<u64>,
+    counters: CudaSlice<u32>,
+    part_first: CudaSlice<u32>,
+    part_count: CudaSlice<u32>,
+}
+
 /// The slot formats of the experiment.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Format {
@@ -247,6 +312,59 @@ fn slots_product(slots: &[u64], format: Format, x: &[u64], n: u64) -> Vec<u64> {
     y
 }
 
+/// `y = A x` the way `rowwin_lf` computes it, on the host: a shared part's sums kept
+/// apart under its part id (from its marker), then each row's parts, `part_first ..
+/// part_first + part_count`, ORed into its words. Checks the part ids and the arrays.
+fn last_finisher_product(lf: &LastFinisher, x: &[u64], n: u64) -> Vec<u64> {
+    let mut y = vec![0u64; n as usize];
+    let parts = lf.part_first.len();
+    let (mut partials, mut part_row) = (vec![[0u64; 4]; parts], vec![None; parts]);
+    // The block row of the run, and its part id if it is a shared part.
+    let mut run: Option<(u32, Option<usize>)> = None;
+    for &s in &lf.slots {
+        let (row, col, bm) = block_entry_parts(s);
+        if bm == 0 {
+            run = (row != PAD_ROW).then_some((row, (col != 0).then(|| col as usize - 1)));
+            if let Some((row, Some(part))) = run {
+                assert!(part_row[part].replace(row).is_none(), "part {part} twice");
+            }
+            continue;
+        }
+        if run.map(|r| r.0) != Some(row) {
+            run = Some((row, None));
+        }
+        let part = run.and_then(|r| r.1);
+        for b in 0..16 {
+            if bm >> b & 1 != 0 {
+                let v = x[col as usize * 4 + b % 4];
+                match part {
+                    Some(p) => partials[p][b / 4] |= v,
+                    None => y[row as usize * 4 + b / 4] |= v,
+                }
+            }
+        }
+    }
+    for part in 0..parts {
+        let (first, count) = (lf.part_first[part] as usize, lf.part_count[part] as usize);
+        let row = part_row[part].expect("a part without a marker");
+        assert!(
+            (first..first + count).contains(&part),
+            "part {part} outside its row"
+        );
+        assert!((first..first + count).all(|q| part_row[q] == Some(row)));
+        if part == first {
+            for words in &partials[first..first + count] {
+                for (i, &w) in words.iter().enumerate() {
+                    if let Some(yw) = y.get_mut(row as usize * 4 + i) {
+                        *yw |= w;
+                    }
+                }
+            }
+        }
+    }
+    y
+}
+
 /// The kernels timed: name, slot format, and whether its `y` is a product (ablations'
 /// are not, so they are not checked).
 const KERNELS: &[(&str, Format, bool)] = &[
@@ -275,6 +393,7 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rowwin_u32_ldg", Format::Rows, true),
     ("rowwin_all", Format::Rows, true),
     ("rowwin_nobits", Format::Rows, false),
+    ("rowwin_lf", Format::Rows, true),
 ];
 
 fn main() {
@@ -302,14 +421,28 @@ fn main() {
         for (row, col) in tree.cells() {
             want[row as usize] |= words[col as usize];
         }
+        let mut parts = 0;
         for format in [Format::Headers(4), Format::Headers(8), Format::Rows] {
-            let (slots, _) = format.windows(&entries, rows);
+            let (slots, shared) = format.windows(&entries, rows);
             assert!(
                 slots_product(&slots, format, &words, n) == want,
                 "{format:?}"
             );
+            // rowwin_lf's slots: the markers' column fields renumbered, the same cells.
+            if format == Format::Rows {
+                let lf = last_finisher(&slots, &shared);
+                parts = lf.part_first.len();
+                assert!(
+                    slots_product(&lf.slots, format, &words, n) == want,
+                    "{format:?} with part ids"
+                );
+                assert!(
+                    last_finisher_product(&lf, &words, n) == want,
+                    "{format:?}, the last finisher"
+                );
+            }
         }
-        println!("host check: every layout holds exactly the cells");
+        println!("host check: every layout holds exactly the cells ({parts} shared parts)");
     }
     let gpu = GpuEngine::with_options(
         0,
@@ -393,6 +526,24 @@ fn main() {
             slots.len(),
             slots.len() as f64 * 8e-6,
         );
+        // rowwin_lf's slots (shared markers numbered) and scratch, when it runs.
+        let lf_d = (format == Format::Rows && wanted("rowwin_lf")).then(|| {
+            let lf = last_finisher(&slots, &shared);
+            let parts = lf.part_first.len();
+            println!("  rowwin_lf: {parts} shared parts");
+            let at_least_one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
+            LastFinisherDevice {
+                slots: stream.clone_htod(&lf.slots).expect("slots"),
+                partials: stream.alloc_zeros(4 * parts.max(1)).expect("partials"),
+                counters: stream.alloc_zeros(parts.max(1)).expect("counters"),
+                part_first: stream
+                    .clone_htod(&at_least_one(lf.part_first))
+                    .expect("part_first"),
+                part_count: stream
+                    .clone_htod(&at_least_one(lf.part_count))
+                    .expect("part_count"),
+            }
+        });
         for (&(name, _, checked), &per_sm) in KERNELS
             .iter()
             .filter(|k| k.1 == format && wanted(k.0))
@@ -411,6 +562,25 @@ fn main() {
                 // SAFETY: the arguments match the kernels' parameters, and every buffer
                 // holds what the counts say.
                 unsafe {
+                    // The last finisher: its own slots and scratch, and no clear.
+                    if name == "rowwin_lf" {
+                        let lf = lf_d.as_ref().expect("rowwin_lf's slots");
+                        stream
+                            .launch_builder(&run)
+                            .arg(&lf.slots)
+                            .arg(&windows)
+                            .arg(&x)
+                            .arg(&n)
+                            .arg(&mut *y)
+                            .arg(&n)
+                            .arg(&lf.partials)
+                            .arg(&lf.counters)
+                            .arg(&lf.part_first)
+                            .arg(&lf.part_count)
+                            .launch(cfg)
+                            .expect("product");
+                        return Ok(());
+                    }
                     if count > 0 {
                         stream
                             .launch_builder(&clear)

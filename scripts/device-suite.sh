@@ -40,6 +40,8 @@
 #           (new), then per-relation descent/build costs on all cores (~5-7 minutes)
 #   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, fwd, five
 #           CoDEx-M queries, then gpu_engine
+#   profile where cnr-2000's bit-packed right product spends its time, warm: ncu (full set)
+#           of rowwindows_bits inside bench-spmv (nsys is not installed on the device machine)
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -303,6 +305,17 @@ for line in sys.stdin:
         step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
         "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
             --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
+    profile)
+        if command -v ncu >/dev/null; then
+            step "ncu: rowwindows_bits on cnr-2000, warm (ncu-rowwin.txt)"
+            timeout 240 ncu --cache-control none --clock-control none --kernel-name rowwindows_bits --launch-skip 4 \
+                --launch-count 1 --set full "$k2" bench-spmv --tsv "$cnr" --leaf-kernels tuned --batches 1 \
+                --bit-batches 64 --repeats 3 --warmup 1 --skip-cpu > "$out/ncu-rowwin.txt" 2>&1 || status=1
+            grep -E "Duration|Throughput|Hit Rate|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per|Waves Per SM|Stall|Executed Ipc|Block Limit" \
+                "$out/ncu-rowwin.txt" | head -60 | tee -a "$out/summary.txt"
+        else
+            echo "ncu: not installed" | tee -a "$out/summary.txt"
+        fi ;;
     quick)
         for x in rpq_gpu sparql_gpu gpu_multi; do
             step "test $x"

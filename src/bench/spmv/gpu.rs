@@ -145,9 +145,10 @@ impl GpuContender {
         for tile_nodes in LARGE_TILES {
             add(default, (dir, Codes), &[TreeOnly], Some(tile_nodes))?;
         }
-        // Tree-only with a deeper host-expanded top level (`T17`, `T18`: at most 2^17 or
-        // 2^18 top nodes): fewer expand launches for more resident top codes.
-        for top_nodes in [1 << 17, 1 << 18] {
+        // Tree-only with another host-expanded top level (`T16`: at most 2^16 top nodes,
+        // the default before session 20; `T20`: at most 2^20, within the same bound of
+        // the tree's own bytes): fewer expand launches for more resident top codes.
+        for top_nodes in [1 << 16, 1 << 20] {
             load(
                 GpuOptions {
                     top_nodes,

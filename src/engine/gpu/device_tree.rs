@@ -22,10 +22,11 @@ pub struct DeviceTree {
     pub(super) nibbles: CudaSlice<u64>,
     pub(super) ranks: CudaSlice<u64>,
     pub(super) sample_log2: u32,
-    /// Level expanded on the host: the deepest internal level above the leaves' parents
-    /// (at most `h − 2`) with at most `top_nodes` nodes.
-    pub(super) top_level: u32,
-    pub(super) top_codes: CudaSlice<u64>,
+    /// The level tree-only products start from ([`TopLevel::for_tree`]).
+    pub(super) top: TopLevel,
+    /// Its codes, expanded on the host (`None` with a cached frontier, whose products
+    /// never descend, and for an empty tree).
+    pub(super) top_codes: Option<TopCodes>,
     pub(super) frontier: Option<CudaSlice<u64>>,
     /// The column-sorted copy of a [`FrontierLayout::Both`] frontier (`frontier` is then
     /// row-sorted).
@@ -44,6 +45,71 @@ pub struct DeviceTree {
     pub(super) tiles: TileSizes,
     /// Bytes of the resident arrays.
     pub(super) bytes: u64,
+}
+
+/// The level a tree-only descent starts from, expanded on the host at load so that the
+/// device skips the launches of the levels above it (each an expand of few nodes, bound by
+/// its launch and one chain of loads, not by work).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopLevel {
+    /// The level (0: the root).
+    pub level: u32,
+    /// Whether its Morton codes are kept in 32 bits: they are `2 · level` bits long, and
+    /// only expand steps read them (the level lies above the leaves' parents).
+    pub narrow: bool,
+}
+
+/// Levels of at most this many nodes may always be the top level, whatever their codes
+/// take (the default of sessions 1-19; small trees keep their few launches).
+pub const SMALL_TOP_NODES: u64 = 1 << 16;
+
+impl TopLevel {
+    /// The top level of `tree`: the deepest level above the leaves (at most `h − 2`) with
+    /// at most `top_nodes` nodes whose codes take no more bytes than the tree's own
+    /// signatures and directory, or with at most [`SMALL_TOP_NODES`] nodes; the root's
+    /// (level 0) when none is. The byte bound keeps a tree-only matrix within twice its
+    /// tree: on cnr-2000 the default picks level 15 (207 K nodes, 0.83 MB of 32-bit codes
+    /// beside a 1.46 MB tree), three expand launches fewer than level 12.
+    pub fn for_tree(tree: &K2Tree, top_nodes: u64) -> TopLevel {
+        if tree.nodes() == 0 {
+            return TopLevel {
+                level: 0,
+                narrow: false,
+            };
+        }
+        let s = tree.stats();
+        let own = s.tree_bytes + s.directory_bytes;
+        (0..=tree.height() - 2)
+            .rev()
+            .map(|level| Self::at(tree, level))
+            .find(|t| {
+                let nodes = tree.level_nodes(t.level);
+                nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || t.bytes(tree) <= own)
+            })
+            .unwrap_or(Self::at(tree, 0))
+    }
+
+    /// Level `level` of `tree` as a top level.
+    fn at(tree: &K2Tree, level: u32) -> TopLevel {
+        TopLevel {
+            level,
+            narrow: level + 2 < tree.height() && 2 * level <= 32,
+        }
+    }
+
+    /// Bytes of its codes on the device.
+    pub fn bytes(self, tree: &K2Tree) -> u64 {
+        if tree.nodes() == 0 {
+            return 0;
+        }
+        tree.level_nodes(self.level) * if self.narrow { 4 } else { 8 }
+    }
+}
+
+/// The codes of a [`TopLevel`] on the device.
+pub(super) enum TopCodes {
+    Wide(CudaSlice<u64>),
+    Narrow(CudaSlice<u32>),
 }
 
 /// What the device keeps of a frontier laid out in [`RowWindows`](super::RowWindows) besides its entries.
@@ -75,13 +141,18 @@ impl DeviceTree {
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
         let dir = tree.directory();
         let ranks = gpu.upload(&dir.ranks[..], "sampled directory")?;
-        let top_level = Self::top_level_for(tree, top_nodes);
-        let top = if tree.nodes() == 0 {
-            Vec::new()
+        let top = TopLevel::for_tree(tree, top_nodes);
+        let top_codes = if config == MatrixConfig::TreeOnly && tree.nodes() > 0 {
+            let codes = tree.level_codes(top.level);
+            Some(if top.narrow {
+                let narrow: Vec<u32> = codes.iter().map(|&c| c as u32).collect();
+                TopCodes::Narrow(gpu.upload(&narrow, "top-level codes")?)
+            } else {
+                TopCodes::Wide(gpu.upload(&codes, "top-level codes")?)
+            })
         } else {
-            tree.level_codes(top_level)
+            None
         };
-        let top_codes = gpu.upload(&top, "top-level codes")?;
         let layout = match config {
             MatrixConfig::CachedFrontier => options.frontier.for_tree(tree, options.leaf_kernel),
             MatrixConfig::TreeOnly => FrontierLayout::Codes,
@@ -129,7 +200,8 @@ impl DeviceTree {
                 (Some(frontier), by_col)
             }
         };
-        let tree_only = 8 * (nibbles.len() + ranks.len() + top_codes.len()) as u64;
+        let tree_only = 8 * (nibbles.len() + ranks.len()) as u64
+            + top_codes.as_ref().map_or(0, |_| top.bytes(tree));
         let bytes = tree_only
             + 8 * [&frontier, &frontier_by_col]
                 .iter()
@@ -138,11 +210,11 @@ impl DeviceTree {
             + 4 * windows.as_ref().map_or(0, |w| w.shared);
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
-            None => TileSizes::auto(tree, (top_level, options.subtree_levels), tree_only, bytes),
+            None => TileSizes::auto(tree, (top.level, options.subtree_levels), tree_only, bytes),
         };
         let descend = TilePlan::descend(
             tree,
-            top_level,
+            top.level,
             tiles.descend,
             (options.fused_levels, options.subtree_levels),
         );
@@ -166,7 +238,7 @@ impl DeviceTree {
             nibbles,
             ranks,
             sample_log2: dir.sample.trailing_zeros(),
-            top_level,
+            top,
             top_codes,
             frontier,
             frontier_by_col,
@@ -177,19 +249,6 @@ impl DeviceTree {
             tiles,
             bytes,
         })
-    }
-
-    /// The level the host expands for `tree` with at most `top_nodes` nodes: the deepest
-    /// internal level above the leaves' parents (at most `h − 2`) that small, or the
-    /// root's (0 for an empty tree).
-    pub(super) fn top_level_for(tree: &K2Tree, top_nodes: u64) -> u32 {
-        if tree.nodes() == 0 {
-            return 0;
-        }
-        (0..=tree.height() - 2)
-            .rev()
-            .find(|&d| tree.level_nodes(d) <= top_nodes)
-            .unwrap_or(0)
     }
 
     /// The host tree.
@@ -203,8 +262,8 @@ impl DeviceTree {
     }
 
     /// The level expanded on the host, from which tree-only products start.
-    pub fn top_level(&self) -> u32 {
-        self.top_level
+    pub fn top_level(&self) -> TopLevel {
+        self.top
     }
 
     /// The layout of its cached frontier (`Codes` when it has none); a product in
@@ -258,18 +317,65 @@ impl DeviceTree {
         self.bytes
     }
 
-    /// Raw device addresses `(signatures, directory, top codes, frontier or 0)`, the
+    /// Raw device addresses `(signatures, directory, top codes or 0, frontier or 0)`, the
     /// frontier being the copy a product in direction `dir` reads.
     pub(super) fn pointers(&self, gpu: &GpuContext, dir: Direction) -> (u64, u64, u64, u64) {
         let s = gpu.stream();
         let (nib, _a) = self.nibbles.device_ptr(s);
         let (ranks, _b) = self.ranks.device_ptr(s);
-        let (top, _c) = self.top_codes.device_ptr(s);
+        let top = match &self.top_codes {
+            Some(TopCodes::Wide(c)) => c.device_ptr(s).0,
+            Some(TopCodes::Narrow(c)) => c.device_ptr(s).0,
+            None => 0,
+        };
         let copy = match dir {
             Direction::Left if self.frontier_by_col.is_some() => &self.frontier_by_col,
             _ => &self.frontier,
         };
         let front = copy.as_ref().map_or(0, |f| f.device_ptr(s).0);
         (nib, ranks, top, front)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tile_plan::tests::tree;
+    use super::*;
+
+    /// The top level is the deepest one within both bounds (nodes, and bytes unless
+    /// small), above the leaves; its codes are narrow exactly when expand steps read them
+    /// and they fit in 32 bits.
+    #[test]
+    fn top_level_keeps_within_its_bounds() {
+        for (n, m) in [
+            (5u32, 1usize),
+            (1000, 5000),
+            (1 << 20, 400_000),
+            (1 << 24, 300_000),
+        ] {
+            let t = tree(n, m, 7);
+            let h = t.height();
+            let s = t.stats();
+            let own = s.tree_bytes + s.directory_bytes;
+            for top_nodes in [1, 4, 1 << 10, 1 << 16, 1 << 18, u64::MAX] {
+                let top = TopLevel::for_tree(&t, top_nodes);
+                let fits = |d: u32| {
+                    let at = TopLevel::at(&t, d);
+                    let nodes = t.level_nodes(d);
+                    nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || at.bytes(&t) <= own)
+                };
+                assert!(top.level <= h - 2);
+                assert!(top.level == 0 || fits(top.level), "{n} {m} {top_nodes}");
+                assert!(
+                    (top.level + 1..=h - 2).all(|d| !fits(d)),
+                    "{n} {m} {top_nodes}"
+                );
+                assert_eq!(top.narrow, top.level + 2 < h && top.level <= 16);
+                let width = if top.narrow { 4 } else { 8 };
+                assert_eq!(top.bytes(&t), width * t.level_nodes(top.level));
+            }
+        }
+        let empty = K2Tree::from_edges(4, 4, vec![]);
+        assert_eq!(TopLevel::for_tree(&empty, 1).bytes(&empty), 0);
     }
 }

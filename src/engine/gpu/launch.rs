@@ -7,7 +7,9 @@ use cudarc::driver::{
 use super::tile_plan::SUBTREE_ROOTS;
 
 /// Mirror of `struct StepParams` in `cuda/common.cuh` (same field order and sizes: every
-/// pointer and count is 8 bytes, then four u32). Pointers are raw device addresses.
+/// pointer and count is 8 bytes, then three u32 and two u16: 128 bytes, which the kernels
+/// read field by field; a 136-byte block measured slower, docs/BENCHMARKS.md session 10).
+/// Pointers are raw device addresses.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StepParams {
@@ -30,8 +32,13 @@ pub struct StepParams {
     pub sample_log2: u32,
     pub level: u32,
     pub height: u32,
-    pub dir: u32,
+    /// 0: right (`y = A x`), 1: left.
+    pub dir: u16,
+    /// 1: `codes_in` holds 32-bit codes (a narrow host-expanded top level).
+    pub narrow: u16,
 }
+
+const _: () = assert!(std::mem::size_of::<StepParams>() == 128);
 
 // SAFETY: plain old data with the C layout the kernels expect.
 unsafe impl DeviceRepr for StepParams {}

@@ -37,8 +37,8 @@ pub use context::{
     compile_kernels, driver_present, kernel_sources, nvrtc_present, GpuContext, KernelSources,
     KERNEL_SOURCES,
 };
-pub use device_tree::DeviceTree;
 use device_tree::DeviceWindows;
+pub use device_tree::{DeviceTree, TopLevel, SMALL_TOP_NODES};
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
     block_entries, block_entry, block_entry_parts, row_windows, row_windows_size, sort_entries,
@@ -83,8 +83,11 @@ pub struct GpuOptions {
     /// `Some(1 << 15)` for a tree-only working set of 0.19x cuSPARSE's on cnr-2000, at
     /// 5.7x the time).
     pub tile_nodes: Option<u64>,
-    /// The host expands the tree down to the deepest level with at most this many
-    /// nodes. Default 2^16.
+    /// Tree-only products start from a level the host expands at load: the deepest one
+    /// with at most this many nodes whose codes take no more bytes than the tree itself
+    /// ([`TopLevel::for_tree`]). Default 2^18: on cnr-2000 three expand launches fewer than
+    /// 2^16 (the default before session 20), for 0.83 MB of 32-bit codes beside its
+    /// 1.46 MB tree (docs/BENCHMARKS.md, session 20).
     pub top_nodes: u64,
     /// Force an offset source; `None`: the scan for semiring batches of width > 1, the
     /// directory for single vectors and every bit-packed batch (measured fastest).
@@ -129,7 +132,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             tile_nodes: None,
-            top_nodes: 1 << 16,
+            top_nodes: 1 << 18,
             offset_source: None,
             leaf_kernel: LeafKernel::Tuned,
             frontier: FrontierLayout::default(),
@@ -927,6 +930,9 @@ impl GpuEngine {
                     Direction::Right => 0,
                     Direction::Left => 1,
                 },
+                // Only expand and subtree steps start from the top level (it lies above
+                // the leaves' parents when it is narrow), and they read codes by width.
+                narrow: (step.src == CodeSource::Top && m.top.narrow) as u16,
             };
             let (f, cfg) = match (expanding, block_leaves) {
                 _ if step.kind == StepKind::Subtrees => (subtrees, subtree_config(step.count)),
@@ -1039,18 +1045,11 @@ impl Engine for GpuEngine {
     }
 
     fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
-        // What `DeviceTree::load` uploads: signatures, directory, the host-expanded top
-        // level and, with `CachedFrontier`, the frontier.
+        // What `DeviceTree::load` uploads: signatures, directory and, tree-only, the
+        // host-expanded top level or, with `CachedFrontier`, the frontier.
         let s = tree.stats();
-        let top = if tree.nodes() == 0 {
-            0
-        } else {
-            let top_level = DeviceTree::top_level_for(tree, self.options.top_nodes);
-            tree.level_nodes(top_level) * 8
-        };
         s.tree_bytes
             + s.directory_bytes
-            + top
             + if config == MatrixConfig::CachedFrontier {
                 let layout = self
                     .options
@@ -1067,7 +1066,7 @@ impl Engine for GpuEngine {
                     8 * entries + 4 * shared
                 })
             } else {
-                0
+                TopLevel::for_tree(tree, self.options.top_nodes).bytes(tree)
             }
     }
 

@@ -466,10 +466,11 @@ impl TilePlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn tree(n: u32, m: usize, seed: u64) -> K2Tree {
+    /// A tree of `m` pseudo-random cells of an `n × n` matrix (duplicates merged).
+    pub(in crate::engine::gpu) fn tree(n: u32, m: usize, seed: u64) -> K2Tree {
         let mut s = seed;
         let mut next = || {
             s = s
