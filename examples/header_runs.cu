@@ -323,6 +323,34 @@ __device__ __forceinline__ void store_lf(u64 *y, u64 n, u32 head, u32 part, cons
     lf.counters[first] = 0;
 }
 
+// V & 32: the leading parts reach their run's owner by a segmented OR-scan over the lanes
+// (five shuffle steps, every lane active) instead of the owner reading them one lane at a
+// time from shared memory. In: `lead`, the lane's leading part (all of its sums when it
+// has no start), `open`, whether it has a start. Out: for an owner, the OR of the leading
+// parts of the lanes after it up to and including the next owner (zero without one).
+__device__ __forceinline__ void scan_leading(u32 lane, bool open, u64 lead[4]) {
+    // Backwards: lane k gathers lanes k .. k + 2^s - 1, stopping after the first owner.
+    bool stop = open;
+#pragma unroll
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u64 o[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) o[r] = __shfl_down_sync(FULL_MASK, lead[r], d);
+        bool other_stop = __shfl_down_sync(FULL_MASK, stop, d);
+        if (!stop && lane + d < 32) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) lead[r] |= o[r];
+            stop = other_stop;
+        }
+    }
+    // The owner's share starts at the lane after it.
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        u64 next = __shfl_down_sync(FULL_MASK, lead[r], 1);
+        lead[r] = lane < 31 ? next : 0ull;
+    }
+}
+
 template <int V>
 __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y,
                                               u64 n, LastFinisher lf = LastFinisher()) {
@@ -361,6 +389,7 @@ __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, con
             }
         }
         u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
+        u64 lead[4] = {0ull, 0ull, 0ull, 0ull};
         bool open = false;
         u32 head = NONE_ROW, part = 0;
 #pragma unroll
@@ -370,6 +399,9 @@ __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, con
                 if (open) {
                     if (V & 16) store_lf(y, n, head, part, acc, lf);
                     else store_rows<4, false>(y, n, head, acc);
+                } else if (V & 32) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) lead[r] = acc[r];
                 } else {
                     give_leading<4>(pre_s[wib][lane], acc);
                 }
@@ -389,6 +421,19 @@ __device__ __forceinline__ void row_windows_v(const u64 *slots, u64 windows, con
                     for (int c = 0; c < 4; ++c)
                         if ((bm >> (4 * r + c)) & 1) acc[r] |= xv[j][c];
             }
+        }
+        if (V & 32) {
+            if (!open) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) lead[r] = acc[r];
+            }
+            scan_leading(lane, open, lead);
+            if (open) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[r] |= lead[r];
+                store_rows<4, false>(y, n, head, acc);
+            }
+            continue;
         }
         if (!open) give_leading<4>(pre_s[wib][lane], acc);
         u32 heads = __ballot_sync(FULL_MASK, open);
@@ -422,6 +467,14 @@ ROW_WINDOWS_V(rowwin_u32_half, 5)
 ROW_WINDOWS_V(rowwin_u32_ldg, 6)
 ROW_WINDOWS_V(rowwin_all, 7)
 ROW_WINDOWS_V(rowwin_nobits, 8)
+ROW_WINDOWS_V(rowwin_scan, 5 | 32)
+
+// rowwin_u32_half with registers bounded for 5 blocks per SM (48 registers, ptxas: ~100 B
+// spilled) instead of 4: 40 warps per SM, cnr-2000's 5519 windows in about one wave.
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5)
+    rowwin_u32_half_b5(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    row_windows_v<5>(slots, windows, x, inputs, y, n);
+}
 
 // rowwin_u32_half with the last finisher (no clear launch): over slots whose shared
 // markers hold their part ids + 1 (examples/header_runs.rs, `last_finisher`).
@@ -464,6 +517,10 @@ WINDOW_KERNEL_MIN(headers4_pfx_b4, HeaderSlots<4>, false, false, 0, 4, 4)
 WINDOW_KERNEL(headers4_cs, HeaderSlots<4>, true, false, 0)
 WINDOW_KERNEL(headers4_el, HeaderSlots<4>, true, true, 0)
 WINDOW_KERNEL_MIN(rows4_async_b4_nox, RowEntries, false, false, 1, 2, 4)
+// Session 20's ablations of rows4_pf_b4 (the engine kernel's ancestor), for where cnr-2000's
+// time goes: no x loads, and no stores of y.
+WINDOW_KERNEL_MIN(rows4_pf_b4_nox, RowEntries, false, false, 1, 1, 4)
+WINDOW_KERNEL_MIN(rows4_pf_b4_nostore, RowEntries, false, false, 2, 1, 4)
 
 extern "C" __global__ void clear_rows4(const u32 *rows, u64 count, u64 *y, u64 n) { clear_rows<4>(rows, count, y, n); }
 extern "C" __global__ void clear_rows8(const u32 *rows, u64 count, u64 *y, u64 n) { clear_rows<8>(rows, count, y, n); }

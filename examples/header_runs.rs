@@ -384,6 +384,8 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rows4_pfx_b3", Format::Rows, true),
     ("rows4_pfx_b4", Format::Rows, true),
     ("rows4_async_b4_nox", Format::Rows, false),
+    ("rows4_pf_b4_nox", Format::Rows, false),
+    ("rows4_pf_b4_nostore", Format::Rows, false),
     ("rowwin_v0", Format::Rows, true),
     ("rowwin_half", Format::Rows, true),
     ("rowwin_ldg", Format::Rows, true),
@@ -394,6 +396,8 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rowwin_all", Format::Rows, true),
     ("rowwin_nobits", Format::Rows, false),
     ("rowwin_lf", Format::Rows, true),
+    ("rowwin_scan", Format::Rows, true),
+    ("rowwin_u32_half_b5", Format::Rows, true),
 ];
 
 fn main() {
