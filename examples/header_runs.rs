@@ -21,9 +21,14 @@
 //! over the same row windows: `u32` window indices, `half` loads of only the halves of
 //! `x` an entry reads, `ldg` reads of `x` through the read-only path, and the `nobits`
 //! ablation; `rowwin_u32_half` (0.489 ms against 0.526) became the engine's kernel.
-//! `rowwin_lf` is `rowwin_u32_half` with a *last finisher* in place of the clear and the
+//! Session 20's variants of `rowwin_u32_half`, all slower on the H200 (docs/BENCHMARKS.md,
+//! session 20, runs 2 and 4): `rowwin_lf`, a *last finisher* in place of the clear and the
 //! atomics of shared parts (their markers number them; the last part of a row to finish
-//! ORs the others' sums and stores the row), which saves the clear kernel's launch.
+//! ORs the others' sums and stores the row), which saves the clear kernel's launch;
+//! `rowwin_scan`, the leading parts handed to their owners by a segmented OR-scan of
+//! shuffles; `rowwin_u32_half_b5`, registers bounded for 5 blocks per SM; and the
+//! ablations `rows4_pf_b4_nox` / `_nostore`, which bound what any variant can gain on
+//! cnr-2000.
 //! `HEADER_RUNS_KERNELS=a,b` runs only the kernels named. Session 18's best, `rows4_pf_b4`,
 //! took 0.526 ms on the web graph against 0.620 ms for the engine's product with its clear
 //! (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
