@@ -485,6 +485,50 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
     row_windows_v<5 | 16>(slots, windows, x, inputs, y, n, lf);
 }
 
+// Session 20's floors of a window kernel (ablations, not checked; the engine kernel's grid,
+// block and register bound): `floor_empty` returns at once (the launch alone),
+// `floor_entries` streams each warp's window of entries and stores one word per lane (the
+// entry stream and as many stores as a product's runs make), `floor_gathers` also loads
+// the x words of every entry with cells and ORs them into its word (the gathers, without
+// the bitmap and the run logic).
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    floor_empty(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    if (windows == 0 && threadIdx.x == 0) y[0] = slots[0] ^ x[0] ^ inputs ^ n;
+}
+
+template <bool GATHER>
+__device__ __forceinline__ void window_floor(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y,
+                                             u64 n) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 stride = (gridDim.x * blockDim.x) >> 5, count = (u32)windows;
+    for (u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < count; w += stride) {
+        const u64 *src = slots + (u64)w * WINDOW + lane * 4;
+        ulonglong2 a = *(const ulonglong2 *)src, b = *(const ulonglong2 *)(src + 2);
+        u64 e[4] = {a.x, a.y, b.x, b.y};
+        u64 v = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u64 c0 = RowEntries::col(e[j]) * 4;
+            if (!GATHER) {
+                v ^= e[j];
+            } else if (RowEntries::bitmap(e[j]) && c0 + 4 <= inputs) {
+                ulonglong2 p = *(const ulonglong2 *)(x + c0), q = *(const ulonglong2 *)(x + c0 + 2);
+                v |= p.x | p.y | q.x | q.y;
+            }
+        }
+        y[((u64)w * 32 + lane) % n] = v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    floor_entries(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    window_floor<false>(slots, windows, x, inputs, y, n);
+}
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    floor_gathers(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    window_floor<true>(slots, windows, x, inputs, y, n);
+}
+
 // Clears the words of the block rows whose runs cross windows (the shared parts' rows).
 template <int R>
 __device__ __forceinline__ void clear_rows(const u32 *rows, u64 count, u64 *y, u64 n) {

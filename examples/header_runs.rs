@@ -403,6 +403,9 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rowwin_lf", Format::Rows, true),
     ("rowwin_scan", Format::Rows, true),
     ("rowwin_u32_half_b5", Format::Rows, true),
+    ("floor_empty", Format::Rows, false),
+    ("floor_entries", Format::Rows, false),
+    ("floor_gathers", Format::Rows, false),
 ];
 
 fn main() {
