@@ -166,12 +166,9 @@ impl DeviceTree {
             ),
             (_, l) => {
                 let mut entries = block_entries(tree, l);
-                let laid = (l == FrontierLayout::RowBlocks && options.row_windows)
-                    .then(|| {
-                        let block_rows = tree.rows().div_ceil(4) as u32;
-                        row_windows(&entries, block_rows, entries.len() / MAX_WINDOW_GROWTH)
-                    })
-                    .flatten();
+                let block_rows = tree.rows().div_ceil(4) as u32;
+                let laid = Self::window_allowance(options, l, entries.len())
+                    .and_then(|max_extra| row_windows(&entries, block_rows, max_extra));
                 let frontier = match laid {
                     Some(laid) => {
                         let frontier =
@@ -249,6 +246,19 @@ impl DeviceTree {
             tiles,
             bytes,
         })
+    }
+
+    /// The markers and pads a frontier of `entries` block entries in `layout` may take to
+    /// be laid out in [`RowWindows`](super::RowWindows) under `options` (`1 /`
+    /// [`MAX_WINDOW_GROWTH`] of them), or `None` when it is not to be: the one rule of both
+    /// [`DeviceTree::load`] and the engine's `load_bytes`.
+    pub(super) fn window_allowance(
+        options: &GpuOptions,
+        layout: FrontierLayout,
+        entries: usize,
+    ) -> Option<usize> {
+        (layout == FrontierLayout::RowBlocks && options.row_windows)
+            .then_some(entries / MAX_WINDOW_GROWTH)
     }
 
     /// The host tree.

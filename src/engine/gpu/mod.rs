@@ -1055,13 +1055,11 @@ impl Engine for GpuEngine {
                     .options
                     .frontier
                     .for_tree(tree, self.options.leaf_kernel);
-                // Row windows: their entries and shared rows, counted as `load` lays them.
-                let windows = (layout == FrontierLayout::RowBlocks && self.options.row_windows)
-                    .then(|| {
-                        let max_extra = (s.frontier_bytes / 8) as usize / MAX_WINDOW_GROWTH;
-                        row_windows_size(tree, max_extra)
-                    })
-                    .flatten();
+                // Row windows: their entries and shared rows, counted as `load` lays them
+                // (a `RowBlocks` frontier holds an entry per frontier node).
+                let entries = (s.frontier_bytes / 8) as usize;
+                let windows = DeviceTree::window_allowance(&self.options, layout, entries)
+                    .and_then(|max_extra| row_windows_size(tree, max_extra));
                 windows.map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
                     8 * entries + 4 * shared
                 })
