@@ -485,6 +485,131 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
     row_windows_v<5 | 16>(slots, windows, x, inputs, y, n, lf);
 }
 
+// Session 21's `rowwin_tile` (measured as the engine's kernel, then kept here as the
+// record; docs/BENCHMARKS.md, session 21): the window's rows [first, last] get four words
+// each in a per-warp tile in shared memory (zero at every window's start). A lane ORs its
+// entries into segments (consecutive entries of one row); a segment whose row goes on in
+// the lane before or after ORs into the tile with 32-bit shared atomics, any other stores
+// its words there; then the lanes copy the tile's rows to y two words a store, zeroing
+// what they read. No owner loop over the lanes of a long run. PF loads the next window's
+// entries ahead (registers: 64 of them spill 40 B with the tile's live values).
+template <bool PF>
+__device__ __forceinline__ void rowwin_tile_v(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y,
+                                              u64 n) {
+    __shared__ __align__(16) u64 tiles[WARPS_PER_BLOCK][4 * WINDOW];
+    const u32 NO_PLACE = 0xFFFFu;
+    const u32 lane = threadIdx.x & 31;
+    u64 *tile = tiles[threadIdx.x >> 5];
+    const u32 stride = (gridDim.x * blockDim.x) >> 5, count = (u32)windows;
+    const u32 in = (u32)min(inputs, (u64)1 << 30);
+    for (u32 k = 2 * lane; k < 4 * WINDOW; k += 64) *(ulonglong2 *)(tile + k) = make_ulonglong2(0ull, 0ull);
+    __syncwarp();
+    u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    ulonglong2 na, nb;
+    if (PF && w < count) {
+        const u64 *src = slots + (u64)w * WINDOW + lane * 4;
+        na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+    }
+    for (; w < count; w += stride) {
+        ulonglong2 a, b;
+        if (PF) {
+            a = na, b = nb;
+            if (w + stride < count) {
+                const u64 *src = slots + (u64)(w + stride) * WINDOW + lane * 4;
+                na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+            }
+        } else {
+            const u64 *src = slots + (u64)w * WINDOW + lane * 4;
+            a = *(const ulonglong2 *)src, b = *(const ulonglong2 *)(src + 2);
+        }
+        const u64 e[4] = {a.x, a.y, b.x, b.y};
+        const u32 first = __shfl_sync(FULL_MASK, (u32)(e[0] >> 40), 0);
+        // A shared part's marker (no cells, column 1) can only start a window.
+        const bool shared_first = __shfl_sync(FULL_MASK, (u32)e[0], 0) == (1u << 16);
+        u64 xv[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u32 c0 = (u32)RowEntries::col(e[j]) * 4, bm = RowEntries::bitmap(e[j]);
+            if (bm != 0 && c0 + 4 <= in) {
+                ulonglong2 p = make_ulonglong2(0ull, 0ull), q = p;
+                if (bm & 0x3333u) p = *(const ulonglong2 *)(x + c0);
+                if (bm & 0xCCCCu) q = *(const ulonglong2 *)(x + c0 + 2);
+                xv[j][0] = p.x, xv[j][1] = p.y, xv[j][2] = q.x, xv[j][3] = q.y;
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; ++c) xv[j][c] = bm != 0 && c0 + c < in ? x[c0 + c] : 0ull;
+            }
+        }
+        u32 cell[4], place[4], mine = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u32 row = (u32)(e[j] >> 40);
+            cell[j] = RowEntries::bitmap(e[j]);
+            place[j] = row == NONE_ENTRY_ROW ? NO_PLACE : row - first;
+            mine = place[j] != NO_PLACE ? place[j] : mine;
+        }
+        const u32 places = __reduce_max_sync(FULL_MASK, mine) + 1;
+        const u32 before = __shfl_up_sync(FULL_MASK, place[3], 1);
+        const u32 after = __shfl_down_sync(FULL_MASK, place[0], 1);
+        bool shared_seg = lane > 0 && place[0] == before;
+        u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    if ((cell[j] >> (4 * r + c)) & 1) acc[r] |= xv[j][c];
+            if (j == 3 || place[j + 1] != place[j]) {
+                if (j == 3) shared_seg = shared_seg || (lane < 31 && place[3] == after);
+                if (place[j] != NO_PLACE) {
+                    u64 *t = tile + place[j] * 4;
+                    if (shared_seg) {
+                        u32 *h = (u32 *)t;
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            atomicOr(h + 2 * r, (u32)acc[r]);
+                            atomicOr(h + 2 * r + 1, (u32)(acc[r] >> 32));
+                        }
+                    } else {
+                        *(ulonglong2 *)t = make_ulonglong2(acc[0], acc[1]);
+                        *(ulonglong2 *)(t + 2) = make_ulonglong2(acc[2], acc[3]);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[r] = 0ull;
+                shared_seg = false;
+            }
+        }
+        __syncwarp();
+        const u32 words = places * 4;
+        const u64 base = (u64)first * 4;
+        for (u32 k = 2 * lane; k < words; k += 64) {
+            const ulonglong2 v = *(const ulonglong2 *)(tile + k);
+            *(ulonglong2 *)(tile + k) = make_ulonglong2(0ull, 0ull);
+            const u64 g = base + k;
+            if (shared_first && k < 4) {
+                if (g < n && v.x) atomicOr(&y[g], v.x);
+                if (g + 1 < n && v.y) atomicOr(&y[g + 1], v.y);
+            } else if (g + 2 <= n) {
+                *(ulonglong2 *)(y + g) = v;
+            } else if (g < n) {
+                y[g] = v.x;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    rowwin_tile(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    rowwin_tile_v<false>(slots, windows, x, inputs, y, n);
+}
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)
+    rowwin_tile_pf(const u64 *slots, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
+    rowwin_tile_v<true>(slots, windows, x, inputs, y, n);
+}
+
 // Session 20's floors of a window kernel (ablations, not checked; the engine kernel's grid,
 // block and register bound): `floor_empty` returns at once (the launch alone),
 // `floor_entries` streams each warp's window of entries and stores one word per lane (the

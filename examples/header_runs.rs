@@ -29,6 +29,17 @@
 //! shuffles; `rowwin_u32_half_b5`, registers bounded for 5 blocks per SM; and the
 //! ablations `rows4_pf_b4_nox` / `_nostore`, which bound what any variant can gain on
 //! cnr-2000.
+//! Session 21's `rowwin_tile` / `rowwin_tile_pf`: each window's rows in a per-warp tile
+//! of shared memory, shared atomics for the rows that cross lanes, coalesced copies to `y`
+//! (14 % fewer instructions than the engine's kernel on cnr-2000, but 2-3 % slower there
+//! than `rowwin_u32_half` and 1 % slower on the web graph: the 32 KB tiles take L1 from the
+//! `x` gathers; `_pf` spills; docs/BENCHMARKS.md, session 21). With the device-time loop
+//! (`GpuEngine::time_ms` holds the stream first) `rowwin_lf` is still slower than the clear
+//! it saves.
+//! Session 21: `HEADER_RUNS_ENGINE_DIRS=old=DIR,new=DIR2` also times the engine's own
+//! `rowwindows_bits` compiled from each folder of kernel sources (a copy of `cuda/`, as
+//! `K2RPQ_KERNEL_DIR` takes), named `engine:old` and so on, over the same row windows: a
+//! change to the engine's kernel measured against the kernel before it in one process.
 //! `HEADER_RUNS_KERNELS=a,b` runs only the kernels named. Session 18's best, `rows4_pf_b4`,
 //! took 0.526 ms on the web graph against 0.620 ms for the engine's product with its clear
 //! (0.85x; 0.051-0.052x of cuSPARSE's SpMM).
@@ -41,16 +52,17 @@
 //! ```text
 //! header_runs [EDGES=200000000 | EDGE-LIST-FILE] [REPS=30]
 //! HEADER_RUNS_GRIDS=0,4 header_runs …   # each kernel with the default grid, then 4 blocks per SM
+//! HEADER_RUNS_KERNELS=rowwin_u32_half HEADER_RUNS_ENGINE_DIRS=old=old-cuda,new=cuda header_runs …
 //! ```
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{
-    block_entries, block_entry, block_entry_parts, row_windows, FrontierLayout, GpuEngine,
-    GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
+    block_entries, block_entry, block_entry_parts, kernel_sources, row_windows, FrontierLayout,
+    GpuEngine, GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
 };
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 use k2rpq::k2tree::K2Tree;
@@ -403,6 +415,8 @@ const KERNELS: &[(&str, Format, bool)] = &[
     ("rowwin_lf", Format::Rows, true),
     ("rowwin_scan", Format::Rows, true),
     ("rowwin_u32_half_b5", Format::Rows, true),
+    ("rowwin_tile", Format::Rows, true),
+    ("rowwin_tile_pf", Format::Rows, true),
     ("floor_empty", Format::Rows, false),
     ("floor_entries", Format::Rows, false),
     ("floor_gathers", Format::Rows, false),
@@ -493,6 +507,38 @@ fn main() {
     };
     let ptx = compile_ptx_with_opts(include_str!("header_runs.cu"), opts).expect("NVRTC");
     let module = ctx.context().load_module(ptx).expect("module");
+    // HEADER_RUNS_ENGINE_DIRS=name=DIR,..: the engine's `rowwindows_bits` from each folder.
+    let engine_kernels: Vec<(String, CudaFunction)> = std::env::var("HEADER_RUNS_ENGINE_DIRS")
+        .map(|v| {
+            v.split(',')
+                .filter(|d| !d.is_empty())
+                .map(|spec| {
+                    let (tag, dir) = spec.split_once('=').unwrap_or((spec, spec));
+                    let src = kernel_sources(Some(std::path::Path::new(dir))).expect("sources");
+                    let windows = &src
+                        .modules
+                        .iter()
+                        .find(|m| m.0 == "windows")
+                        .expect("windows.cu")
+                        .1;
+                    let text = format!("{}\n#line 1 \"windows.cu\"\n{windows}", src.common);
+                    let opts = CompileOptions {
+                        options: vec![
+                            format!("--gpu-architecture={}", ctx.arch()),
+                            "-std=c++17".into(),
+                        ],
+                        ..Default::default()
+                    };
+                    let ptx = compile_ptx_with_opts(text, opts).expect("NVRTC (engine windows.cu)");
+                    let m = ctx.context().load_module(ptx).expect("module");
+                    (
+                        format!("engine:{tag}"),
+                        m.load_function("rowwindows_bits").expect("rowwindows_bits"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let x = stream.clone_htod(&words).expect("x");
     // HEADER_RUNS_GRIDS=4,0: each kernel with at most 4 blocks per SM (a grid that stays
     // resident), then with the default cap.
@@ -513,7 +559,8 @@ fn main() {
         .map(|s| s.split(',').map(str::to_owned).collect());
     let wanted = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|k| k == name));
     for format in [Format::Headers(4), Format::Headers(8), Format::Rows] {
-        if !KERNELS.iter().any(|k| k.1 == format && wanted(k.0)) {
+        let engine_here = format == Format::Rows && !engine_kernels.is_empty();
+        if !engine_here && !KERNELS.iter().any(|k| k.1 == format && wanted(k.0)) {
             continue;
         }
         let r = format.rows();
@@ -556,12 +603,26 @@ fn main() {
                     .expect("part_count"),
             }
         });
-        for (&(name, _, checked), &per_sm) in KERNELS
+        // The experiment's kernels of this format, then (over row windows) the engine's.
+        let mut runs: Vec<(String, CudaFunction, bool)> = KERNELS
             .iter()
             .filter(|k| k.1 == format && wanted(k.0))
-            .flat_map(|k| grids.iter().map(move |g| (k, g)))
+            .map(|&(name, _, checked)| {
+                let f = module.load_function(name).expect("kernel");
+                (name.to_string(), f, checked)
+            })
+            .collect();
+        if format == Format::Rows {
+            runs.extend(
+                engine_kernels
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.clone(), true)),
+            );
+        }
+        for ((name, run, checked), &per_sm) in
+            runs.iter().flat_map(|k| grids.iter().map(move |g| (k, g)))
         {
-            let run = module.load_function(name).expect("kernel");
+            let (name, checked) = (name.as_str(), *checked);
             // Blocks: one per 8 windows, at most `per_sm` per SM (0: at most 64).
             let cap = if per_sm == 0 { 64 } else { per_sm } * sms;
             let blocks = windows.div_ceil(WARPS as u64).clamp(1, cap) as u32;
@@ -578,7 +639,7 @@ fn main() {
                     if name == "rowwin_lf" {
                         let lf = lf_d.as_ref().expect("rowwin_lf's slots");
                         stream
-                            .launch_builder(&run)
+                            .launch_builder(run)
                             .arg(&lf.slots)
                             .arg(&windows)
                             .arg(&x)
@@ -604,7 +665,7 @@ fn main() {
                             .expect("clear");
                     }
                     stream
-                        .launch_builder(&run)
+                        .launch_builder(run)
                         .arg(&slots_d)
                         .arg(&windows)
                         .arg(&x)

@@ -40,6 +40,11 @@
 #           (new), then per-relation descent/build costs on all cores (~5-7 minutes)
 #   quick   a ~3-minute check: the rpq_gpu, sparql_gpu and gpu_multi tests, fwd, five
 #           CoDEx-M queries, then gpu_engine
+#   rowwin  the engine's bit-packed right kernel from each ROWWIN_DIRS folder (default
+#           base=HEAD's cuda/, tree=this tree's) beside ROWWIN_KERNELS of the experiment over
+#           the same row windows (header_runs: cnr-2000, then web 200M unless ROWWIN_WEB=0),
+#           and ncu's warm kernel durations of each on cnr-2000 (session 21)
+#   spmvab  bench-spmv on cnr-2000 per SPMVAB="tree:200 tree:0" (kernel folder : --hold-us)
 #   profile where cnr-2000's bit-packed right product spends its time, warm: ncu (full set)
 #           of rowwindows_bits inside bench-spmv (nsys is not installed on the device machine)
 set -uo pipefail
@@ -74,6 +79,13 @@ for line in sys.stdin:
     cargo build --release --example header_runs && cp target/release/examples/header_runs "$carry/bin/header_runs"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
+    done
+    # Kernel sources for `rowwin` and `spmvab` (engine kernels A/B in one process): this
+    # tree's (`tree`) and those of git revision KERNELS_BASE (default HEAD: `base`).
+    rm -rf "$carry/kernels"; mkdir -p "$carry/kernels/tree" "$carry/kernels/base"
+    cp cuda/*.cu cuda/*.cuh "$carry/kernels/tree/"
+    for f in $(git ls-tree --name-only "${KERNELS_BASE:-HEAD}" cuda/); do
+        git show "${KERNELS_BASE:-HEAD}:$f" > "$carry/kernels/base/$(basename "$f")"
     done
     cp "$root/scripts/device-suite.sh" "$carry/device-suite.sh"
     du -sh "$carry"; ls -l "$carry/bin"
@@ -305,6 +317,36 @@ for line in sys.stdin:
         step "bench-spmv --gpus all: row stripes of a 200M-edge web graph"
         "$k2" bench-spmv --synthetic web --edges 200M --gpus all --bit-batches 64 --repeats 10 \
             --json "$out/spmv-multi.json" 2>&1 | tee "$out/spmv-multi.txt" | tail -12 || status=1 ;;
+    rowwin)
+        # The engine's bit-packed right kernel from each folder of $carry/kernels against
+        # the others over the same row windows (examples/header_runs.rs), y checked word for
+        # word; then ncu's kernel durations on cnr-2000 (the loop's host floor is ~7 µs there).
+        # ROWWIN_KERNELS: the experiment's kernels beside them (default rowwin_u32_half).
+        kd="$carry/kernels"; dirs="${ROWWIN_DIRS:-base=$kd/base,tree=$kd/tree}"
+        kernels="${ROWWIN_KERNELS:-rowwin_u32_half}"
+        step "engine rowwindows_bits from $dirs and $kernels over the same row windows (header_runs): cnr-2000, web 200M"
+        HEADER_RUNS_KERNELS="$kernels" HEADER_RUNS_ENGINE_DIRS="$dirs" "$bin/header_runs" "$cnr" "${HEADERS_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
+        if command -v ncu >/dev/null; then
+            # Warm, clocks as found: kernel durations in launch order (each kernel: a checked
+            # launch, a warm-up and 5 timed), experiment kernels first, then engine:<dir>s.
+            step "ncu kernel durations, warm (ncu-rowwin-variants.txt)"
+            timeout 200 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum \
+                --kernel-name regex:'rowwin|rowwindows|floor_' \
+                env HEADER_RUNS_KERNELS="$kernels" HEADER_RUNS_ENGINE_DIRS="$dirs" "$bin/header_runs" "$cnr" 5 > "$out/ncu-rowwin-variants.txt" 2>&1 || status=1
+            awk '/^  [a-z_0-9]+ \(/ { k = $1 } /gpu__time_duration.sum/ { print k, $(NF-1), $NF }' "$out/ncu-rowwin-variants.txt" | tee -a "$out/summary.txt"
+        fi
+        [ "${ROWWIN_WEB:-1}" != 0 ] && { HEADER_RUNS_KERNELS="$kernels" HEADER_RUNS_ENGINE_DIRS="$dirs" "$bin/header_runs" 200000000 "${HEADERS_REPS:-30}" 2>&1 | tee -a "$out/summary.txt" || status=1; } ;;
+    spmvab)
+        # bench-spmv on cnr-2000 with the kernels of several folders and timing holds:
+        # SPMVAB="tree:200 base:200 tree:0" (folder of $carry/kernels : --hold-us).
+        for spec in ${SPMVAB:-tree:200 tree:0}; do
+            tag="${spec%%:*}"; hold="${spec#*:}"
+            step "bench-spmv cnr-2000, kernels $tag, --hold-us $hold (spmv-cnr-$tag-$hold.txt)"
+            # shellcheck disable=SC2086
+            K2RPQ_KERNEL_DIR="$carry/kernels/$tag" "$k2" bench-spmv --tsv "$cnr" --hold-us "$hold" ${SPMV_ARGS:---leaf-kernels tuned --batches 1 --bit-batches 64 --repeats 50} \
+                >"$out/spmv-cnr-$tag-$hold.txt" 2>&1 || status=1
+            spmv_rows "$out/spmv-cnr-$tag-$hold.txt" | tee -a "$out/summary.txt"
+        done ;;
     profile)
         if command -v ncu >/dev/null; then
             step "ncu: rowwindows_bits on cnr-2000, warm (ncu-rowwin.txt)"

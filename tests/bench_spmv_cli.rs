@@ -35,6 +35,8 @@ fn writes_table_json_and_svg() {
     );
     assert!(stdout.contains("cpu k2+F"), "{stdout}");
     assert!(stdout.contains("skipped cusparse: --cpu"), "{stdout}");
+    // The note on how GPU times were taken is for tables with GPU rows only.
+    assert!(!stdout.contains("GPU timing"), "{stdout}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     // k2 and k2+F × right/left × B = 1, 4, plus bit-packed k2+F right/left.
@@ -57,4 +59,38 @@ fn bad_input_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.tsv:2"), "{err}");
+}
+
+#[test]
+fn hold_us_takes_microseconds_and_rejects_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsv = dir.path().join("g.tsv");
+    std::fs::write(&tsv, "0\t1\n1\t2\n2\t0\n").unwrap();
+    let run = |hold: &str| {
+        k2rpq()
+            .args(["bench-spmv", "--cpu", "--repeats", "1", "--warmup", "0"])
+            .args([
+                "--batches",
+                "1",
+                "--bit-batches",
+                "64",
+                "--hold-us",
+                hold,
+                "--tsv",
+            ])
+            .arg(&tsv)
+            .output()
+            .unwrap()
+    };
+    for ok in ["0", "200"] {
+        let out = run(ok);
+        assert!(
+            out.status.success(),
+            "--hold-us {ok}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run("soon");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hold-us"));
 }

@@ -50,6 +50,11 @@ pub struct Args {
     /// Untimed runs before timing.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// Microseconds each timed repeat holds the stream before its start event, so that
+    /// the events time the device's work, not the host's submission of it (0: no hold,
+    /// the timing before session 21; see docs/BENCHMARKS.md).
+    #[arg(long, default_value_t = 200)]
+    pub hold_us: u64,
     /// Batch widths of the f32 products.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,128")]
     pub batches: Vec<usize>,
@@ -98,6 +103,7 @@ fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    k2rpq::engine::gpu::hold::set_timing_hold_ns(args.hold_us.saturating_mul(1000));
     let input = if let Some(p) = &args.tsv {
         SpmvInput::Source(Source::File {
             path: p.clone(),
@@ -167,6 +173,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let report = bench(&prepared, &opts)?;
     print!("{}", report.table());
+    if report
+        .measurements
+        .iter()
+        .any(|m| !m.contender.starts_with("cpu"))
+    {
+        print_timing_note(args.hold_us);
+    }
     if let Some(p) = &args.json {
         report
             .write_json(p)
@@ -212,4 +225,13 @@ fn run_stripes_cmd(args: &Args, gpus: &GpuSelection, input: &SpmvInput) -> anyho
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// The line under a table that says how its GPU times were taken.
+fn print_timing_note(hold_us: u64) {
+    if hold_us == 0 {
+        println!("GPU timing: events around each repeat on an idle stream (--hold-us 0: the host's submission counted)");
+    } else {
+        println!("GPU timing: events around each repeat, queued behind a {hold_us} µs hold of the stream (--hold-us)");
+    }
 }

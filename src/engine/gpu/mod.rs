@@ -23,6 +23,7 @@ mod context;
 mod device_tree;
 pub mod devices;
 mod frontier;
+pub mod hold;
 mod launch;
 mod product_graph;
 pub mod tile_plan;
@@ -544,12 +545,18 @@ impl GpuEngine {
     }
 
     /// Milliseconds per call of `f` over `reps` calls, between two CUDA events on the
-    /// engine's stream (after one warm-up call).
+    /// engine's stream (after one warm-up call). The stream is held first
+    /// ([`hold::timing_hold_ns`], plus 10 µs a call), so the events time the device's
+    /// work rather than the host's submission of it.
     pub fn time_ms(&self, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
         use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
         let ctx = self.gpu.context();
         let s = self.gpu.stream();
         f()?;
+        let ns = hold::timing_hold_ns();
+        if ns > 0 {
+            hold::hold(s, (ns + reps as u64 * 10_000).min(50_000_000))?;
+        }
         let e0 = ctx
             .new_event(Some(CU_EVENT_DEFAULT))
             .map_err(cuda_err("event"))?;
