@@ -59,31 +59,33 @@ __device__ __forceinline__ void store_run(u64 *y, u64 n, u32 head, const u64 acc
     }
 }
 
-// A lane's four entries of window w.
-__device__ __forceinline__ void load_window(const u64 *entries, u32 w, u32 lane, ulonglong2 &a, ulonglong2 &b) {
-    const u64 *src = entries + (u64)w * WINDOW + lane * 4;
-    a = *(const ulonglong2 *)src;
-    b = *(const ulonglong2 *)(src + 2);
-}
-
 // y = A x over `windows` windows of `entries` (fewer than 2^32); x has `inputs` words, y
 // `n`. Blocks of WINDOW_WARPS warps; a warp takes windows with the grid stride and loads
 // the next window's entries before this one's gathers, so its chain of loads per window is
 // the x gathers alone. Bounded to 64 registers (4 blocks per SM): the product is bound by
 // latency, and 75 registers (3 blocks) made it 10 % slower (docs/BENCHMARKS.md, session
-// 18); window indices in 32 bits keep it from spilling (session 19).
+// 18); window indices in 32 bits (session 19). The window loads are written out here, with
+// the thread index computed in 64 bits: so written, ptxas emits the SASS of the experiment's
+// `rowwin_u32_half` (1157 instructions, 8 B spilled), 3.6 % faster on the web graph than
+// the same loads through a helper taking `u32 w` (1237, none spilled; session 21).
 extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
     rowwindows_bits(const u64 *entries, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
     // The leading parts of a warp's lanes, for the owners of their runs.
     __shared__ u64 leading[WINDOW_WARPS][32][4];
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u32 stride = (gridDim.x * blockDim.x) >> 5, count = (u32)windows;
-    u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const u32 stride = (u32)(((u64)gridDim.x * blockDim.x) >> 5), count = (u32)windows;
+    u32 w = (u32)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     ulonglong2 na, nb;
-    if (w < count) load_window(entries, w, lane, na, nb);
+    if (w < count) {
+        const u64 *src = entries + (u64)w * WINDOW + lane * 4;
+        na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+    }
     for (; w < count; w += stride) {
         ulonglong2 a = na, b = nb;
-        if (w + stride < count) load_window(entries, w + stride, lane, na, nb);
+        if (w + stride < count) {
+            const u64 *src = entries + (u64)(w + stride) * WINDOW + lane * 4;
+            na = *(const ulonglong2 *)src, nb = *(const ulonglong2 *)(src + 2);
+        }
         u64 e[4] = {a.x, a.y, b.x, b.y};
         // The entry before this lane's first (lane 0's first always starts a run).
         u64 before = __shfl_up_sync(FULL_MASK, e[3], 1);
