@@ -85,12 +85,21 @@ fn kernel(stream: &Arc<CudaStream>) -> Result<CudaFunction> {
 }
 
 /// Enqueues on `stream` one thread that keeps it busy for `ns` nanoseconds (nothing when
-/// `ns` is 0). Work enqueued after it waits behind it.
+/// `ns` is 0). Work enqueued after it waits behind it. Where the driver cannot load the
+/// kernel (a device older than compute capability 7.5), nothing is held: a one-line notice
+/// says so once, and timings then count the host's submission as with `ns` = 0.
 pub fn hold(stream: &Arc<CudaStream>, ns: u64) -> Result<()> {
+    static NOTICE: std::sync::Once = std::sync::Once::new();
     if ns == 0 {
         return Ok(());
     }
-    let f = kernel(stream)?;
+    let f = match kernel(stream) {
+        Ok(f) => f,
+        Err(e) => {
+            NOTICE.call_once(|| eprintln!("k2rpq: GPU timings without a stream hold ({e})"));
+            return Ok(());
+        }
+    };
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),
         block_dim: (1, 1, 1),
