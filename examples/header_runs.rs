@@ -61,8 +61,8 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{
-    block_entries, block_entry, block_entry_parts, kernel_sources, row_windows, FrontierLayout,
-    GpuEngine, GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
+    block_entries, block_entry, block_entry_parts, compile_module, kernel_sources, row_windows,
+    FrontierLayout, GpuEngine, GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
 };
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 use k2rpq::k2tree::K2Tree;
@@ -515,21 +515,7 @@ fn main() {
                 .map(|spec| {
                     let (tag, dir) = spec.split_once('=').unwrap_or((spec, spec));
                     let src = kernel_sources(Some(std::path::Path::new(dir))).expect("sources");
-                    let windows = &src
-                        .modules
-                        .iter()
-                        .find(|m| m.0 == "windows")
-                        .expect("windows.cu")
-                        .1;
-                    let text = format!("{}\n#line 1 \"windows.cu\"\n{windows}", src.common);
-                    let opts = CompileOptions {
-                        options: vec![
-                            format!("--gpu-architecture={}", ctx.arch()),
-                            "-std=c++17".into(),
-                        ],
-                        ..Default::default()
-                    };
-                    let ptx = compile_ptx_with_opts(text, opts).expect("NVRTC (engine windows.cu)");
+                    let ptx = compile_module(&src, "windows", ctx.arch()).expect("windows.cu");
                     let m = ctx.context().load_module(ptx).expect("module");
                     (
                         format!("engine:{tag}"),

@@ -77,21 +77,31 @@ pub fn nvrtc_present() -> bool {
 /// parameters stay the same.
 pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
     let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(PathBuf::from);
-    let KernelSources { common, modules } = kernel_sources(dir.as_deref())?;
-    modules
-        .into_iter()
-        .map(|(name, src)| {
-            let text = format!("{common}\n#line 1 \"{name}.cu\"\n{src}");
-            let opts = CompileOptions {
-                options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
-                name: Some(format!("{name}.cu")),
-                ..Default::default()
-            };
-            compile_ptx_with_opts(text, opts)
-                .map(|ptx| (name, ptx))
-                .map_err(|e| EngineError::Cuda(format!("NVRTC {name}.cu: {}", compile_log(&e))))
-        })
+    let sources = kernel_sources(dir.as_deref())?;
+    sources
+        .modules
+        .iter()
+        .map(|&(name, _)| Ok((name, compile_module(&sources, name, arch)?)))
         .collect()
+}
+
+/// Compiles module `name` of `sources` for `arch` as the engine does: the common header
+/// prepended, line numbers of the module's own file in messages.
+pub fn compile_module(sources: &KernelSources, name: &str, arch: &str) -> Result<Ptx> {
+    let src = sources
+        .modules
+        .iter()
+        .find(|(m, _)| *m == name)
+        .map(|(_, text)| text)
+        .ok_or_else(|| EngineError::Cuda(format!("no kernel module {name}")))?;
+    let text = format!("{}\n#line 1 \"{name}.cu\"\n{src}", sources.common);
+    let opts = CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
+        name: Some(format!("{name}.cu")),
+        ..Default::default()
+    };
+    compile_ptx_with_opts(text, opts)
+        .map_err(|e| EngineError::Cuda(format!("NVRTC {name}.cu: {}", compile_log(&e))))
 }
 
 /// The text of the kernel sources: the common header's, and each module's by name.

@@ -35,8 +35,8 @@ use cudarc::driver::{
 };
 
 pub use context::{
-    compile_kernels, driver_present, kernel_sources, nvrtc_present, GpuContext, KernelSources,
-    KERNEL_SOURCES,
+    compile_kernels, compile_module, driver_present, kernel_sources, nvrtc_present, GpuContext,
+    KernelSources, KERNEL_SOURCES,
 };
 use device_tree::DeviceWindows;
 pub use device_tree::{DeviceTree, TopLevel, SMALL_TOP_NODES};
