@@ -191,13 +191,9 @@ __device__ __forceinline__ void warp_children(const StepParams &p, u64 base, u64
     first = first0 + __shfl_sync(FULL_MASK, incl - f, src);
 }
 
-// The 4x4 block of the node whose leaves start at global index `leaf`, from its
-// signature `s`: bit 4r + c is cell (r, c) of the block. The leaves' nibbles are
-// contiguous, so one or two word loads fetch them all.
-__device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
-    u32 n = __popc(s);
-    if (n == 0) return 0;
-    u64 run = signature_run(nib, leaf, n);
+// The 4x4 block of a node of signature `s` from the signatures of its leaves (`run`, the
+// first leaf in the low nibble): bit 4r + c is cell (r, c) of the block.
+__device__ __forceinline__ u32 block_of_run(u32 s, u64 run) {
     u32 bm = 0;
 #pragma unroll
     for (u32 q = 0; q < 4; ++q) {
@@ -210,6 +206,12 @@ __device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
         }
     }
     return bm;
+}
+// The same for the node whose leaves start at global index `leaf`: the leaves' nibbles
+// are contiguous, so one or two word loads fetch them all.
+__device__ __forceinline__ u32 block_bitmap(const u64 *nib, u32 s, u64 leaf) {
+    u32 n = __popc(s);
+    return n == 0 ? 0u : block_of_run(s, signature_run(nib, leaf, n));
 }
 
 // Four consecutive entries of x at input indices i0 .. i0 + 3 (i0 a multiple of 4).
@@ -497,6 +499,119 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
             }
         }
         if (leader) flush_block<Op>(p, o0, b, acc, read);
+    }
+}
+
+// The leaf step of a descent that stops one level above the last internal one
+// (`GpuOptions::leaf_levels` 2): a thread owns a node of level h − 3 (and vector b) and
+// visits its children's leaves in place, the node's 8x8 block of cells as up to four 4x4
+// blocks (child q at block row q >> 1, block column q & 1). The level of the leaves'
+// parents then needs neither a launch nor scratch: the node's children are contiguous,
+// so are their leaves, and a rank per level (the node's first child, that child's first
+// leaf) finds them all, the leaves' signatures in one or two words (≤ 16 nibbles). A
+// right product loads the block's x as two quads (columns 0-3 and 4-7), sums each of
+// its 8 rows over both halves and updates each non-empty row once, so children side by
+// side share their rows' updates (a left product the same over columns).
+struct Octet {
+    u32 s;     // the node's signature (its children)
+    u64 kids;  // its children's signatures, the first child's in the low nibble
+    u64 run;   // their leaves' signatures, in order (empty when no child has leaves)
+};
+
+// What node t of a leaf step of two levels reads from the resident tree.
+__device__ __forceinline__ Octet octet(const StepParams &p, u64 t) {
+    Octet o;
+    o.s = signature(p.nib, p.node0 + t);
+    u32 n = __popc(o.s);
+    u64 child = first_child(p, t);
+    o.kids = n ? signature_run(p.nib, child, n) : 0ull;
+    u32 leaves = __popcll(o.kids & ((1ull << (4 * n)) - 1));  // n ≤ 4
+    o.run = leaves ? signature_run(p.nib, 1 + dir_rank(p.nib, p.ranks, p.sample_log2, child), leaves) : 0ull;
+    return o;
+}
+
+// AGG: lanes whose blocks share an output half (the same 4 output entries and vector)
+// combine their sums first (`reduce_peers`), and one of them updates y: the tuned choice
+// for left products over codes, whose column updates collide within a warp (without it
+// cnr-2000's tree-only left product measured 1.7x slower; docs/BENCHMARKS.md, session 22).
+// The loop is then warp-uniform, as the shuffles need all 32 lanes.
+template <typename Op, bool AGG>
+__device__ __forceinline__ void leaves_octets(const StepParams &p) {
+    typedef typename Op::T T;
+    start_dependents();
+    const u32 lane = threadIdx.x & 31;
+    const u64 total = p.count * p.width;
+    // Warp-uniform base: blockDim and the grid stride are multiples of 32.
+    u64 base = global_thread() - lane;
+    // Scanned offsets are written by the scan: those wait.
+    bool early = base + lane < total && !p.offsets;
+    Octet o = {0u, 0ull, 0ull};
+    if (early) o = octet(p, (base + lane) / p.width);
+    wait_prerequisites();
+    for (; base < total; base += thread_stride(), early = false) {
+        const u64 g = base + lane;
+        if (!AGG && g >= total) break;
+        const bool valid = g < total;
+        const u64 t = (valid ? g : total - 1) / p.width;
+        const u64 b = valid ? g - t * p.width : 0;
+        const u64 code = code_at(p, p.src_off + t);
+        const bool active = live(p, valid && code != PRUNED, code, p.level);
+        if (!AGG && !active) continue;
+        if (active && !early) o = octet(p, t);
+        // The children's 4x4 blocks (0: absent, or pruned by a masked product).
+        u32 bm[4];
+        u64 kids = o.kids, run = o.run;
+#pragma unroll
+        for (u32 q = 0; q < 4; ++q) {
+            bm[q] = 0u;
+            if (!active || !(o.s & (1u << q))) continue;
+            u32 ks = (u32)(kids & 15);
+            kids >>= 4;
+            if (live(p, true, (code << 2) | q, p.level + 1)) bm[q] = block_of_run(ks, run);
+            run >>= 4 * __popc(ks);
+        }
+        const u32 dir = p.dir;
+        const u64 r0 = (u64)compact_bits(code >> 1) << 3, c0 = (u64)compact_bits(code) << 3;
+        // Child q's input half (right: its block column) and output half (right: its
+        // block row); a left product swaps them.
+        auto in_half = [dir](u32 q) { return dir == 0 ? q & 1u : q >> 1; };
+        T xv[2][4];
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h) {
+            u32 used = 0;
+#pragma unroll
+            for (u32 q = 0; q < 4; ++q)
+                if (in_half(q) == h) used |= bm[q];
+            if (used) block_inputs<Op>(p, used, r0 + 4 * h, c0 + 4 * h, b, xv[h]);
+        }
+        const u64 o0 = dir == 0 ? r0 : c0;
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h) {
+            T acc[4];
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
+            bool any = false;
+#pragma unroll
+            for (u32 q = 0; q < 4; ++q) {
+                u32 out_half = dir == 0 ? q >> 1 : q & 1u;
+                if (out_half != h || !bm[q]) continue;
+                any = true;
+                T part[4];
+                block_combine<Op>(dir, bm[q], xv[in_half(q)], part);
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
+            }
+            bool leader = any;
+            if (AGG) {
+                // o0 + 4h is a multiple of 4 and b < width: distinct outputs, distinct keys.
+                const u64 none = ~0ull;
+                u64 key = any ? (o0 + 4 * h) * p.width + b : none;
+                u32 peers = __match_any_sync(FULL_MASK, key);
+                reduce_peers<Op>(peers, lane, acc);
+                leader = any && (__ffs(peers) - 1) == (int)lane;
+            }
+            if (leader) flush_block<Op>(p, o0 + 4 * h, b, acc);
+        }
     }
 }
 
@@ -913,6 +1028,8 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
     extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false, false>(p); } \
     extern "C" __global__ void leaves_agg_##NAME(StepParams p) { leaves_rows<OP, true, true, false>(p); } \
     extern "C" __global__ void leaves_window_##NAME(StepParams p) { leaves_window<OP>(p); } \
+    extern "C" __global__ void leaves_octets_##NAME(StepParams p) { leaves_octets<OP, false>(p); } \
+    extern "C" __global__ void leaves_octets_agg_##NAME(StepParams p) { leaves_octets<OP, true>(p); } \
     extern "C" __global__ void blocks_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, true>(p); } \
     extern "C" __global__ void blocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true>(p); } \
     extern "C" __global__ void rowblocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true, true>(p); } \

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use k2rpq::bench::gen::Web;
 use k2rpq::bench::input::{read_edges, InputFormat};
-use k2rpq::engine::gpu::tile_plan::{TilePlan, MAX_FUSED_LEVELS};
+use k2rpq::engine::gpu::tile_plan::{Bottom, TilePlan, MAX_FUSED_LEVELS};
 use k2rpq::k2tree::{morton, K2Tree};
 
 /// One non-empty 4x4 block: its block row and column and its 16-cell bitmap
@@ -94,8 +94,8 @@ fn plans(codes: &[u64], side: u64) {
         1 << 22,
         1 << 24,
     ] {
-        let p = TilePlan::descend(&tree, top, m, (MAX_FUSED_LEVELS, 0));
-        let single = TilePlan::descend(&tree, top, m, (1, 0)).launches();
+        let p = TilePlan::descend(&tree, top, m, (MAX_FUSED_LEVELS, Bottom::Blocks));
+        let single = TilePlan::descend(&tree, top, m, (1, Bottom::Blocks)).launches();
         let f = TilePlan::frontier(&tree, m);
         println!(
             "M = 2^{:2}: descend {:6} launches ({single} with a launch per level), scratch codes {:>10} B (max step {}); frontier {} launches",

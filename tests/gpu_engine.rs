@@ -118,6 +118,22 @@ fn option_sets() -> Vec<GpuOptions> {
                     subtree_levels: 5,
                     ..o(64, 1, None)
                 },
+                // Leaf steps over the leaves' parents (4x4 blocks) instead of the
+                // default octet leaf steps a level above them: with the automatic tiles,
+                // from the root in small tiles, fused and with the scan.
+                GpuOptions {
+                    octets: false,
+                    ..auto
+                },
+                GpuOptions {
+                    octets: false,
+                    ..o(64, 1, None)
+                },
+                GpuOptions {
+                    octets: false,
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(3000, 4, Some(OffsetSource::Scan))
+                },
             ]);
         } else {
             out.extend([
@@ -830,6 +846,17 @@ fn cnr_2000_matches_cpu() {
     sets.push(GpuOptions {
         leaf_kernel: LeafKernel::WarpAgg,
         frontier: FrontierLayout::RowBlocks,
+        ..GpuOptions::default()
+    });
+    // Tree-only leaf steps over the leaves' parents (the default: octet leaf steps a level
+    // up, which from the default top level 16 are the whole descent), and octets after an
+    // expand step from level 15.
+    sets.push(GpuOptions {
+        octets: false,
+        ..GpuOptions::default()
+    });
+    sets.push(GpuOptions {
+        top_nodes: 1 << 18,
         ..GpuOptions::default()
     });
     // A shallow top (deep device-side descents) with small tiles.

@@ -50,6 +50,8 @@ pub struct GpuContender {
     fused_levels: u32,
     /// `GpuOptions::subtree_levels` (named ` S<levels>` when not the default).
     subtree_levels: u32,
+    /// `GpuOptions::octets` (named ` 4x4` when off: leaf steps over the leaves' parents).
+    octets: bool,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
     /// Whether its `RowBlocks` frontier is laid out in row windows (named `rowwin`).
@@ -90,6 +92,7 @@ impl GpuContender {
                     overlapped: options.overlapped_launches,
                     fused_levels: options.fused_levels,
                     subtree_levels: options.subtree_levels,
+                    octets: options.octets,
                 });
             }
             Ok(())
@@ -146,11 +149,25 @@ impl GpuContender {
             add(default, (dir, Codes), &[TreeOnly], Some(tile_nodes))?;
         }
         // Tree-only with another host-expanded top level (`T16`: at most 2^16 top nodes,
-        // the default before session 20; `T20`: at most 2^20, within the same bound of
-        // the tree's own bytes): fewer expand launches for more resident top codes.
-        for top_nodes in [1 << 16, 1 << 20] {
+        // the default before session 20; `T18`: at most 2^18, that of sessions 20-21; the
+        // default 2^20 within the same bound of the tree's own bytes): more expand launches
+        // for fewer resident top codes.
+        for top_nodes in [1 << 16, 1 << 18] {
             load(
                 GpuOptions {
+                    top_nodes,
+                    ..options(default, (dir, Codes), tile)
+                },
+                &[TreeOnly],
+            )?;
+        }
+        // Tree-only descents whose leaf steps visit the leaves' parents' 4x4 blocks (` 4x4`),
+        // against octet leaf steps a level above them; also from the top level of sessions
+        // 20-21 (` T18 4x4`: their default).
+        for top_nodes in [GpuOptions::default().top_nodes, 1 << 18] {
+            load(
+                GpuOptions {
+                    octets: false,
                     top_nodes,
                     ..options(default, (dir, Codes), tile)
                 },
@@ -267,6 +284,9 @@ impl Contender for GpuContender {
         }
         if self.subtree_levels != GpuOptions::default().subtree_levels {
             name.push_str(&format!(" S{}", self.subtree_levels));
+        }
+        if !self.octets && self.config == MatrixConfig::TreeOnly {
+            name.push_str(" 4x4");
         }
         if !self.overlapped {
             name.push_str(" serial");

@@ -10,7 +10,7 @@ use super::context::GpuContext;
 use super::frontier::{
     block_entries, row_windows, sort_entries, FrontierLayout, MAX_WINDOW_GROWTH,
 };
-use super::tile_plan::{TilePlan, TileSizes};
+use super::tile_plan::{Bottom, TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
 use crate::engine::{Direction, MatrixConfig, Result};
 use crate::k2tree::K2Tree;
@@ -68,8 +68,9 @@ impl TopLevel {
     /// at most `top_nodes` nodes whose codes take no more bytes than the tree's own
     /// signatures and directory, or with at most [`SMALL_TOP_NODES`] nodes; the root's
     /// (level 0) when none is. The byte bound keeps a tree-only matrix within twice its
-    /// tree: on cnr-2000 the default picks level 15 (207 K nodes, 0.83 MB of 32-bit codes
-    /// beside a 1.46 MB tree), three expand launches fewer than level 12.
+    /// tree: on cnr-2000 the default picks level 16 (348 K nodes, 1.39 MB of 32-bit codes
+    /// beside a 1.46 MB tree), four expand launches fewer than level 12 and the level of
+    /// its octet leaf steps ([`super::tile_plan::Bottom::Octets`]).
     pub fn for_tree(tree: &K2Tree, top_nodes: u64) -> TopLevel {
         if tree.nodes() == 0 {
             return TopLevel {
@@ -205,15 +206,19 @@ impl DeviceTree {
                 .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
                 .sum::<u64>()
             + 4 * windows.as_ref().map_or(0, |w| w.shared);
+        // Octet leaf steps run their own kernel, so a variant measured as a baseline
+        // (`cells`, `wrank`, `wagg`, `window`) keeps its leaf steps over the leaves' parents.
+        let octets = options.octets && options.leaf_kernel.ends_in_octets();
+        let bottom = Bottom::new(options.subtree_levels, octets);
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
-            None => TileSizes::auto(tree, (top.level, options.subtree_levels), tree_only, bytes),
+            None => TileSizes::auto(tree, (top.level, bottom), tree_only, bytes),
         };
         let descend = TilePlan::descend(
             tree,
             top.level,
             tiles.descend,
-            (options.fused_levels, options.subtree_levels),
+            (options.fused_levels, bottom),
         );
         let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| match &windows {
             // Block entries need no offsets: one plan serves both sources.

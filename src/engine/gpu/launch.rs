@@ -360,6 +360,17 @@ impl LeafKernel {
         !matches!(self, LeafKernel::Cells | LeafKernel::Window)
     }
 
+    /// Whether tree-only descents with this variant may end in octet leaf steps
+    /// ([`super::GpuOptions::octets`]): those of `rows` and of the variants that are `rows`
+    /// over codes (`tuned`, `runs`). The others are measured baselines of their own leaf
+    /// kernels.
+    pub fn ends_in_octets(self) -> bool {
+        matches!(
+            self,
+            LeafKernel::Rows | LeafKernel::Tuned | LeafKernel::Runs
+        )
+    }
+
     /// The expand kernel of this variant.
     pub fn expand(self) -> &'static str {
         match self {
@@ -407,7 +418,7 @@ const BLOCK_KERNELS: usize = 21;
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
 /// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
 /// entries, then agg and runs over row-sorted block entries, then runs over column-sorted
-/// ones, then the subtree descent × the same five operations.
+/// ones, then the subtree descent and the octet leaf step (plain, then aggregating) × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -465,7 +476,26 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "subtrees_boolean",
     "subtrees_tropical",
     "subtrees_bits",
+    "leaves_octets_plus_times",
+    "leaves_octets_counting",
+    "leaves_octets_boolean",
+    "leaves_octets_tropical",
+    "leaves_octets_bits",
+    "leaves_octets_agg_plus_times",
+    "leaves_octets_agg_counting",
+    "leaves_octets_agg_boolean",
+    "leaves_octets_agg_tropical",
+    "leaves_octets_agg_bits",
 ];
+
+/// The kernel of an octet leaf step for `op` (a [`super::StepKind::Leaves`] step of two
+/// levels) under the resolved leaf variant `kernel`: with warp aggregation where the
+/// variant aggregates (`wagg`, the tuned choice for left products over codes), else the
+/// plain one.
+pub fn octet_kernel(kernel: LeafKernel, op: LeafOp) -> &'static str {
+    let agg = if kernel == LeafKernel::WarpAgg { 5 } else { 0 };
+    LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 35 + agg + op as usize]
+}
 
 /// The subtree descent's kernel for `op` (a [`super::StepKind::Subtrees`] step; one
 /// kernel whatever the leaf variant).
@@ -580,8 +610,12 @@ mod tests {
         }
         for (op, suffix) in OPS {
             assert_eq!(subtree_kernel(op), format!("subtrees_{suffix}"));
+            for k in LeafKernel::ALL {
+                let agg = if k == LeafKernel::WarpAgg { "agg_" } else { "" };
+                assert_eq!(octet_kernel(k, op), format!("leaves_octets_{agg}{suffix}"));
+            }
         }
-        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 35);
+        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 45);
     }
 
     /// The subtree kernel's constants are the host's: roots per block (the grid), threads

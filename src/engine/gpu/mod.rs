@@ -86,9 +86,11 @@ pub struct GpuOptions {
     pub tile_nodes: Option<u64>,
     /// Tree-only products start from a level the host expands at load: the deepest one
     /// with at most this many nodes whose codes take no more bytes than the tree itself
-    /// ([`TopLevel::for_tree`]). Default 2^18: on cnr-2000 three expand launches fewer than
-    /// 2^16 (the default before session 20), for 0.83 MB of 32-bit codes beside its
-    /// 1.46 MB tree (docs/BENCHMARKS.md, session 20).
+    /// ([`TopLevel::for_tree`]). Default 2^20: on cnr-2000 level 16 (348 K nodes, 1.39 MB
+    /// of 32-bit codes beside its 1.46 MB tree), the level of its octet leaf steps, so a
+    /// tree-only product is one launch with no scratch: 1.43-1.47x cuSPARSE's right
+    /// product against 1.56-1.59x from level 15 (2^18, the default of sessions 20-21),
+    /// and a working set of 5.5 MB against 7.7 (docs/BENCHMARKS.md, session 22).
     pub top_nodes: u64,
     /// Force an offset source; `None`: the scan for semiring batches of width > 1, the
     /// directory for single vectors and every bit-packed batch (measured fastest).
@@ -127,13 +129,20 @@ pub struct GpuOptions {
     /// store each output word once, with no clear, atomics or reads of `y`; every other
     /// product reads the windows as row-sorted entries. Default `true`.
     pub row_windows: bool,
+    /// End tree-only descents one level above the leaves' parents with leaf steps in
+    /// which a thread owns a node's 8x8 block of cells ([`tile_plan::Bottom::Octets`]):
+    /// the widest internal level then needs neither a launch nor scratch, and children
+    /// side by side share their rows' updates. For the `rows` family of leaf kernels
+    /// ([`LeafKernel::ends_in_octets`]); ignored with subtree levels. Default `true`
+    /// (docs/BENCHMARKS.md, session 22).
+    pub octets: bool,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             tile_nodes: None,
-            top_nodes: 1 << 18,
+            top_nodes: 1 << 20,
             offset_source: None,
             leaf_kernel: LeafKernel::Tuned,
             frontier: FrontierLayout::default(),
@@ -141,6 +150,7 @@ impl Default for GpuOptions {
             fused_levels: 1,
             subtree_levels: 0,
             row_windows: true,
+            octets: true,
         }
     }
 }
@@ -874,6 +884,7 @@ impl GpuEngine {
         let expand_levels = self.gpu.function("expand_levels")?;
         let leaves = self.gpu.function(kernel.leaves(op))?;
         let subtrees = self.gpu.function(launch::subtree_kernel(op))?;
+        let octets = self.gpu.function(launch::octet_kernel(kernel, op))?;
         // Over block entries the leaf kernel reads each node's block from its entry.
         let block_leaves = if layout.packed() {
             Some(self.gpu.function(kernel.block_leaves(op, layout))?)
@@ -893,7 +904,12 @@ impl GpuEngine {
             let expanding = step.kind == StepKind::Expand;
             // The scan gives first children: an expand of several levels ranks instead,
             // and a subtree step scans its own buffers.
-            let scanned = scanning && step.levels == 1 && step.kind != StepKind::Subtrees;
+            let scanned = scanning
+                && match step.kind {
+                    StepKind::Expand => step.levels == 1,
+                    StepKind::Leaves => true,
+                    StepKind::Subtrees => false,
+                };
             if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;
@@ -937,8 +953,8 @@ impl GpuEngine {
                     Direction::Right => 0,
                     Direction::Left => 1,
                 },
-                // Only expand and subtree steps start from the top level (it lies above
-                // the leaves' parents when it is narrow), and they read codes by width.
+                // Only expand, subtree and octet leaf steps start from a narrow top level
+                // (it lies above the leaves' parents), and they read codes by width.
                 narrow: (step.src == CodeSource::Top && m.top.narrow) as u16,
             };
             let (f, cfg) = match (expanding, block_leaves) {
@@ -946,6 +962,7 @@ impl GpuEngine {
                 // The warp-rank expand takes one level; several take the plain one.
                 (true, _) if step.levels > 1 => (expand_levels, config_for(step.count)),
                 (true, _) => (expand, config_for(step.count)),
+                (false, _) if step.levels == 2 => (octets, config_for(step.count * width)),
                 (false, Some(b)) if step.src == CodeSource::Frontier => {
                     (b, block_leaf_config(kernel, op, step.count, width))
                 }

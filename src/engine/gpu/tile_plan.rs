@@ -25,9 +25,9 @@ pub struct Step {
     /// Expand into the scratch of the level `levels` below, (last internal level) visit
     /// the leaves, or descend whole subtrees.
     pub kind: StepKind,
-    /// Levels an expand step descends at once (1 for leaf steps; for subtree steps the
-    /// levels below their nodes' down to the last internal one): see
-    /// [`TilePlan::descend`].
+    /// Levels an expand step descends at once (leaf steps: the levels down to the leaves'
+    /// parents, 1, or 2 for octet leaf steps; for subtree steps the levels below their
+    /// nodes' down to the last internal one): see [`TilePlan::descend`].
     pub levels: u32,
     /// Level of the step's nodes.
     pub level: u32,
@@ -109,12 +109,59 @@ pub const SUBTREE_ROOTS: u64 = 64;
 /// children, so a step holds at most 2^30 nodes.
 pub const MAX_TILE: u64 = 1 << 30;
 
-/// How a descent goes down: expand steps of up to `max_levels` levels, and the level whose
-/// nodes go to subtree steps, if any.
+/// What ends a tree-only descent below its level-by-level expand steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bottom {
+    /// Leaf steps over the last internal level (the leaves' parents): a thread per node
+    /// and its 4x4 block of cells.
+    Blocks,
+    /// Leaf steps over the level above the leaves' parents: a thread per node and its 8x8
+    /// block of cells (`leaves_octets` in `cuda/leaves.cu`), so the level of the leaves'
+    /// parents, the widest internal one, needs neither scratch nor launches. A tree of
+    /// fewer than three levels below its top ends in [`Bottom::Blocks`].
+    Octets,
+    /// Subtree steps over the `n`-th internal level from the bottom (see
+    /// [`TilePlan::subtree_level`]; below 2, or on a tree too short: [`Bottom::Blocks`]).
+    Subtrees(u32),
+}
+
+impl Bottom {
+    /// The bottom a descent's options ask for: subtree steps when `subtree_levels` is at
+    /// least 2, else octet leaf steps when `octets`, else block leaf steps.
+    pub fn new(subtree_levels: u32, octets: bool) -> Bottom {
+        match subtree_levels {
+            s if s >= 2 => Bottom::Subtrees(s),
+            _ if octets => Bottom::Octets,
+            _ => Bottom::Blocks,
+        }
+    }
+
+    /// The level of the leaf steps of a descent from `top` that ends here (the subtree
+    /// level takes over above it, if any).
+    fn leaf_level(self, tree: &K2Tree, top: u32) -> u32 {
+        let h = tree.height();
+        match self {
+            Bottom::Octets if top + 3 <= h => h - 3,
+            _ => h - 2,
+        }
+    }
+
+    /// The subtree level of a descent from `top`, if any.
+    fn roots(self, tree: &K2Tree, top: u32) -> Option<u32> {
+        match self {
+            Bottom::Subtrees(s) => TilePlan::subtree_level(tree, top, s),
+            _ => None,
+        }
+    }
+}
+
+/// How a descent goes down: expand steps of up to `max_levels` levels, the level whose
+/// nodes go to subtree steps, if any, and the level of its leaf steps.
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     max_levels: u32,
     roots: Option<u32>,
+    leaves: u32,
 }
 
 /// The tile sizes of one matrix's plans.
@@ -153,17 +200,17 @@ impl TileSizes {
     ///   more, so a large matrix never needs more transient memory than it keeps resident
     ///   and a small one keeps its few launches.
     ///
-    /// `subtrees`: the levels a descent leaves to subtree steps (see [`TilePlan::descend`]),
-    /// which need no scratch.
+    /// `bottom`: what ends a descent (see [`TilePlan::descend`]); subtree steps need no
+    /// scratch, nor does the level below octet leaf steps.
     pub fn auto(
         tree: &K2Tree,
-        (top, subtrees): (u32, u32),
+        (top, bottom): (u32, Bottom),
         tree_only: u64,
         with_frontier: u64,
     ) -> TileSizes {
         Self::within(
             tree,
-            (top, subtrees),
+            (top, bottom),
             tree_only.max(MIN_SCRATCH_BUDGET),
             with_frontier.max(MIN_SCRATCH_BUDGET),
         )
@@ -175,7 +222,7 @@ impl TileSizes {
     /// directory.
     pub fn within(
         tree: &K2Tree,
-        (top, subtrees): (u32, u32),
+        (top, bottom): (u32, Bottom),
         descend: u64,
         frontier_scan: u64,
     ) -> TileSizes {
@@ -193,7 +240,7 @@ impl TileSizes {
         };
         TileSizes {
             descend: fits(descend, &|m| {
-                TilePlan::descend_scratch_bound(tree, (top, subtrees), m)
+                TilePlan::descend_scratch_bound(tree, (top, bottom), m)
             }),
             frontier: last.clamp(MIN_AUTO_TILE, MAX_TILE),
             frontier_scan: fits(frontier_scan, &|m| 4 * m.min(last)),
@@ -217,15 +264,30 @@ impl TilePlan {
     /// most [`MAX_FUSED_LEVELS`]; 1: a launch per level) through levels of at most
     /// [`FUSED_LEVEL_NODES`] nodes.
     ///
-    /// With `subtrees` of at least 2 (at most [`MAX_SUBTREE_LEVELS`]) the last `subtrees`
-    /// internal levels are left to [`StepKind::Subtrees`] steps: the expand steps stop at
-    /// the level [`TilePlan::subtree_level`] gives, whose tiles then each take one launch
-    /// that descends their subtrees to the leaves with no scratch below (0 or 1: none).
+    /// `bottom` says where the expand steps stop. With [`Bottom::Subtrees`] of `s` ≥ 2
+    /// levels (at most [`MAX_SUBTREE_LEVELS`]) the last `s` internal levels are left to
+    /// [`StepKind::Subtrees`] steps: the expand steps stop at the level
+    /// [`TilePlan::subtree_level`] gives, whose tiles then each take one launch that
+    /// descends their subtrees to the leaves with no scratch below. With
+    /// [`Bottom::Octets`] they stop one level above the leaves' parents, whose tiles are
+    /// leaf steps of two levels.
+    ///
+    /// ```
+    /// use k2rpq::engine::gpu::tile_plan::{Bottom, StepKind, TilePlan};
+    /// use k2rpq::k2tree::K2Tree;
+    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9), (63, 63)]);
+    /// let h = t.height();
+    /// let blocks = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Blocks));
+    /// let octets = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Octets));
+    /// assert_eq!(octets.launches() + 1, blocks.launches());
+    /// let last = octets.steps.last().unwrap();
+    /// assert_eq!((last.kind, last.level, last.levels), (StepKind::Leaves, h - 3, 2));
+    /// ```
     pub fn descend(
         tree: &K2Tree,
         top: u32,
         tile_nodes: u64,
-        (max_levels, subtrees): (u32, u32),
+        (max_levels, bottom): (u32, Bottom),
     ) -> TilePlan {
         let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
@@ -234,7 +296,8 @@ impl TilePlan {
         let m = tile_nodes.max(4);
         let shape = Shape {
             max_levels: max_levels.clamp(1, MAX_FUSED_LEVELS),
-            roots: Self::subtree_level(tree, top, subtrees),
+            roots: bottom.roots(tree, top),
+            leaves: bottom.leaf_level(tree, top),
         };
         plan.range(
             tree,
@@ -278,17 +341,18 @@ impl TilePlan {
         k
     }
 
-    /// Bytes of scratch a [`TilePlan::descend`] plan from `top` with `subtrees` subtree
-    /// levels and tiles of `m` needs at most: per level below `top` down to the last
-    /// expanded one, a code buffer of at most `min(m, level)` codes (8 bytes), plus the
-    /// scan's offsets of the largest step (4 bytes per node). An upper bound of
-    /// `ScratchLayout`'s codes and offsets, computed without planning (monotone in `m`).
-    pub fn descend_scratch_bound(tree: &K2Tree, (top, subtrees): (u32, u32), m: u64) -> u64 {
+    /// Bytes of scratch a [`TilePlan::descend`] plan from `top` ending in `bottom` with
+    /// tiles of `m` needs at most: per level below `top` down to the last expanded one, a
+    /// code buffer of at most `min(m, level)` codes (8 bytes), plus the scan's offsets of
+    /// the largest step (4 bytes per node). An upper bound of `ScratchLayout`'s codes and
+    /// offsets, computed without planning (monotone in `m`).
+    pub fn descend_scratch_bound(tree: &K2Tree, (top, bottom): (u32, Bottom), m: u64) -> u64 {
         if tree.nodes() == 0 {
             return 0;
         }
-        let h = tree.height();
-        let last = Self::subtree_level(tree, top, subtrees).unwrap_or(h - 2);
+        let last = bottom
+            .roots(tree, top)
+            .unwrap_or(bottom.leaf_level(tree, top));
         let codes: u64 = (top + 1..=last).map(|d| tree.level_nodes(d).min(m)).sum();
         let widest = (top..=last).map(|d| tree.level_nodes(d)).max().unwrap_or(0);
         8 * codes + 4 * widest.min(m)
@@ -313,6 +377,7 @@ impl TilePlan {
             Shape {
                 max_levels: 1,
                 roots: None,
+                leaves: d,
             },
         );
         plan
@@ -375,7 +440,7 @@ impl TilePlan {
     ) {
         let h = tree.height();
         let end = node0 + count;
-        let kind = if d + 2 == h {
+        let kind = if d == shape.leaves {
             StepKind::Leaves
         } else if shape.roots == Some(d) {
             StepKind::Subtrees
@@ -383,11 +448,12 @@ impl TilePlan {
             StepKind::Expand
         };
         let levels = match kind {
-            StepKind::Leaves => 1,
+            // 2 for octet leaf steps (one level above the leaves' parents).
+            StepKind::Leaves => h - 1 - d,
             // The levels below the nodes' own, down to the last internal level.
             StepKind::Subtrees => h - 2 - d,
             StepKind::Expand => {
-                let last = shape.roots.unwrap_or(h - 2);
+                let last = shape.roots.unwrap_or(shape.leaves);
                 Self::fused_levels(tree, d, (shape.max_levels, last), m)
             }
         };
@@ -493,8 +559,15 @@ pub(super) mod tests {
             for &tile in &[4u64, 16, 1000, 1 << 20] {
                 for top in 0..=h - 2 {
                     let mut launches = Vec::new();
-                    for max_levels in 1..=MAX_FUSED_LEVELS {
-                        let plan = TilePlan::descend(&t, top, tile, (max_levels, 0));
+                    for (max_levels, bottom) in (1..=MAX_FUSED_LEVELS)
+                        .flat_map(|l| [(l, Bottom::Blocks), (l, Bottom::Octets)])
+                    {
+                        let plan = TilePlan::descend(&t, top, tile, (max_levels, bottom));
+                        let leaves = if bottom == Bottom::Octets && top + 3 <= h {
+                            h - 3
+                        } else {
+                            h - 2
+                        };
                         let mut next: Vec<u64> = (0..h).map(|d| t.level_start(d)).collect();
                         let mut visited = vec![false; h as usize];
                         for s in &plan.steps {
@@ -503,34 +576,49 @@ pub(super) mod tests {
                             assert_eq!(s.node0, next[d], "level {d} out of order");
                             next[d] += s.count;
                             assert!(s.count <= tile.max(4));
-                            assert!((1..=max_levels).contains(&s.levels));
                             if s.kind == StepKind::Expand {
+                                assert!((1..=max_levels).contains(&s.levels));
                                 assert!(s.children <= tile.max(4));
                                 let below = (s.level + s.levels) as usize;
-                                assert!(below <= h as usize - 2);
+                                assert!(below <= leaves as usize);
                                 assert!(s.children <= plan.scratch_codes[below]);
                                 for k in 1..s.levels {
                                     assert!(t.level_nodes(s.level + k) <= FUSED_LEVEL_NODES);
                                 }
                             } else {
-                                assert_eq!(s.levels, 1);
+                                assert_eq!((s.level, s.levels), (leaves, h - 1 - leaves));
                             }
-                            let first = TilePlan::descendants_of(&t, s.level, s.node0, s.levels);
+                            // Leaf steps record their nodes' first child, expand steps
+                            // the first node of the level they write.
+                            let down = if s.kind == StepKind::Expand {
+                                s.levels
+                            } else {
+                                1
+                            };
+                            let first = TilePlan::descendants_of(&t, s.level, s.node0, down);
                             assert_eq!(s.child0, first);
                         }
-                        for d in top..h - 1 {
+                        for d in top..=leaves {
                             let full = next[d as usize] == t.level_start(d + 1);
                             assert!(full || !visited[d as usize], "level {d} partly planned");
                             assert!(visited[d as usize] || max_levels > 1, "level {d} skipped");
                         }
-                        assert!(visited[top as usize] && visited[h as usize - 2]);
-                        launches.push(plan.launches());
+                        assert!(!visited[leaves as usize + 1..].contains(&true));
+                        assert!(visited[top as usize] && visited[leaves as usize]);
+                        let exact =
+                            8 * plan.scratch_codes.iter().sum::<u64>() + 4 * plan.max_step_nodes;
+                        let bound = TilePlan::descend_scratch_bound(&t, (top, bottom), tile);
+                        assert!(exact <= bound, "{n} {tile} {top} {bottom:?}");
+                        launches.push((bottom, plan.launches()));
                     }
-                    // More levels per launch never mean more launches.
-                    assert!(
-                        launches.windows(2).all(|w| w[1] <= w[0]),
-                        "{n} {tile} {top} {launches:?}"
-                    );
+                    // More levels per launch never mean more launches, and octet leaf
+                    // steps take one level's launches fewer.
+                    for b in [Bottom::Blocks, Bottom::Octets] {
+                        let l: Vec<usize> =
+                            launches.iter().filter(|x| x.0 == b).map(|x| x.1).collect();
+                        assert!(l.windows(2).all(|w| w[1] <= w[0]), "{n} {tile} {top} {l:?}");
+                    }
+                    assert!(launches[1].1 <= launches[0].1);
                 }
                 let f = TilePlan::frontier(&t, tile);
                 let covered: u64 = f.steps.iter().map(|s| s.count).sum();
@@ -556,7 +644,8 @@ pub(super) mod tests {
                 for top in 0..=h - 2 {
                     for subtrees in [0, 1, 2, 3, 5, MAX_SUBTREE_LEVELS, 20] {
                         for max_levels in [1, MAX_FUSED_LEVELS] {
-                            let plan = TilePlan::descend(&t, top, tile, (max_levels, subtrees));
+                            let bottom = Bottom::Subtrees(subtrees);
+                            let plan = TilePlan::descend(&t, top, tile, (max_levels, bottom));
                             let roots = TilePlan::subtree_level(&t, top, subtrees);
                             let Some(l) = roots else {
                                 assert!(plan.steps.iter().all(|s| s.kind != StepKind::Subtrees));
@@ -587,7 +676,7 @@ pub(super) mod tests {
                             let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
                                 + 4 * plan.max_step_nodes;
                             assert!(
-                                exact <= TilePlan::descend_scratch_bound(&t, (top, subtrees), tile)
+                                exact <= TilePlan::descend_scratch_bound(&t, (top, bottom), tile)
                             );
                         }
                     }
@@ -605,22 +694,25 @@ pub(super) mod tests {
         let top = 3;
         let mut last = 0;
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
-            let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, 0));
+            let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, Bottom::Blocks));
             let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
-            let bound = TilePlan::descend_scratch_bound(&t, (top, 0), m);
+            let bound = TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
             assert!(bound >= last);
             last = bound;
         }
         for budget in [1u64, 100_000, 1 << 20, 1 << 22, 1 << 40] {
-            let s = TileSizes::within(&t, (top, 0), budget, budget);
+            let s = TileSizes::within(&t, (top, Bottom::Blocks), budget, budget);
             assert!(s.descend.is_power_of_two());
             assert!((MIN_AUTO_TILE..=MAX_TILE).contains(&s.descend));
-            let b = TilePlan::descend_scratch_bound(&t, (top, 0), s.descend);
+            let b = TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), s.descend);
             assert!(b <= budget || s.descend == MIN_AUTO_TILE, "{budget}: {s:?}");
             // The next size up would not have fitted.
             if s.descend < MAX_TILE {
-                assert!(TilePlan::descend_scratch_bound(&t, (top, 0), 2 * s.descend) > budget);
+                assert!(
+                    TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), 2 * s.descend)
+                        > budget
+                );
             }
             assert!(
                 4 * s.frontier_scan.min(t.level_nodes(h - 2)) <= budget
@@ -631,12 +723,17 @@ pub(super) mod tests {
         }
         // Below the floor the automatic sizes are those of the floor.
         assert_eq!(
-            TileSizes::auto(&t, (top, 0), 1, 1),
-            TileSizes::within(&t, (top, 0), MIN_SCRATCH_BUDGET, MIN_SCRATCH_BUDGET)
+            TileSizes::auto(&t, (top, Bottom::Blocks), 1, 1),
+            TileSizes::within(
+                &t,
+                (top, Bottom::Blocks),
+                MIN_SCRATCH_BUDGET,
+                MIN_SCRATCH_BUDGET
+            )
         );
         assert_eq!(
-            TileSizes::auto(&t, (top, 0), 1 << 40, 1 << 40),
-            TileSizes::within(&t, (top, 0), 1 << 40, 1 << 40)
+            TileSizes::auto(&t, (top, Bottom::Blocks), 1 << 40, 1 << 40),
+            TileSizes::within(&t, (top, Bottom::Blocks), 1 << 40, 1 << 40)
         );
         assert_eq!(TileSizes::fixed(1 << 40).descend, MAX_TILE);
         assert_eq!(TileSizes::fixed(0).frontier, 4);
@@ -645,12 +742,16 @@ pub(super) mod tests {
     #[test]
     fn empty_tree_has_no_steps() {
         let t = K2Tree::from_edges(10, 10, vec![]);
-        assert!(TilePlan::descend(&t, 0, 16, (MAX_FUSED_LEVELS, 0))
-            .steps
-            .is_empty());
-        assert!(TilePlan::descend(&t, 0, 16, (1, MAX_SUBTREE_LEVELS))
-            .steps
-            .is_empty());
+        assert!(
+            TilePlan::descend(&t, 0, 16, (MAX_FUSED_LEVELS, Bottom::Blocks))
+                .steps
+                .is_empty()
+        );
+        assert!(
+            TilePlan::descend(&t, 0, 16, (1, Bottom::Subtrees(MAX_SUBTREE_LEVELS)))
+                .steps
+                .is_empty()
+        );
         assert!(TilePlan::frontier(&t, 16).steps.is_empty());
     }
 }
