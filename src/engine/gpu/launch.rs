@@ -418,7 +418,8 @@ const BLOCK_KERNELS: usize = 21;
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
 /// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
 /// entries, then agg and runs over row-sorted block entries, then runs over column-sorted
-/// ones, then the subtree descent and the octet leaf step (plain, then aggregating) × the same five operations.
+/// ones, then the subtree descent, the octet leaf step and the aggregating octet leaf step,
+/// each × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
