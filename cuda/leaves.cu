@@ -503,13 +503,13 @@ __device__ __forceinline__ void leaves_rows(const StepParams &p) {
 }
 
 // The leaf step of a descent that stops one level above the last internal one
-// (`GpuOptions::leaf_levels` 2): a thread owns a node of level h − 3 (and vector b) and
-// visits its children's leaves in place, the node's 8x8 block of cells as up to four 4x4
-// blocks (child q at block row q >> 1, block column q & 1). The level of the leaves'
-// parents then needs neither a launch nor scratch: the node's children are contiguous,
-// so are their leaves, and a rank per level (the node's first child, that child's first
-// leaf) finds them all, the leaves' signatures in one or two words (≤ 16 nibbles). A
-// right product loads the block's x as two quads (columns 0-3 and 4-7), sums each of
+// (`GpuOptions::octets`, `tile_plan::Bottom::Octets`): a thread owns a node of level h − 3
+// (and vector b) and visits its children's leaves in place, the node's 8x8 block of cells
+// as up to four 4x4 blocks (child q at block row q >> 1, block column q & 1). The level
+// of the leaves' parents then needs neither a launch nor scratch: the node's children are
+// contiguous, so are their leaves, and a rank per level (the node's first child, that
+// child's first leaf) finds them all, the leaves' signatures in one or two words (≤ 16
+// nibbles). A right product loads the block's x as two quads (columns 0-3 and 4-7), sums each of
 // its 8 rows over both halves and updates each non-empty row once, so children side by
 // side share their rows' updates (a left product the same over columns).
 struct Octet {
@@ -575,6 +575,7 @@ __device__ __forceinline__ void leaves_octets(const StepParams &p) {
         // Child q's input half (right: its block column) and output half (right: its
         // block row); a left product swaps them.
         auto in_half = [dir](u32 q) { return dir == 0 ? q & 1u : q >> 1; };
+        auto out_half = [dir](u32 q) { return dir == 0 ? q >> 1 : q & 1u; };
         T xv[2][4];
 #pragma unroll
         for (u32 h = 0; h < 2; ++h) {
@@ -593,8 +594,7 @@ __device__ __forceinline__ void leaves_octets(const StepParams &p) {
             bool any = false;
 #pragma unroll
             for (u32 q = 0; q < 4; ++q) {
-                u32 out_half = dir == 0 ? q >> 1 : q & 1u;
-                if (out_half != h || !bm[q]) continue;
+                if (out_half(q) != h || !bm[q]) continue;
                 any = true;
                 T part[4];
                 block_combine<Op>(dir, bm[q], xv[in_half(q)], part);
