@@ -76,6 +76,20 @@ __device__ __forceinline__ u64 first_child(const StepParams &p, u64 t) {
     return 1 + dir_rank(p.nib, p.ranks, p.sample_log2, p.node0 + t);
 }
 
+// rank(j) computed by a whole warp (all 32 lanes, the same j): lane i popcounts signature
+// words i, i + 32, ... of the sample block, and a warp sum adds them (all lanes get it).
+__device__ __forceinline__ u64 warp_dir_rank(const StepParams &p, u64 j, u32 lane) {
+    u64 k = j >> p.sample_log2;
+    u64 w0 = (k << p.sample_log2) >> 4;
+    u64 end = j >> 4;
+    u32 c = 0;
+    for (u64 w = w0 + lane; w < end; w += 32) c += __popcll(p.nib[w]);
+    u32 rem = (u32)(j & 15);
+    if (lane == 0 && rem) c += __popcll(p.nib[end] & ((1ull << (4 * rem)) - 1));
+    c = __reduce_add_sync(0xffffffffu, c);
+    return p.ranks[k] + c;
+}
+
 // Inclusive sum of v over lanes 0 .. this lane of the warp. All 32 lanes must call it.
 __device__ __forceinline__ u32 warp_inclusive_sum(u32 v) {
     const u32 lane = threadIdx.x & 31;

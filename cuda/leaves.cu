@@ -159,20 +159,6 @@ struct BitsAcc {
     }
 };
 
-// rank(j) of common.cuh computed by a whole warp: lane i popcounts signature words
-// i, i + 32, ... of the sample block, and a warp sum adds them (all lanes get it).
-__device__ __forceinline__ u64 warp_dir_rank(const StepParams &p, u64 j, u32 lane) {
-    u64 k = j >> p.sample_log2;
-    u64 w0 = (k << p.sample_log2) >> 4;
-    u64 end = j >> 4;
-    u32 c = 0;
-    for (u64 w = w0 + lane; w < end; w += 32) c += __popcll(p.nib[w]);
-    u32 rem = (u32)(j & 15);
-    if (lane == 0 && rem) c += __popcll(p.nib[end] & ((1ull << (4 * rem)) - 1));
-    c = __reduce_add_sync(FULL_MASK, c);
-    return p.ranks[k] + c;
-}
-
 // Signature and first child (global index) of node t of the step, for the lanes of a warp
 // whose items g = base + lane (g < total) map to nodes t = g / width. Lane i loads the
 // signature of node base / width + i, the warp scans the fan-outs, and each lane picks its
@@ -518,15 +504,33 @@ struct Octet {
     u64 run;   // their leaves' signatures, in order (empty when no child has leaves)
 };
 
-// What node t of a leaf step of two levels reads from the resident tree.
-__device__ __forceinline__ Octet octet(const StepParams &p, u64 t) {
+// What node t of a leaf step of two levels reads from the resident tree, for all 32 lanes
+// of a warp whose items g = base + lane (g < total) map to nodes t = g / width, with one
+// rank per level for the warp (as `warp_children`): lane i reads node base / width + i,
+// scans of the lanes' children and leaves give each its first child and first leaf, and
+// each lane takes its own node's (by a shuffle when width > 1).
+// Per-lane ranks made the octet step issue-bound on the web graph (`ncu`: 74 % of the SMs'
+// issue slots; docs/BENCHMARKS.md, session 23). Octet steps have no scanned offsets.
+__device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 total, u64 t, u32 lane) {
+    const u64 tf = base / p.width;
+    const u64 last = min(base + 31, total - 1) / p.width;
+    const u64 tj = tf + lane;
     Octet o;
-    o.s = signature(p.nib, p.node0 + t);
+    o.s = tj <= last ? signature(p.nib, p.node0 + tj) : 0u;
     u32 n = __popc(o.s);
-    u64 child = first_child(p, t);
+    const u64 warp_child = 1 + warp_dir_rank(p, p.node0 + tf, lane);
+    const u64 child = warp_child + warp_inclusive_sum(n) - n;
     o.kids = n ? signature_run(p.nib, child, n) : 0ull;
     u32 leaves = __popcll(o.kids & ((1ull << (4 * n)) - 1));  // n ≤ 4
-    o.run = leaves ? signature_run(p.nib, 1 + dir_rank(p.nib, p.ranks, p.sample_log2, child), leaves) : 0ull;
+    const u64 warp_leaf = 1 + warp_dir_rank(p, warp_child, lane);
+    const u64 leaf = warp_leaf + warp_inclusive_sum(leaves) - leaves;
+    o.run = leaves ? signature_run(p.nib, leaf, leaves) : 0ull;
+    if (p.width > 1) {
+        const u32 src = (u32)(min(t, last) - tf);
+        o.s = __shfl_sync(FULL_MASK, o.s, src);
+        o.kids = __shfl_sync(FULL_MASK, o.kids, src);
+        o.run = __shfl_sync(FULL_MASK, o.run, src);
+    }
     return o;
 }
 
@@ -543,21 +547,21 @@ __device__ __forceinline__ void leaves_octets(const StepParams &p) {
     const u64 total = p.count * p.width;
     // Warp-uniform base: blockDim and the grid stride are multiples of 32.
     u64 base = global_thread() - lane;
-    // Scanned offsets are written by the scan: those wait.
-    bool early = base + lane < total && !p.offsets;
-    Octet o = {0u, 0ull, 0ull};
-    if (early) o = octet(p, (base + lane) / p.width);
+    // The whole warp reads its octets (warp_octet) from the resident tree alone, so the
+    // first ones are read before the wait.
+    Octet o;
+    if (base < total) o = warp_octet(p, base, total, min(base + lane, total - 1) / p.width, lane);
     wait_prerequisites();
-    for (; base < total; base += thread_stride(), early = false) {
+    for (bool first = true; base < total; base += thread_stride(), first = false) {
         const u64 g = base + lane;
-        if (!AGG && g >= total) break;
         const bool valid = g < total;
         const u64 t = (valid ? g : total - 1) / p.width;
         const u64 b = valid ? g - t * p.width : 0;
+        if (!first) o = warp_octet(p, base, total, t, lane);
+        if (!AGG && !valid) continue;
         const u64 code = code_at(p, p.src_off + t);
         const bool active = live(p, valid && code != PRUNED, code, p.level);
         if (!AGG && !active) continue;
-        if (active && !early) o = octet(p, t);
         // The children's 4x4 blocks (0: absent, or pruned by a masked product).
         u32 bm[4];
         u64 kids = o.kids, run = o.run;
@@ -614,6 +618,11 @@ __device__ __forceinline__ void leaves_octets(const StepParams &p) {
         }
     }
 }
+
+// Blocks of 256 threads per SM the octet kernels are bounded to: 5 (48 registers, as
+// before their warp ranks, which took 56 unbounded) for 4-byte elements; bit-packed
+// words need 64 registers without spilling, so 4.
+#define OCTET_BLOCKS(OP) (sizeof(OP::T) == 8 ? 4 : 5)
 
 // The `runs` kernel, over block entries only: a thread takes N consecutive entries (for
 // one vector) and sums the blocks of a run of entries with the same output block in
@@ -1028,8 +1037,12 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
     extern "C" __global__ void leaves_wrank_##NAME(StepParams p) { leaves_rows<OP, true, false, false>(p); } \
     extern "C" __global__ void leaves_agg_##NAME(StepParams p) { leaves_rows<OP, true, true, false>(p); } \
     extern "C" __global__ void leaves_window_##NAME(StepParams p) { leaves_window<OP>(p); } \
-    extern "C" __global__ void leaves_octets_##NAME(StepParams p) { leaves_octets<OP, false>(p); } \
-    extern "C" __global__ void leaves_octets_agg_##NAME(StepParams p) { leaves_octets<OP, true>(p); } \
+    extern "C" __global__ void __launch_bounds__(256, OCTET_BLOCKS(OP)) leaves_octets_##NAME(StepParams p) { \
+        leaves_octets<OP, false>(p);                                                             \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, OCTET_BLOCKS(OP)) leaves_octets_agg_##NAME(StepParams p) { \
+        leaves_octets<OP, true>(p);                                                              \
+    }                                                                                            \
     extern "C" __global__ void blocks_rows_##NAME(StepParams p) { leaves_rows<OP, false, false, true>(p); } \
     extern "C" __global__ void blocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true>(p); } \
     extern "C" __global__ void rowblocks_agg_##NAME(StepParams p) { leaves_rows<OP, false, true, true, true>(p); } \

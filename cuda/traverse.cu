@@ -7,10 +7,11 @@
 // (child0: the first descendant of node0 at that level). A masked traversal writes PRUNED
 // for descendants on a path through a node whose input range meets no active input (and
 // for all descendants of a pruned node), so the positions stay those of the static tile
-// plan. Expanding several small levels in one launch saves the launches and the scratch
-// of the levels in between: the descendants of a node are contiguous on each level, so
-// one directory rank per level finds them, and the signatures of a node's children (at
-// most 4) and grandchildren (at most 16) are one or two words.
+// plan. Expanding several levels in one launch (small ones, or thin ones that hardly
+// grow: tile_plan::fused_levels) saves the launches and the scratch of the levels in
+// between: the descendants of consecutive nodes are contiguous on each level, so one
+// rank per warp and level finds them, and the signatures of a node's children (at most 4)
+// and grandchildren (at most 16) are one or two words.
 
 // The signatures of n ≤ 16 consecutive nodes from node j (0 when n = 0), node j in the
 // low nibble and nothing above the n-th.
@@ -28,31 +29,92 @@ struct Descent {
     u64 first;
 };
 
-template <bool SEVERAL>
+// Node t of a one-level step: its signature and first child.
 __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
     Descent d;
     d.s0 = signature(p.nib, p.node0 + t);
     d.sig1 = d.sig2 = 0;
-    // Steps of several levels have no scanned offsets (their child0 is a descendant's).
-    u64 f = first_child(p, t);
-    if (SEVERAL && p.width >= 2) {
-        d.sig1 = signatures(p.nib, f, __popc(d.s0));
-        f = 1 + dir_rank(p.nib, p.ranks, p.sample_log2, f);
-        if (p.width >= 3) {
-            d.sig2 = signatures(p.nib, f, __popcll(d.sig1));
-            f = 1 + dir_rank(p.nib, p.ranks, p.sample_log2, f);
-        }
+    d.first = first_child(p, t);
+    return d;
+}
+
+// Node base + lane of a step of p.width ≥ 2 levels, for all 32 lanes of a warp with the
+// same base (lanes past the step's end have no children). The warp's nodes are
+// consecutive, so on each level below their descendants are too: one rank per level, of
+// the warp's first descendant there, plus a shuffle scan of the lanes' counts gives every
+// lane's first descendant. A rank per lane and level made this kernel issue-bound on the
+// web graph (`ncu`: 85 % of the SMs' issue slots, 3 % of DRAM; docs/BENCHMARKS.md, session
+// 23). Such steps have no scanned offsets (their child0 is a descendant's).
+__device__ __forceinline__ Descent warp_descent(const StepParams &p, u64 base, u32 lane) {
+    Descent d;
+    u64 t = base + lane;
+    d.s0 = t < p.count ? signature(p.nib, p.node0 + t) : 0u;
+    d.sig1 = d.sig2 = 0;
+    u64 warp_first = 1 + warp_dir_rank(p, p.node0 + base, lane);
+    u32 n = __popc(d.s0);
+    u64 f = warp_first + warp_inclusive_sum(n) - n;
+    d.sig1 = signatures(p.nib, f, n);
+    n = __popcll(d.sig1);
+    warp_first = 1 + warp_dir_rank(p, warp_first, lane);
+    f = warp_first + warp_inclusive_sum(n) - n;
+    if (p.width >= 3) {
+        d.sig2 = signatures(p.nib, f, n);
+        n = __popcll(d.sig2);
+        warp_first = 1 + warp_dir_rank(p, warp_first, lane);
+        f = warp_first + warp_inclusive_sum(n) - n;
     }
     d.first = f;
     return d;
 }
 
-// SEVERAL: the step may expand more than one level (`expand_levels`). The one-level
-// kernel (`expand`) is compiled apart: with the deeper levels' code in it, a one-level
-// step measured 6-16 % slower (docs/BENCHMARKS.md, session 12).
-template <bool SEVERAL>
+// Writes the codes of node `code`'s children (read as `d`), in order from out: PRUNED for
+// those a masked traversal prunes.
+__device__ __forceinline__ void write_children(const StepParams &p, const Descent &d, u64 code, u64 *out) {
+    bool alive = live(p, code != PRUNED, code, p.level);
+    for (u32 b1 = 0; b1 < 4; ++b1) {
+        if (!(d.s0 & (1u << b1))) continue;
+        u64 c1 = (code << 2) | b1;
+        *out++ = live(p, alive, c1, p.level + 1) ? c1 : PRUNED;
+    }
+}
+
+// The same for the descendants `levels` (2 or 3) levels below: one iteration per
+// descendant, a set bit of the deepest signatures, whose ancestors' quadrants are bit
+// selects (`__fns`) of the levels above. Nested loops over the quadrants of each level,
+// unrolled 4 x 4 x 4, made `expand_levels` issue ~1,700 instructions per warp and node on
+// the web graph: the lanes' bits differ, so a warp ran nearly every path (`ncu`;
+// docs/BENCHMARKS.md, session 23).
+__device__ __forceinline__ void write_descendants(const StepParams &p, u32 levels, const Descent &d,
+                                                  u64 code, u64 *out) {
+    const bool alive = live(p, code != PRUNED, code, p.level);
+    const u32 kids = (u32)d.sig1;  // the children's signatures: at most 4 nibbles
+    u64 deepest = levels == 2 ? d.sig1 : d.sig2;
+    while (deepest) {
+        const u32 pos = (u32)__ffsll((long long)deepest) - 1;
+        deepest &= deepest - 1;
+        // pos >> 2: the index of the node above among its level's (the step's node's
+        // descendants there); its quadrant is that set bit's position in their signatures.
+        u32 up = pos >> 2, b2 = 0;
+        if (levels == 3) {
+            const u32 at = __fns(kids, 0, (int)up + 1);
+            b2 = at & 3;
+            up = at >> 2;
+        }
+        u64 c = (code << 2) | __fns(d.s0, 0, (int)up + 1);
+        bool a = live(p, alive, c, p.level + 1);
+        if (levels == 3) {
+            c = (c << 2) | b2;
+            a = live(p, a, c, p.level + 2);
+        }
+        c = (c << 2) | (pos & 3);
+        *out++ = live(p, a, c, p.level + levels) ? c : PRUNED;
+    }
+}
+
+// The one-level kernel (`expand`) is compiled apart from the several-level one: with the
+// deeper levels' code in it, a one-level step measured 6-16 % slower (docs/BENCHMARKS.md,
+// session 12).
 __device__ __forceinline__ void expand_nodes(const StepParams &p) {
-    const u32 levels = SEVERAL ? (u32)p.width : 1u;
     start_dependents();
     u64 t = global_thread();
     // The first node's signatures and directory ranks read only the resident tree: with an
@@ -60,46 +122,37 @@ __device__ __forceinline__ void expand_nodes(const StepParams &p) {
     // offsets are written by the scan, so they wait.
     bool early = !p.offsets && t < p.count;
     Descent d;
-    if (early) d = descent<SEVERAL>(p, t);
+    if (early) d = descent(p, t);
     wait_prerequisites();
     for (; t < p.count; t += thread_stride(), early = false) {
-        if (!early) d = descent<SEVERAL>(p, t);
+        if (!early) d = descent(p, t);
         u64 code = code_at(p, p.src_off + t);
-        u64 *out = p.codes_out + (d.first - p.child0);
-        bool alive = live(p, code != PRUNED, code, p.level);
-        u64 s1 = d.sig1, s2 = d.sig2;
-        for (u32 b1 = 0; b1 < 4; ++b1) {
-            if (!(d.s0 & (1u << b1))) continue;
-            u64 c1 = (code << 2) | b1;
-            bool alive1 = live(p, alive, c1, p.level + 1);
-            if (levels == 1) {
-                *out++ = alive1 ? c1 : PRUNED;
-                continue;
-            }
-            u32 g1 = (u32)(s1 & 15);
-            s1 >>= 4;
-            for (u32 b2 = 0; b2 < 4; ++b2) {
-                if (!(g1 & (1u << b2))) continue;
-                u64 c2 = (c1 << 2) | b2;
-                bool alive2 = live(p, alive1, c2, p.level + 2);
-                if (levels == 2) {
-                    *out++ = alive2 ? c2 : PRUNED;
-                    continue;
-                }
-                u32 g2 = (u32)(s2 & 15);
-                s2 >>= 4;
-                for (u32 b3 = 0; b3 < 4; ++b3) {
-                    if (!(g2 & (1u << b3))) continue;
-                    u64 c3 = (c2 << 2) | b3;
-                    *out++ = live(p, alive2, c3, p.level + 3) ? c3 : PRUNED;
-                }
-            }
-        }
+        write_children(p, d, code, p.codes_out + (d.first - p.child0));
     }
 }
 
-extern "C" __global__ void expand(StepParams p) { expand_nodes<false>(p); }
-extern "C" __global__ void expand_levels(StepParams p) { expand_nodes<true>(p); }
+// Steps of 2-3 levels (`expand_levels`): the loop is warp-uniform, as the warp's ranks
+// and scans need all 32 lanes.
+__device__ __forceinline__ void expand_levels_nodes(const StepParams &p) {
+    start_dependents();
+    const u32 lane = threadIdx.x & 31;
+    // Warp-uniform base: blockDim and the grid stride are multiples of 32.
+    u64 base = global_thread() - lane;
+    bool early = base < p.count;
+    Descent d;
+    if (early) d = warp_descent(p, base, lane);
+    wait_prerequisites();
+    for (; base < p.count; base += thread_stride(), early = false) {
+        if (!early) d = warp_descent(p, base, lane);
+        u64 t = base + lane;
+        if (t >= p.count) continue;
+        u64 code = code_at(p, p.src_off + t);
+        write_descendants(p, (u32)p.width, d, code, p.codes_out + (d.first - p.child0));
+    }
+}
+
+extern "C" __global__ void expand(StepParams p) { expand_nodes(p); }
+extern "C" __global__ void expand_levels(StepParams p) { expand_levels_nodes(p); }
 
 // The semirings of Table 1 as one `apply(y, i_in, i_out, b)` each.
 struct PlusTimesOp {

@@ -11,6 +11,9 @@
 #           TEST_ARGS: passed to each, e.g. "--skip cnr_2000_timings")
 #   spmv    k2rpq bench-spmv on cnr-2000 (SPMV_ARGS: more arguments)
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph (SPMVWEB_BATCHES: f32 widths)
+#   descent tree-only descents of web 200M per DESCENT_FUSED (default 1,3) levels per expand
+#           step: plans, device times, and ncu's per-kernel sums of one product each
+#           (DESCENT_NCU_FUSED: which of them ncu profiles)
 #   headers bit-packed right products over 4x4 and 8x4 header-run windows against the
 #           engine's (examples/header_runs.rs: issue 10, session 18), cnr-2000 and web 200M
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
@@ -77,6 +80,7 @@ for line in sys.stdin:
     cargo build --release --example lines_build && cp target/release/examples/lines_build "$carry/bin/lines_build"
     cargo build --release --example profile_leaves && cp target/release/examples/profile_leaves "$carry/bin/profile_leaves"
     cargo build --release --example header_runs && cp target/release/examples/header_runs "$carry/bin/header_runs"
+    cargo build --release --example descent_profile && cp target/release/examples/descent_profile "$carry/bin/descent_profile"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -154,7 +158,7 @@ for line in sys.stdin:
         bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves|header_runs) continue ;; esac
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves|header_runs|descent_profile) continue ;; esac
             # TESTS (e.g. "gpu_engine rpq_gpu"): only these binaries; TEST_ARGS: passed to each.
             if [ -n "${TESTS:-}" ] && ! [[ " $TESTS " == *" $name "* ]]; then continue; fi
             step "test $name"
@@ -178,6 +182,17 @@ for line in sys.stdin:
         "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
             ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
         spmv_rows "$out/spmv-web.txt" ;;
+    descent)
+        # DESCENT_FUSED: the levels per expand step to compare (GpuOptions::fused_levels).
+        fused="${DESCENT_FUSED:-1,3}"
+        step "tree-only descents of web 200M per fused_levels ($fused): plans and device times (descent_profile)"
+        "$bin/descent_profile" 200000000 "$fused" 20 2>&1 | tee -a "$out/summary.txt" || status=1
+        if command -v ncu >/dev/null; then
+            step "ncu: each launch of one right and one left product per fused_levels, summed per kernel"
+            timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+                "$bin/descent_profile" 200000000 "${DESCENT_NCU_FUSED:-$fused}" 0 > "$tmp/ncu-descent.csv" 2>/dev/null || status=1
+            python3 "$root/scripts/ncu-sum.py" "$tmp/ncu-descent.csv" 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi ;;
     headers)
         step "bit-packed right products over header-run windows (examples/header_runs.rs), cnr-2000 and web 200M"
         "$bin/header_runs" "$cnr" "${HEADERS_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
@@ -407,5 +422,5 @@ for line in sys.stdin:
     exit $status
     ;;
 *)
-    echo "usage: $0 --build | --device [tests spmv spmvweb leaves codex cnr fwd wd wdtrace build cache multi load latency quick]" >&2; exit 2 ;;
+    echo "usage: $0 --build | --device [tests spmv spmvweb descent leaves codex cnr fwd wd wdtrace build cache multi load latency quick]" >&2; exit 2 ;;
 esac

@@ -44,11 +44,13 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
 fn option_sets() -> Vec<GpuOptions> {
     let mut out = Vec::new();
     for leaf_kernel in std::iter::once(LeafKernel::Tuned).chain(LeafKernel::ALL) {
+        // One level per expand launch unless a set says otherwise (the default fuses).
         let o = |tile_nodes: u64, top_nodes, offset_source| GpuOptions {
             tile_nodes: Some(tile_nodes),
             top_nodes,
             offset_source,
             leaf_kernel,
+            fused_levels: 1,
             ..GpuOptions::default()
         };
         let auto = GpuOptions {
@@ -829,11 +831,13 @@ fn cnr_2000_matches_cpu() {
         return;
     };
     println!("cnr-2000: {:?}", tree.stats());
+    // One level per expand launch unless a set says otherwise (the default fuses).
     let o = |tile_nodes: u64, top_nodes, offset_source, leaf_kernel| GpuOptions {
         tile_nodes: Some(tile_nodes),
         top_nodes,
         offset_source,
         leaf_kernel,
+        fused_levels: 1,
         ..GpuOptions::default()
     };
     let mut sets: Vec<GpuOptions> = FrontierLayout::ALL

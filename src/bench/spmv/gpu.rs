@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::engine::baseline::{Device, DeviceProduct, Timing};
-use crate::engine::gpu::tile_plan::{MAX_FUSED_LEVELS, MAX_SUBTREE_LEVELS};
+use crate::engine::gpu::tile_plan::MAX_SUBTREE_LEVELS;
 use crate::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
     OffsetSource, ProductGraph,
@@ -183,11 +183,11 @@ impl GpuContender {
             },
             &[CachedFrontier],
         )?;
-        // A tree-only descent with expand steps of up to three small levels (` L3`),
-        // against a launch per level.
+        // A tree-only descent with a launch per level (` L1`), against the default expand
+        // steps of up to three small or thin levels.
         load(
             GpuOptions {
-                fused_levels: MAX_FUSED_LEVELS,
+                fused_levels: 1,
                 ..options(default, (dir, Codes), tile)
             },
             &[TreeOnly],

@@ -212,7 +212,12 @@ impl DeviceTree {
         let bottom = Bottom::new(options.subtree_levels, octets);
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
-            None => TileSizes::auto(tree, (top.level, bottom), tree_only, bytes),
+            None => TileSizes::auto(
+                tree,
+                (top.level, options.fused_levels, bottom),
+                tree_only,
+                bytes,
+            ),
         };
         let descend = TilePlan::descend(
             tree,

@@ -54,7 +54,7 @@ use launch::{
     block_leaf_config, config_for, launch_step, leaf_config, scan_config, subtree_config,
     StepParams,
 };
-use tile_plan::SCAN_TILE_NODES;
+use tile_plan::{MAX_FUSED_LEVELS, SCAN_TILE_NODES};
 
 use super::{
     check_bits_shape, check_product_shape, BitMatrix, Direction, Engine, EngineError, MatrixConfig,
@@ -110,10 +110,13 @@ pub struct GpuOptions {
     pub overlapped_launches: bool,
     /// At most this many levels per expand launch of a tree-only descent (1 to
     /// [`tile_plan::MAX_FUSED_LEVELS`]): a thread per node writes its descendants that
-    /// many levels down, through levels of at most [`tile_plan::FUSED_LEVEL_NODES`] nodes,
-    /// so the levels in between need no scratch. Default 1 (a launch per level): on the
-    /// H200 three levels per launch cut cnr-2000's tree-only working set by 28 % (15.5 to
-    /// 11.2 MB) but made its product 17 % slower (docs/BENCHMARKS.md, session 10).
+    /// many levels down, through levels that are small (at most
+    /// [`tile_plan::FUSED_LEVEL_NODES`] nodes) or thin (the next level holds at most
+    /// [`tile_plan::FUSED_FANOUT`] times the step's nodes), so the levels in between need
+    /// no scratch and no launches; the warp ranks once per level. Default
+    /// [`tile_plan::MAX_FUSED_LEVELS`] (3): the 200M-edge web graph's descent takes 81
+    /// launches instead of 410 and writes half the codes (docs/BENCHMARKS.md, session 23).
+    /// 1: a launch per level.
     pub fused_levels: u32,
     /// Levels at the bottom of a tree-only descent left to subtree launches (2 to
     /// [`tile_plan::MAX_SUBTREE_LEVELS`]; 0 or 1: none): level-by-level expand steps
@@ -147,7 +150,7 @@ impl Default for GpuOptions {
             leaf_kernel: LeafKernel::Tuned,
             frontier: FrontierLayout::default(),
             overlapped_launches: true,
-            fused_levels: 1,
+            fused_levels: MAX_FUSED_LEVELS,
             subtree_levels: 0,
             row_windows: true,
             octets: true,
@@ -902,12 +905,11 @@ impl GpuEngine {
                 CodeSource::Scratch(d) => codes[d as usize],
             };
             let expanding = step.kind == StepKind::Expand;
-            // The scan gives first children: an expand of several levels ranks instead,
-            // and a subtree step scans its own buffers.
+            // The scan gives first children: an expand of several levels and an octet
+            // leaf step rank per warp instead, and a subtree step scans its own buffers.
             let scanned = scanning
                 && match step.kind {
-                    StepKind::Expand => step.levels == 1,
-                    StepKind::Leaves => true,
+                    StepKind::Expand | StepKind::Leaves => step.levels == 1,
                     StepKind::Subtrees => false,
                 };
             if scanned {

@@ -97,6 +97,13 @@ pub const MAX_FUSED_LEVELS: u32 = 3;
 /// sessions 9 and 10).
 pub const FUSED_LEVEL_NODES: u64 = 1 << 19;
 
+/// An expand step also goes on through a larger level while the level below it holds at
+/// most this many times the nodes of the step's own: a thread then writes about as many
+/// codes as a one-level step's (web 200M: levels 13-21 have 8-23 M nodes each and grow
+/// 1.02-1.4x per level, so a launch per level wrote and read back 148 M codes where three
+/// levels per launch write 74 M).
+pub const FUSED_FANOUT: u64 = 2;
+
 /// Levels one subtree step descends at most, its nodes' level included (`SUBTREE_LEVELS`
 /// in `cuda/leaves.cu`: a buffer per level in shared memory).
 pub const MAX_SUBTREE_LEVELS: u32 = 8;
@@ -164,6 +171,18 @@ struct Shape {
     leaves: u32,
 }
 
+impl Shape {
+    /// The shape of a descent from `top` with expand steps of up to `max_levels` levels
+    /// ending in `bottom`.
+    fn new(tree: &K2Tree, top: u32, max_levels: u32, bottom: Bottom) -> Shape {
+        Shape {
+            max_levels: max_levels.clamp(1, MAX_FUSED_LEVELS),
+            roots: bottom.roots(tree, top),
+            leaves: bottom.leaf_level(tree, top),
+        }
+    }
+}
+
 /// The tile sizes of one matrix's plans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileSizes {
@@ -200,17 +219,18 @@ impl TileSizes {
     ///   more, so a large matrix never needs more transient memory than it keeps resident
     ///   and a small one keeps its few launches.
     ///
-    /// `bottom`: what ends a descent (see [`TilePlan::descend`]); subtree steps need no
-    /// scratch, nor does the level below octet leaf steps.
+    /// `max_levels` and `bottom`: the levels per expand step and what ends a descent (see
+    /// [`TilePlan::descend`]); levels passed through by expand steps of several levels
+    /// need no scratch, nor do those below subtree steps or octet leaf steps.
     pub fn auto(
         tree: &K2Tree,
-        (top, bottom): (u32, Bottom),
+        (top, max_levels, bottom): (u32, u32, Bottom),
         tree_only: u64,
         with_frontier: u64,
     ) -> TileSizes {
         Self::within(
             tree,
-            (top, bottom),
+            (top, max_levels, bottom),
             tree_only.max(MIN_SCRATCH_BUDGET),
             with_frontier.max(MIN_SCRATCH_BUDGET),
         )
@@ -222,7 +242,7 @@ impl TileSizes {
     /// directory.
     pub fn within(
         tree: &K2Tree,
-        (top, bottom): (u32, Bottom),
+        descent: (u32, u32, Bottom),
         descend: u64,
         frontier_scan: u64,
     ) -> TileSizes {
@@ -240,7 +260,7 @@ impl TileSizes {
         };
         TileSizes {
             descend: fits(descend, &|m| {
-                TilePlan::descend_scratch_bound(tree, (top, bottom), m)
+                TilePlan::descend_scratch_bound(tree, descent, m)
             }),
             frontier: last.clamp(MIN_AUTO_TILE, MAX_TILE),
             frontier_scan: fits(frontier_scan, &|m| 4 * m.min(last)),
@@ -294,11 +314,7 @@ impl TilePlan {
             return plan;
         }
         let m = tile_nodes.max(4);
-        let shape = Shape {
-            max_levels: max_levels.clamp(1, MAX_FUSED_LEVELS),
-            roots: bottom.roots(tree, top),
-            leaves: bottom.leaf_level(tree, top),
-        };
+        let shape = Shape::new(tree, top, max_levels, bottom);
         plan.range(
             tree,
             top,
@@ -325,35 +341,58 @@ impl TilePlan {
     }
 
     /// Levels an expand step from level `d` descends with tiles of `m`: up to
-    /// `max_levels`, through levels of at most [`FUSED_LEVEL_NODES`] nodes, down to level
-    /// `last` at most (the last internal level, or the subtree level), and to a level of
-    /// at most `m` nodes (so that a step of several levels never cuts its level into more
-    /// tiles than one level would).
+    /// `max_levels`, down to level `last` at most (the last internal level, or the subtree
+    /// level), through levels that are small (at most [`FUSED_LEVEL_NODES`] nodes, onto a
+    /// level of at most `m` nodes, so that a step of several levels never cuts its level
+    /// into more tiles than one level would) or thin (the level below holds at most
+    /// [`FUSED_FANOUT`] times level `d`'s nodes, and a tile holds any node's descendants).
     fn fused_levels(tree: &K2Tree, d: u32, (max_levels, last): (u32, u32), m: u64) -> u32 {
         let mut k = 1;
-        while k < max_levels
-            && d + k < last
-            && tree.level_nodes(d + k) <= FUSED_LEVEL_NODES
-            && tree.level_nodes(d + k + 1) <= m
-        {
+        while k < max_levels && d + k < last {
+            let (through, below) = (tree.level_nodes(d + k), tree.level_nodes(d + k + 1));
+            let small = through <= FUSED_LEVEL_NODES && below <= m;
+            // A node has at most 4^(k+1) descendants there, which a tile must hold.
+            let thin = below <= FUSED_FANOUT * tree.level_nodes(d) && 4u64.pow(k + 1) <= m;
+            if !(small || thin) {
+                break;
+            }
             k += 1;
         }
         k
     }
 
-    /// Bytes of scratch a [`TilePlan::descend`] plan from `top` ending in `bottom` with
-    /// tiles of `m` needs at most: per level below `top` down to the last expanded one, a
-    /// code buffer of at most `min(m, level)` codes (8 bytes), plus the scan's offsets of
-    /// the largest step (4 bytes per node). An upper bound of `ScratchLayout`'s codes and
-    /// offsets, computed without planning (monotone in `m`).
-    pub fn descend_scratch_bound(tree: &K2Tree, (top, bottom): (u32, Bottom), m: u64) -> u64 {
+    /// The levels a descent from `top` in `shape` with tiles of `m` writes codes to: the
+    /// expand steps from one level descend the same number of levels in every tile.
+    fn written_levels(tree: &K2Tree, top: u32, shape: Shape, m: u64) -> Vec<u32> {
+        let last = shape.roots.unwrap_or(shape.leaves);
+        let mut levels = Vec::new();
+        let mut d = top;
+        while d < last {
+            d += Self::fused_levels(tree, d, (shape.max_levels, last), m);
+            levels.push(d);
+        }
+        levels
+    }
+
+    /// Bytes of scratch a [`TilePlan::descend`] plan from `top` with expand steps of up
+    /// to `max_levels` levels ending in `bottom` with tiles of `m` needs at most: per level
+    /// its expand steps write, a code buffer of at most `min(m, level)` codes (8 bytes),
+    /// plus the scan's offsets of the largest step (4 bytes per node). An upper bound of
+    /// `ScratchLayout`'s codes and offsets, computed without planning the tiles.
+    pub fn descend_scratch_bound(
+        tree: &K2Tree,
+        (top, max_levels, bottom): (u32, u32, Bottom),
+        m: u64,
+    ) -> u64 {
         if tree.nodes() == 0 {
             return 0;
         }
-        let last = bottom
-            .roots(tree, top)
-            .unwrap_or(bottom.leaf_level(tree, top));
-        let codes: u64 = (top + 1..=last).map(|d| tree.level_nodes(d).min(m)).sum();
+        let shape = Shape::new(tree, top, max_levels, bottom);
+        let last = shape.roots.unwrap_or(shape.leaves);
+        let codes: u64 = Self::written_levels(tree, top, shape, m)
+            .into_iter()
+            .map(|d| tree.level_nodes(d).min(m))
+            .sum();
         let widest = (top..=last).map(|d| tree.level_nodes(d)).max().unwrap_or(0);
         8 * codes + 4 * widest.min(m)
     }
@@ -583,7 +622,14 @@ pub(super) mod tests {
                                 assert!(below <= leaves as usize);
                                 assert!(s.children <= plan.scratch_codes[below]);
                                 for k in 1..s.levels {
-                                    assert!(t.level_nodes(s.level + k) <= FUSED_LEVEL_NODES);
+                                    let (through, below) = (
+                                        t.level_nodes(s.level + k),
+                                        t.level_nodes(s.level + k + 1),
+                                    );
+                                    assert!(
+                                        through <= FUSED_LEVEL_NODES
+                                            || below <= FUSED_FANOUT * t.level_nodes(s.level)
+                                    );
                                 }
                             } else {
                                 assert_eq!((s.level, s.levels), (leaves, h - 1 - leaves));
@@ -607,7 +653,8 @@ pub(super) mod tests {
                         assert!(visited[top as usize] && visited[leaves as usize]);
                         let exact =
                             8 * plan.scratch_codes.iter().sum::<u64>() + 4 * plan.max_step_nodes;
-                        let bound = TilePlan::descend_scratch_bound(&t, (top, bottom), tile);
+                        let bound =
+                            TilePlan::descend_scratch_bound(&t, (top, max_levels, bottom), tile);
                         assert!(exact <= bound, "{n} {tile} {top} {bottom:?}");
                         launches.push((bottom, plan.launches()));
                     }
@@ -676,7 +723,12 @@ pub(super) mod tests {
                             let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
                                 + 4 * plan.max_step_nodes;
                             assert!(
-                                exact <= TilePlan::descend_scratch_bound(&t, (top, bottom), tile)
+                                exact
+                                    <= TilePlan::descend_scratch_bound(
+                                        &t,
+                                        (top, max_levels, bottom),
+                                        tile
+                                    )
                             );
                         }
                     }
@@ -696,22 +748,30 @@ pub(super) mod tests {
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
             let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, Bottom::Blocks));
             let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
-            let bound = TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), m);
+            let bound =
+                TilePlan::descend_scratch_bound(&t, (top, MAX_FUSED_LEVELS, Bottom::Blocks), m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
             assert!(bound >= last);
             last = bound;
         }
         for budget in [1u64, 100_000, 1 << 20, 1 << 22, 1 << 40] {
-            let s = TileSizes::within(&t, (top, Bottom::Blocks), budget, budget);
+            let s = TileSizes::within(&t, (top, MAX_FUSED_LEVELS, Bottom::Blocks), budget, budget);
             assert!(s.descend.is_power_of_two());
             assert!((MIN_AUTO_TILE..=MAX_TILE).contains(&s.descend));
-            let b = TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), s.descend);
+            let b = TilePlan::descend_scratch_bound(
+                &t,
+                (top, MAX_FUSED_LEVELS, Bottom::Blocks),
+                s.descend,
+            );
             assert!(b <= budget || s.descend == MIN_AUTO_TILE, "{budget}: {s:?}");
             // The next size up would not have fitted.
             if s.descend < MAX_TILE {
                 assert!(
-                    TilePlan::descend_scratch_bound(&t, (top, Bottom::Blocks), 2 * s.descend)
-                        > budget
+                    TilePlan::descend_scratch_bound(
+                        &t,
+                        (top, MAX_FUSED_LEVELS, Bottom::Blocks),
+                        2 * s.descend
+                    ) > budget
                 );
             }
             assert!(
@@ -723,20 +783,57 @@ pub(super) mod tests {
         }
         // Below the floor the automatic sizes are those of the floor.
         assert_eq!(
-            TileSizes::auto(&t, (top, Bottom::Blocks), 1, 1),
+            TileSizes::auto(&t, (top, MAX_FUSED_LEVELS, Bottom::Blocks), 1, 1),
             TileSizes::within(
                 &t,
-                (top, Bottom::Blocks),
+                (top, MAX_FUSED_LEVELS, Bottom::Blocks),
                 MIN_SCRATCH_BUDGET,
                 MIN_SCRATCH_BUDGET
             )
         );
         assert_eq!(
-            TileSizes::auto(&t, (top, Bottom::Blocks), 1 << 40, 1 << 40),
-            TileSizes::within(&t, (top, Bottom::Blocks), 1 << 40, 1 << 40)
+            TileSizes::auto(
+                &t,
+                (top, MAX_FUSED_LEVELS, Bottom::Blocks),
+                1 << 40,
+                1 << 40
+            ),
+            TileSizes::within(
+                &t,
+                (top, MAX_FUSED_LEVELS, Bottom::Blocks),
+                1 << 40,
+                1 << 40
+            )
         );
         assert_eq!(TileSizes::fixed(1 << 40).descend, MAX_TILE);
         assert_eq!(TileSizes::fixed(0).frontier, 4);
+    }
+
+    /// Sparse cells of a large matrix: below the first levels their paths hardly branch,
+    /// so expand steps fuse through levels larger than the tile (which the small-level
+    /// rule alone would not allow), those levels get no scratch, and the bound counts
+    /// only the levels written.
+    #[test]
+    fn thin_levels_fuse() {
+        let t = tree(1 << 16, 200, 3);
+        let (top, tile) = (2, 64u64);
+        let plan = TilePlan::descend(&t, top, tile, (MAX_FUSED_LEVELS, Bottom::Octets));
+        let thin: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::Expand && s.levels > 1)
+            .filter(|s| (1..s.levels).any(|k| t.level_nodes(s.level + k + 1) > tile))
+            .collect();
+        assert!(!thin.is_empty(), "no step fused through a thin level");
+        for s in thin {
+            for k in 1..s.levels {
+                assert_eq!(plan.scratch_codes[(s.level + k) as usize], 0);
+            }
+        }
+        let one = TilePlan::descend(&t, top, tile, (1, Bottom::Octets));
+        assert!(plan.launches() < one.launches());
+        let bound = |l| TilePlan::descend_scratch_bound(&t, (top, l, Bottom::Octets), tile);
+        assert!(bound(MAX_FUSED_LEVELS) < bound(1));
     }
 
     #[test]

@@ -1,0 +1,114 @@
+//! Tree-only products of a synthetic web graph (or of an edge-list file), once per number
+//! of levels an expand step may take (`GpuOptions::fused_levels`): prints each descent's
+//! plan (launches and nodes per level, scratch) and the mean time of `REPS` products per
+//! direction (CUDA events, device time). A small program to run under a profiler, where
+//! each launch's duration splits a descent into its expand and leaf steps (issue 10): with
+//! `REPS=0` each product runs once, after a stream hold (`k2rpq_hold`) that marks where it
+//! starts in the profile (`scripts/ncu-sum.py` sums each product's launches per kernel).
+//! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
+//! sources (through `K2RPQ_KERNEL_DIR`), over the same graph.
+//!
+//! ```text
+//! descent_profile [EDGES=200000000 | EDGE-LIST-FILE] [FUSED=1,3] [REPS=20]
+//! ncu --clock-control none --metrics gpu__time_duration.sum --csv descent_profile 200000000 1,3 0
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k2rpq::bench::input::web_or_edge_list;
+use k2rpq::engine::gpu::{hold, GpuEngine, GpuOptions, OffsetSource, StepKind};
+use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
+use k2rpq::k2tree::K2Tree;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let source = args.get(1).map_or("200000000", String::as_str);
+    let fused: Vec<u32> = args
+        .get(2)
+        .map_or("1,3", String::as_str)
+        .split(',')
+        .map(|l| l.parse().expect("FUSED: levels per expand step, e.g. 1,3"))
+        .collect();
+    let reps: usize = args.get(3).map_or(20, |s| s.parse().expect("REPS"));
+    let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
+    let (rows, cols, mut codes) = (g.rows, g.cols, g.codes);
+    let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
+    drop(codes);
+    let n = rows.max(cols) as usize;
+    println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
+    let dirs: Vec<Option<String>> = match std::env::var("DESCENT_KERNEL_DIRS") {
+        Ok(list) => list.split(',').map(|d| Some(d.to_string())).collect(),
+        Err(_) => vec![None],
+    };
+    let runs = dirs
+        .iter()
+        .flat_map(|d| fused.iter().map(move |&l| (d, l)))
+        .enumerate();
+    for (i, (dir, levels)) in runs {
+        if let Some(d) = dir {
+            std::env::set_var("K2RPQ_KERNEL_DIR", d);
+            print!("[{d}] ");
+        }
+        let gpu = GpuEngine::with_options(
+            0,
+            GpuOptions {
+                fused_levels: levels,
+                ..GpuOptions::default()
+            },
+        )
+        .expect("GPU");
+        let m = gpu.load(&tree, MatrixConfig::TreeOnly).expect("load");
+        let plan = m.dense_plan(OffsetSource::Directory);
+        // (level, levels per step, leaf step) -> (launches, nodes)
+        let mut per: BTreeMap<(u32, u32, bool), (u64, u64)> = BTreeMap::new();
+        for s in &plan.steps {
+            let e = per
+                .entry((s.level, s.levels, s.kind != StepKind::Expand))
+                .or_default();
+            *e = (e.0 + 1, e.1 + s.count);
+        }
+        let scratch: u64 = plan.scratch_codes.iter().sum::<u64>() * 8;
+        println!(
+            "fused_levels {levels}: top level {}, tiles of {}, {} launches, {:.1} MB of codes scratch",
+            m.top_level().level,
+            m.tile_sizes().descend,
+            plan.launches(),
+            scratch as f64 / 1e6
+        );
+        for ((level, down, leaf), (launches, nodes)) in per {
+            let what = if leaf { "leaf step" } else { "expand" };
+            println!("  level {level:>2} {what} of {down} level(s): {launches:>4} launches, {nodes:>11} nodes");
+        }
+        let x = gpu.upload(&vec![1.0f32; n]).expect("x");
+        let mut y = gpu.zeros::<f32>(n).expect("y");
+        for dir in [Direction::Right, Direction::Left] {
+            if reps == 0 {
+                let stream = gpu.context().stream();
+                hold::hold(stream, 1000).expect("hold");
+                gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
+                    .expect("product");
+                stream.synchronize().expect("synchronize");
+                println!(
+                    "  {dir:?}: one product (profile: after hold {})",
+                    2 * i + dir_index(dir)
+                );
+                continue;
+            }
+            let ms = gpu
+                .time_ms(reps, || {
+                    gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
+                })
+                .expect("product");
+            println!("  {dir:?}: {ms:.4} ms per product");
+        }
+    }
+}
+
+/// Right products first, then left: the order of the holds in a profile.
+fn dir_index(dir: Direction) -> usize {
+    match dir {
+        Direction::Right => 0,
+        Direction::Left => 1,
+    }
+}
