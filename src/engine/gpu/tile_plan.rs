@@ -588,8 +588,8 @@ pub(super) mod tests {
     }
 
     /// Every node of every level a plan visits is planned exactly once, in order; no
-    /// step exceeds the tile size; expand steps of several levels skip only small levels,
-    /// and with one level per step every level is visited.
+    /// step exceeds the tile size; expand steps of several levels skip only small or thin
+    /// levels, and with one level per step every level is visited.
     #[test]
     fn plans_cover_each_level_once_within_tiles() {
         for &(n, m) in &[(5u32, 1usize), (100, 300), (1000, 5000), (4096, 20000)] {
