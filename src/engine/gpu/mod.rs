@@ -905,13 +905,7 @@ impl GpuEngine {
                 CodeSource::Scratch(d) => codes[d as usize],
             };
             let expanding = step.kind == StepKind::Expand;
-            // The scan gives first children: an expand of several levels and an octet
-            // leaf step rank per warp instead, and a subtree step scans its own buffers.
-            let scanned = scanning
-                && match step.kind {
-                    StepKind::Expand | StepKind::Leaves => step.levels == 1,
-                    StepKind::Subtrees => false,
-                };
+            let scanned = scanning && step.takes_scan();
             if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;

@@ -47,6 +47,16 @@ pub struct Step {
     pub children: u64,
 }
 
+impl Step {
+    /// Whether a product with scanned offsets ([`super::OffsetSource::Scan`]) scans this
+    /// step's fan-outs: the scan gives first children, which only steps of one level use.
+    /// Expand steps of several levels and octet leaf steps rank once per warp and level,
+    /// and subtree steps scan their own buffers.
+    pub fn takes_scan(&self) -> bool {
+        self.kind != StepKind::Subtrees && self.levels == 1
+    }
+}
+
 /// What a step's kernel does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepKind {
