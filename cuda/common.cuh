@@ -171,3 +171,26 @@ __device__ __forceinline__ u64 global_thread() {
 __device__ __forceinline__ u64 thread_stride() {
     return (u64)gridDim.x * blockDim.x;
 }
+
+// The chunks of 32 consecutive items (nodes) that this warp takes in a row, [c, cend):
+// the step's chunks split evenly over the grid's warps (the host launches a lane per few
+// items: `launch::chunked_config`, `GpuOptions::warp_chunks`). The descendants of
+// consecutive chunks are consecutive too, so a warp ranks the directory for its first
+// chunk only and carries the counts on from there (`warp_level`).
+__device__ __forceinline__ void warp_chunks(u64 count, u64 &c, u64 &cend) {
+    const u64 chunks = (count + 31) >> 5;
+    const u64 warps = thread_stride() >> 5;
+    const u64 per = (chunks + warps - 1) / warps;
+    c = (global_thread() >> 5) * per;
+    cend = min(c + per, chunks);
+}
+
+// One level of a warp's descent: lane i has n children, the warp's first is `first` (a
+// global index on the level below). Returns lane i's first child and advances `first` to
+// the first child of the warp's next chunk.
+__device__ __forceinline__ u64 warp_level(u64 &first, u32 n) {
+    const u32 incl = warp_inclusive_sum(n);
+    const u64 mine = first + incl - n;
+    first += __shfl_sync(0xffffffffu, incl, 31);
+    return mine;
+}

@@ -505,27 +505,35 @@ struct Octet {
 };
 
 // What node t of a leaf step of two levels reads from the resident tree, for all 32 lanes
-// of a warp whose items g = base + lane (g < total) map to nodes t = g / width, with one
-// rank per level for the warp (as `warp_children`): lane i reads node base / width + i,
-// scans of the lanes' children and leaves give each its first child and first leaf, and
-// each lane takes its own node's (by a shuffle when width > 1).
-// Per-lane ranks made the octet step issue-bound on the web graph (`ncu`: 74 % of the SMs'
-// issue slots; docs/BENCHMARKS.md, session 23). Octet steps have no scanned offsets.
-__device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 total, u64 t, u32 lane) {
-    const u64 tf = base / p.width;
-    const u64 last = min(base + 31, total - 1) / p.width;
+// of a warp whose items g = base + lane (g < total) map to nodes t = g / width: lane i
+// reads node base / width + i, scans of the lanes' children and leaves give each its
+// first child and first leaf, and each lane takes its own node's (by a shuffle when
+// width > 1). `next` holds the warp's first child and first leaf: ranked from the
+// directory (`ranked` false: one rank per level for the warp), or carried from the
+// warp's previous chunk, which a single vector's chunks allow (`warp_chunks`; batched
+// chunks may share a node). Per-lane ranks made the octet step issue-bound on the web
+// graph (`ncu`: 74 % of the SMs' issue slots; docs/BENCHMARKS.md, session 23). Octet
+// steps have no scanned offsets.
+__device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 total, u64 t, u32 lane,
+                                            u64 next[2], bool ranked) {
+    const bool single = p.width == 1;
+    const u64 end = min(base + 31, total - 1);
+    const u64 tf = single ? base : base / p.width;
+    const u64 last = single ? end : end / p.width;
     const u64 tj = tf + lane;
     Octet o;
     o.s = tj <= last ? signature(p.nib, p.node0 + tj) : 0u;
+    if (!ranked) {
+        next[0] = 1 + warp_dir_rank(p, p.node0 + tf, lane);
+        next[1] = 1 + warp_dir_rank(p, next[0], lane);
+    }
     u32 n = __popc(o.s);
-    const u64 warp_child = 1 + warp_dir_rank(p, p.node0 + tf, lane);
-    const u64 child = warp_child + warp_inclusive_sum(n) - n;
+    const u64 child = warp_level(next[0], n);
     o.kids = n ? signature_run(p.nib, child, n) : 0ull;
     u32 leaves = __popcll(o.kids & ((1ull << (4 * n)) - 1));  // n ≤ 4
-    const u64 warp_leaf = 1 + warp_dir_rank(p, warp_child, lane);
-    const u64 leaf = warp_leaf + warp_inclusive_sum(leaves) - leaves;
+    const u64 leaf = warp_level(next[1], leaves);
     o.run = leaves ? signature_run(p.nib, leaf, leaves) : 0ull;
-    if (p.width > 1) {
+    if (!single) {
         const u32 src = (u32)(min(t, last) - tf);
         o.s = __shfl_sync(FULL_MASK, o.s, src);
         o.kids = __shfl_sync(FULL_MASK, o.kids, src);
@@ -534,88 +542,114 @@ __device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 t
     return o;
 }
 
+// Item g's node t and vector b for a step of p.width vectors per node (g < total; lanes
+// past the end take the last item). A single vector needs no 64-bit division.
+__device__ __forceinline__ void item_node(const StepParams &p, u64 g, u64 total, u64 &t, u64 &b) {
+    const bool valid = g < total;
+    if (p.width == 1) {
+        t = valid ? g : total - 1;
+        b = 0;
+    } else {
+        t = (valid ? g : total - 1) / p.width;
+        b = valid ? g - t * p.width : 0;
+    }
+}
+
 // AGG: lanes whose blocks share an output half (the same 4 output entries and vector)
 // combine their sums first (`reduce_peers`), and one of them updates y: the tuned choice
 // for left products over codes, whose column updates collide within a warp (without it
 // cnr-2000's tree-only left product measured 1.7x slower; docs/BENCHMARKS.md, session 22).
 // The loop is then warp-uniform, as the shuffles need all 32 lanes.
+// Octet item (node t, vector b) of this lane, read as `o`: its block's cells times x, one
+// update per non-empty output entry. With AGG all 32 lanes must call it. (Building the
+// 8x8 block as one u64 in a loop over its leaves, its lines summed per half, issued 40 %
+// fewer of the step's instructions on the web graph but took as long, and left products
+// 3 % longer: the step waits on memory by then; docs/BENCHMARKS.md, session 24.)
+template <typename Op, bool AGG>
+__device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, u64 t, u64 b, bool valid,
+                                           u32 lane) {
+    typedef typename Op::T T;
+    if (!AGG && !valid) return;
+    const u64 code = code_at(p, p.src_off + t);
+    const bool active = live(p, valid && code != PRUNED, code, p.level);
+    if (!AGG && !active) return;
+    // The children's 4x4 blocks (0: absent, or pruned by a masked product).
+    u32 bm[4];
+    u64 kids = o.kids, run = o.run;
+#pragma unroll
+    for (u32 q = 0; q < 4; ++q) {
+        bm[q] = 0u;
+        if (!active || !(o.s & (1u << q))) continue;
+        u32 ks = (u32)(kids & 15);
+        kids >>= 4;
+        if (live(p, true, (code << 2) | q, p.level + 1)) bm[q] = block_of_run(ks, run);
+        run >>= 4 * __popc(ks);
+    }
+    const u32 dir = p.dir;
+    const u64 r0 = (u64)compact_bits(code >> 1) << 3, c0 = (u64)compact_bits(code) << 3;
+    // Child q's input half (right: its block column) and output half (right: its
+    // block row); a left product swaps them.
+    auto in_half = [dir](u32 q) { return dir == 0 ? q & 1u : q >> 1; };
+    auto out_half = [dir](u32 q) { return dir == 0 ? q >> 1 : q & 1u; };
+    T xv[2][4];
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h) {
+        u32 used = 0;
+#pragma unroll
+        for (u32 q = 0; q < 4; ++q)
+            if (in_half(q) == h) used |= bm[q];
+        if (used) block_inputs<Op>(p, used, r0 + 4 * h, c0 + 4 * h, b, xv[h]);
+    }
+    const u64 o0 = dir == 0 ? r0 : c0;
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h) {
+        T acc[4];
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
+        bool any = false;
+#pragma unroll
+        for (u32 q = 0; q < 4; ++q) {
+            if (out_half(q) != h || !bm[q]) continue;
+            any = true;
+            T part[4];
+            block_combine<Op>(dir, bm[q], xv[in_half(q)], part);
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
+        }
+        bool leader = any;
+        if (AGG) {
+            // o0 + 4h is a multiple of 4 and b < width: distinct outputs, distinct keys.
+            const u64 none = ~0ull;
+            u64 key = any ? (o0 + 4 * h) * p.width + b : none;
+            u32 peers = __match_any_sync(FULL_MASK, key);
+            reduce_peers<Op>(peers, lane, acc);
+            leader = any && (__ffs(peers) - 1) == (int)lane;
+        }
+        if (leader) flush_block<Op>(p, o0 + 4 * h, b, acc);
+    }
+}
+
 template <typename Op, bool AGG>
 __device__ __forceinline__ void leaves_octets(const StepParams &p) {
-    typedef typename Op::T T;
     start_dependents();
     const u32 lane = threadIdx.x & 31;
     const u64 total = p.count * p.width;
-    // Warp-uniform base: blockDim and the grid stride are multiples of 32.
-    u64 base = global_thread() - lane;
+    // The warp's chunks of 32 items, in order (warp-uniform).
+    u64 c, cend;
+    warp_chunks(total, c, cend);
+    if (c >= cend) return;
     // The whole warp reads its octets (warp_octet) from the resident tree alone, so the
-    // first ones are read before the wait.
-    Octet o;
-    if (base < total) o = warp_octet(p, base, total, min(base + lane, total - 1) / p.width, lane);
+    // first ones are read before the wait. Each next chunk's are read after the item's
+    // update, so that they are not live across it (48 registers, no spills).
+    u64 next[2], t, b;
+    item_node(p, (c << 5) + lane, total, t, b);
+    Octet o = warp_octet(p, c << 5, total, t, lane, next, false);
     wait_prerequisites();
-    for (bool first = true; base < total; base += thread_stride(), first = false) {
-        const u64 g = base + lane;
-        const bool valid = g < total;
-        const u64 t = (valid ? g : total - 1) / p.width;
-        const u64 b = valid ? g - t * p.width : 0;
-        if (!first) o = warp_octet(p, base, total, t, lane);
-        if (!AGG && !valid) continue;
-        const u64 code = code_at(p, p.src_off + t);
-        const bool active = live(p, valid && code != PRUNED, code, p.level);
-        if (!AGG && !active) continue;
-        // The children's 4x4 blocks (0: absent, or pruned by a masked product).
-        u32 bm[4];
-        u64 kids = o.kids, run = o.run;
-#pragma unroll
-        for (u32 q = 0; q < 4; ++q) {
-            bm[q] = 0u;
-            if (!active || !(o.s & (1u << q))) continue;
-            u32 ks = (u32)(kids & 15);
-            kids >>= 4;
-            if (live(p, true, (code << 2) | q, p.level + 1)) bm[q] = block_of_run(ks, run);
-            run >>= 4 * __popc(ks);
-        }
-        const u32 dir = p.dir;
-        const u64 r0 = (u64)compact_bits(code >> 1) << 3, c0 = (u64)compact_bits(code) << 3;
-        // Child q's input half (right: its block column) and output half (right: its
-        // block row); a left product swaps them.
-        auto in_half = [dir](u32 q) { return dir == 0 ? q & 1u : q >> 1; };
-        auto out_half = [dir](u32 q) { return dir == 0 ? q >> 1 : q & 1u; };
-        T xv[2][4];
-#pragma unroll
-        for (u32 h = 0; h < 2; ++h) {
-            u32 used = 0;
-#pragma unroll
-            for (u32 q = 0; q < 4; ++q)
-                if (in_half(q) == h) used |= bm[q];
-            if (used) block_inputs<Op>(p, used, r0 + 4 * h, c0 + 4 * h, b, xv[h]);
-        }
-        const u64 o0 = dir == 0 ? r0 : c0;
-#pragma unroll
-        for (u32 h = 0; h < 2; ++h) {
-            T acc[4];
-#pragma unroll
-            for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
-            bool any = false;
-#pragma unroll
-            for (u32 q = 0; q < 4; ++q) {
-                if (out_half(q) != h || !bm[q]) continue;
-                any = true;
-                T part[4];
-                block_combine<Op>(dir, bm[q], xv[in_half(q)], part);
-#pragma unroll
-                for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
-            }
-            bool leader = any;
-            if (AGG) {
-                // o0 + 4h is a multiple of 4 and b < width: distinct outputs, distinct keys.
-                const u64 none = ~0ull;
-                u64 key = any ? (o0 + 4 * h) * p.width + b : none;
-                u32 peers = __match_any_sync(FULL_MASK, key);
-                reduce_peers<Op>(peers, lane, acc);
-                leader = any && (__ffs(peers) - 1) == (int)lane;
-            }
-            if (leader) flush_block<Op>(p, o0 + 4 * h, b, acc);
-        }
+    while (true) {
+        octet_item<Op, AGG>(p, o, t, b, (c << 5) + lane < total, lane);
+        if (++c == cend) break;
+        item_node(p, (c << 5) + lane, total, t, b);
+        o = warp_octet(p, c << 5, total, t, lane, next, p.width == 1);
     }
 }
 

@@ -40,28 +40,35 @@ __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
 
 // Node base + lane of a step of p.width ≥ 2 levels, for all 32 lanes of a warp with the
 // same base (lanes past the step's end have no children). The warp's nodes are
-// consecutive, so on each level below their descendants are too: one rank per level, of
-// the warp's first descendant there, plus a shuffle scan of the lanes' counts gives every
-// lane's first descendant. A rank per lane and level made this kernel issue-bound on the
-// web graph (`ncu`: 85 % of the SMs' issue slots, 3 % of DRAM; docs/BENCHMARKS.md, session
-// 23). Such steps have no scanned offsets (their child0 is a descendant's).
-__device__ __forceinline__ Descent warp_descent(const StepParams &p, u64 base, u32 lane) {
+// consecutive, so on each level below their descendants are too: the warp's first
+// descendant there plus a shuffle scan of the lanes' counts gives every lane's first
+// descendant. `next` holds, per level below, the first descendant of the warp's chunk:
+// ranked from the directory once per warp (`ranked` false: one rank per level, its
+// popcounts spread over the lanes), then carried from chunk to chunk. A rank per lane and
+// level made this kernel issue-bound on the web graph (`ncu`: 85 % of the SMs' issue slots,
+// 3 % of DRAM; docs/BENCHMARKS.md, session 23), and a rank per warp and chunk still took
+// ~150 of its ~770 instructions per warp (session 24). Such steps have no scanned offsets
+// (their child0 is a descendant's).
+__device__ __forceinline__ Descent warp_descent(const StepParams &p, u64 base, u32 lane, u64 next[3],
+                                                bool ranked) {
     Descent d;
     u64 t = base + lane;
     d.s0 = t < p.count ? signature(p.nib, p.node0 + t) : 0u;
-    d.sig1 = d.sig2 = 0;
-    u64 warp_first = 1 + warp_dir_rank(p, p.node0 + base, lane);
+    d.sig2 = 0;
+    if (!ranked) {
+        next[0] = 1 + warp_dir_rank(p, p.node0 + base, lane);
+        next[1] = 1 + warp_dir_rank(p, next[0], lane);
+        if (p.width >= 3) next[2] = 1 + warp_dir_rank(p, next[1], lane);
+    }
     u32 n = __popc(d.s0);
-    u64 f = warp_first + warp_inclusive_sum(n) - n;
+    u64 f = warp_level(next[0], n);
     d.sig1 = signatures(p.nib, f, n);
     n = __popcll(d.sig1);
-    warp_first = 1 + warp_dir_rank(p, warp_first, lane);
-    f = warp_first + warp_inclusive_sum(n) - n;
+    f = warp_level(next[1], n);
     if (p.width >= 3) {
         d.sig2 = signatures(p.nib, f, n);
         n = __popcll(d.sig2);
-        warp_first = 1 + warp_dir_rank(p, warp_first, lane);
-        f = warp_first + warp_inclusive_sum(n) - n;
+        f = warp_level(next[2], n);
     }
     d.first = f;
     return d;
@@ -78,36 +85,50 @@ __device__ __forceinline__ void write_children(const StepParams &p, const Descen
     }
 }
 
-// The same for the descendants `levels` (2 or 3) levels below: one iteration per
-// descendant, a set bit of the deepest signatures, whose ancestors' quadrants are bit
-// selects (`__fns`) of the levels above. Nested loops over the quadrants of each level,
-// unrolled 4 x 4 x 4, made `expand_levels` issue ~1,700 instructions per warp and node on
-// the web graph: the lanes' bits differ, so a warp ran nearly every path (`ncu`;
-// docs/BENCHMARKS.md, session 23).
+// The same for the descendants `levels` (2 or 3) levels below, one iteration per
+// descendant. The signatures below the node are first spread by quadrant path: bit
+// 4 q1 + q2 of `deep` is grandchild (q1, q2), bit 16 q1 + 4 q2 + q3 great-grandchild
+// (q1, q2, q3), so a set bit's position is the low bits of its code and its ancestors'
+// are its high bits. Ascending positions are level order within the node's subtree.
+// Finding the ancestors by bit selects instead (`__fns`, ~55 instructions each) took
+// ~155 instructions per descendant on the web graph (`ncu` source counters; before them,
+// nested loops over the quadrants of each level ran ~1,700 per warp: docs/BENCHMARKS.md,
+// sessions 23-24).
 __device__ __forceinline__ void write_descendants(const StepParams &p, u32 levels, const Descent &d,
                                                   u64 code, u64 *out) {
     const bool alive = live(p, code != PRUNED, code, p.level);
-    const u32 kids = (u32)d.sig1;  // the children's signatures: at most 4 nibbles
-    u64 deepest = levels == 2 ? d.sig1 : d.sig2;
-    while (deepest) {
-        const u32 pos = (u32)__ffsll((long long)deepest) - 1;
-        deepest &= deepest - 1;
-        // pos >> 2: the index of the node above among its level's (the step's node's
-        // descendants there); its quadrant is that set bit's position in their signatures.
-        u32 up = pos >> 2, b2 = 0;
-        if (levels == 3) {
-            const u32 at = __fns(kids, 0, (int)up + 1);
-            b2 = at & 3;
-            up = at >> 2;
+    u32 spread = 0;  // the children's signatures, nibble q1 for child q1
+    u64 kids = d.sig1;
+#pragma unroll
+    for (u32 q = 0; q < 4; ++q) {
+        if (d.s0 & (1u << q)) {
+            spread |= ((u32)kids & 15u) << (4 * q);
+            kids >>= 4;
         }
-        u64 c = (code << 2) | __fns(d.s0, 0, (int)up + 1);
-        bool a = live(p, alive, c, p.level + 1);
-        if (levels == 3) {
-            c = (c << 2) | b2;
-            a = live(p, a, c, p.level + 2);
+    }
+    u64 deep = spread;
+    if (levels == 3) {
+        // The grandchildren's signatures, nibble 4 q1 + q2 for grandchild (q1, q2).
+        u64 grand = d.sig2;
+        deep = 0;
+        for (u32 rest = spread; rest; rest &= rest - 1) {
+            deep |= (grand & 15ull) << (4 * (__ffs(rest) - 1));
+            grand >>= 4;
         }
-        c = (c << 2) | (pos & 3);
-        *out++ = live(p, a, c, p.level + levels) ? c : PRUNED;
+    }
+    const u32 shift = 2 * levels;
+    while (deep) {
+        const u32 pos = (u32)__ffsll((long long)deep) - 1;
+        deep &= deep - 1;
+        const u64 c = (code << shift) | pos;
+        bool a = alive;
+        if (p.pyramid) {
+            // Masked: the input blocks of the ancestors below the node and its own.
+            a = live(p, a, c >> (shift - 2), p.level + 1);
+            if (levels == 3) a = live(p, a, c >> 2, p.level + 2);
+            a = live(p, a, c, p.level + levels);
+        }
+        *out++ = a ? c : PRUNED;
     }
 }
 
@@ -131,22 +152,23 @@ __device__ __forceinline__ void expand_nodes(const StepParams &p) {
     }
 }
 
-// Steps of 2-3 levels (`expand_levels`): the loop is warp-uniform, as the warp's ranks
-// and scans need all 32 lanes.
+// Steps of 2-3 levels (`expand_levels`): a warp takes its chunks of 32 nodes in order
+// (`warp_chunks`); the loop is warp-uniform, as the warp's ranks and scans need all 32
+// lanes.
 __device__ __forceinline__ void expand_levels_nodes(const StepParams &p) {
     start_dependents();
     const u32 lane = threadIdx.x & 31;
-    // Warp-uniform base: blockDim and the grid stride are multiples of 32.
-    u64 base = global_thread() - lane;
-    bool early = base < p.count;
+    u64 c, cend;
+    warp_chunks(p.count, c, cend);
+    u64 next[3];
     Descent d;
-    if (early) d = warp_descent(p, base, lane);
+    if (c < cend) d = warp_descent(p, c << 5, lane, next, false);
     wait_prerequisites();
-    for (; base < p.count; base += thread_stride(), early = false) {
-        if (!early) d = warp_descent(p, base, lane);
-        u64 t = base + lane;
+    for (bool first = true; c < cend; ++c, first = false) {
+        if (!first) d = warp_descent(p, c << 5, lane, next, true);
+        const u64 t = (c << 5) + lane;
         if (t >= p.count) continue;
-        u64 code = code_at(p, p.src_off + t);
+        const u64 code = code_at(p, p.src_off + t);
         write_descendants(p, (u32)p.width, d, code, p.codes_out + (d.first - p.child0));
     }
 }

@@ -6,7 +6,10 @@
 //! `REPS=0` each product runs once, after a stream hold (`k2rpq_hold`) that marks where it
 //! starts in the profile (`scripts/ncu-sum.py` sums each product's launches per kernel).
 //! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
-//! sources (through `K2RPQ_KERNEL_DIR`), over the same graph.
+//! sources (through `K2RPQ_KERNEL_DIR`), over the same graph, and with
+//! `DESCENT_WARP_CHUNKS=1,4,…` once per `GpuOptions::warp_chunks`. Each product's `y` (of
+//! `x` = ones: the rows' or columns' cell counts) is checked against the tree's cells,
+//! counted on the host; a mismatch is printed and makes the exit status 1.
 //!
 //! ```text
 //! descent_profile [EDGES=200000000 | EDGE-LIST-FILE] [FUSED=1,3] [REPS=20]
@@ -37,23 +40,41 @@ fn main() {
     drop(codes);
     let n = rows.max(cols) as usize;
     println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
+    // y of x = ones: right products count each row's cells, left ones each column's
+    // (exact in f32 below 2^24 cells per line).
+    let (mut per_row, mut per_col) = (vec![0.0f32; n], vec![0.0f32; n]);
+    for (r, c) in tree.cells() {
+        per_row[r as usize] += 1.0;
+        per_col[c as usize] += 1.0;
+    }
+    let mut mismatches = 0usize;
     let dirs: Vec<Option<String>> = match std::env::var("DESCENT_KERNEL_DIRS") {
         Ok(list) => list.split(',').map(|d| Some(d.to_string())).collect(),
         Err(_) => vec![None],
     };
+    let chunks: Vec<u32> = match std::env::var("DESCENT_WARP_CHUNKS") {
+        Ok(list) => list
+            .split(',')
+            .map(|c| c.parse().expect("DESCENT_WARP_CHUNKS: e.g. 1,4"))
+            .collect(),
+        Err(_) => vec![GpuOptions::default().warp_chunks],
+    };
     let runs = dirs
         .iter()
         .flat_map(|d| fused.iter().map(move |&l| (d, l)))
+        .flat_map(|(d, l)| chunks.iter().map(move |&c| (d, l, c)))
         .enumerate();
-    for (i, (dir, levels)) in runs {
+    for (i, (dir, levels, warp_chunks)) in runs {
         if let Some(d) = dir {
             std::env::set_var("K2RPQ_KERNEL_DIR", d);
             print!("[{d}] ");
         }
+        print!("warp_chunks {warp_chunks}, ");
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
                 fused_levels: levels,
+                warp_chunks,
                 ..GpuOptions::default()
             },
         )
@@ -89,19 +110,41 @@ fn main() {
                 gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
                     .expect("product");
                 stream.synchronize().expect("synchronize");
-                println!(
+                print!(
                     "  {dir:?}: one product (profile: after hold {})",
                     2 * i + dir_index(dir)
                 );
-                continue;
+            } else {
+                let ms = gpu
+                    .time_ms(reps, || {
+                        gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
+                    })
+                    .expect("product");
+                print!("  {dir:?}: {ms:.4} ms per product");
             }
-            let ms = gpu
-                .time_ms(reps, || {
-                    gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
-                })
-                .expect("product");
-            println!("  {dir:?}: {ms:.4} ms per product");
+            let want = match dir {
+                Direction::Right => &per_row,
+                Direction::Left => &per_col,
+            };
+            let got = gpu.download(&y).expect("download y");
+            let wrong: Vec<usize> = (0..n).filter(|&i| got[i] != want[i]).collect();
+            match wrong.first() {
+                None => println!(", y checked"),
+                Some(&i) => {
+                    mismatches += 1;
+                    println!(
+                        ", y WRONG at {} of {n} entries (first {i}: {} instead of {})",
+                        wrong.len(),
+                        got[i],
+                        want[i]
+                    );
+                }
+            }
         }
+    }
+    if mismatches > 0 {
+        eprintln!("{mismatches} products gave a wrong y");
+        std::process::exit(1);
     }
 }
 

@@ -12,7 +12,8 @@
 #   spmv    k2rpq bench-spmv on cnr-2000 (SPMV_ARGS: more arguments)
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph (SPMVWEB_BATCHES: f32 widths)
 #   descent tree-only descents of web 200M per DESCENT_FUSED (default 1,3) levels per expand
-#           step: plans, device times, and ncu's per-kernel sums of one product each
+#           step (and per DESCENT_KERNEL_DIRS folder and DESCENT_WARP_CHUNKS count): plans,
+#           device times, y checked, and ncu's per-kernel sums of one product each
 #           (DESCENT_NCU_FUSED: which of them ncu profiles)
 #   headers bit-packed right products over 4x4 and 8x4 header-run windows against the
 #           engine's (examples/header_runs.rs: issue 10, session 18), cnr-2000 and web 200M

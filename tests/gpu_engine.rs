@@ -98,6 +98,19 @@ fn option_sets() -> Vec<GpuOptions> {
                     fused_levels: MAX_FUSED_LEVELS,
                     ..o(1 << 20, 1, None)
                 },
+                // Warps that take several chunks of fused expand and octet steps in a row
+                // and carry their ranks (the automatic choice chunks only steps that fill
+                // the GPU, larger than these): partial last chunks, warps with none.
+                GpuOptions {
+                    fused_levels: MAX_FUSED_LEVELS,
+                    warp_chunks: 3,
+                    ..o(3000, 4, Some(OffsetSource::Directory))
+                },
+                GpuOptions {
+                    fused_levels: MAX_FUSED_LEVELS,
+                    warp_chunks: 64,
+                    ..o(1 << 20, 1, None)
+                },
                 // Subtree launches for the last levels (`check_matrix` runs them dense,
                 // masked, batched and bit-packed, both directions): from the root with
                 // tiles of four (blocks with fewer roots than SUBTREE_ROOTS), two levels
@@ -874,6 +887,14 @@ fn cnr_2000_matches_cpu() {
         fused_levels: MAX_FUSED_LEVELS,
         ..shallow
     });
+    // The same, and the default, with warps that carry their ranks over 5 chunks each.
+    for base in [shallow, GpuOptions::default()] {
+        sets.push(GpuOptions {
+            fused_levels: MAX_FUSED_LEVELS,
+            warp_chunks: 5,
+            ..base
+        });
+    }
     // Subtree launches: the default top and tiles, and the shallow top, whose descent
     // hands eight levels' subtrees over after fused expand steps.
     for subtree_levels in [5, MAX_SUBTREE_LEVELS] {

@@ -113,6 +113,36 @@ pub fn config_for(n: u64) -> LaunchConfig {
     }
 }
 
+/// Blocks that give each of the H200's 132 SMs its 2,048 threads' worth twice: an
+/// automatically chunked launch keeps at least this many (or a block per 256 items, if
+/// fewer), so that a small step still fills the GPU. Chunked down to a quarter, the web
+/// graph's small octet steps ran at 24 % occupancy, and with a floor of half this
+/// cnr-2000's octet step (348 K nodes) had most warps take two chunks and fell from 1.44x
+/// to 1.53x of cuSPARSE's SpMV; at this floor it keeps a chunk per warp, as before
+/// (docs/BENCHMARKS.md, session 24).
+const FILL_BLOCKS: u64 = 132 * 16;
+
+/// Chunks per warp of an automatically chunked launch (`GpuOptions::warp_chunks` 0).
+const AUTO_CHUNKS: u64 = 4;
+
+/// The launch of a fused expand step (`expand_levels`) or an octet leaf step over `items`
+/// (nodes × vectors) whose warps take chunks of 32 consecutive items in a row: a warp
+/// ranks the directory for its first chunk only and carries the counts on to the next
+/// (`warp_chunks` in `cuda/common.cuh`). `chunks` ([`super::GpuOptions::warp_chunks`]):
+/// that many per warp, or 0 for up to [`AUTO_CHUNKS`] with at least [`FILL_BLOCKS`].
+pub fn chunked_config(items: u64, chunks: u32) -> LaunchConfig {
+    let per_block = |chunks: u64| items.div_ceil(BLOCK as u64 * chunks);
+    let blocks = match chunks {
+        0 => per_block(AUTO_CHUNKS).max(per_block(1).min(FILL_BLOCKS)),
+        c => per_block(c as u64),
+    };
+    LaunchConfig {
+        grid_dim: (blocks.clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Warps per block of `rowwindows_bits` (`WINDOW_WARPS` in `cuda/windows.cu`).
 const WINDOW_WARPS: u64 = 8;
 

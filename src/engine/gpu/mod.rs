@@ -51,8 +51,8 @@ pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
 use launch::{
-    block_leaf_config, config_for, launch_step, leaf_config, scan_config, subtree_config,
-    StepParams,
+    block_leaf_config, chunked_config, config_for, launch_step, leaf_config, scan_config,
+    subtree_config, StepParams,
 };
 use tile_plan::{MAX_FUSED_LEVELS, SCAN_TILE_NODES};
 
@@ -139,6 +139,14 @@ pub struct GpuOptions {
     /// ([`LeafKernel::ends_in_octets`]); ignored with subtree levels. Default `true`
     /// (docs/BENCHMARKS.md, session 22).
     pub octets: bool,
+    /// Chunks of 32 consecutive nodes a warp of a fused expand step or of an octet leaf
+    /// step takes in a row: it ranks the directory for the first only and carries the
+    /// counts on from chunk to chunk, so the launch has a lane per that many nodes. 0
+    /// (the default): up to 4, as long as the launch keeps two SMs' worth of threads per
+    /// SM (steps of fewer than 540 K nodes keep a chunk per warp); n ≥ 1: n. The web
+    /// graph's fused expand then issues 433 instructions per warp of nodes instead of
+    /// 772, and its tree-only products run ~22 % faster (docs/BENCHMARKS.md, session 24).
+    pub warp_chunks: u32,
 }
 
 impl Default for GpuOptions {
@@ -154,6 +162,7 @@ impl Default for GpuOptions {
             subtree_levels: 0,
             row_windows: true,
             octets: true,
+            warp_chunks: 0,
         }
     }
 }
@@ -898,6 +907,7 @@ impl GpuEngine {
         let scanning = source == OffsetSource::Scan;
         let overlapped =
             self.options.overlapped_launches && self.gpu.supports_overlapped_launches();
+        let chunks = self.options.warp_chunks;
         for step in &plan.steps {
             let codes_in = match step.src {
                 CodeSource::Top => top,
@@ -956,9 +966,11 @@ impl GpuEngine {
             let (f, cfg) = match (expanding, block_leaves) {
                 _ if step.kind == StepKind::Subtrees => (subtrees, subtree_config(step.count)),
                 // The warp-rank expand takes one level; several take the plain one.
-                (true, _) if step.levels > 1 => (expand_levels, config_for(step.count)),
+                (true, _) if step.levels > 1 => (expand_levels, chunked_config(step.count, chunks)),
                 (true, _) => (expand, config_for(step.count)),
-                (false, _) if step.levels == 2 => (octets, config_for(step.count * width)),
+                (false, _) if step.levels == 2 => {
+                    (octets, chunked_config(step.count * width, chunks))
+                }
                 (false, Some(b)) if step.src == CodeSource::Frontier => {
                     (b, block_leaf_config(kernel, op, step.count, width))
                 }
