@@ -557,6 +557,25 @@ mod tests {
         (LeafOp::Bits, "bits"),
     ];
 
+    /// Automatic chunks keep steps that would not fill the GPU at a chunk per warp (cnr-2000's
+    /// one octet step of 347,967 nodes keeps the grid of a lane per node), chunk the large
+    /// ones down to the floor, and never go past 4 chunks per warp; explicit counts are
+    /// exact.
+    #[test]
+    fn chunked_launches_keep_small_steps_whole() {
+        let blocks = |items, chunks| chunked_config(items, chunks).grid_dim.0 as u64;
+        let lane_per_item = |items: u64| config_for(items).grid_dim.0 as u64;
+        for items in [1, 31, 1000, 347_967, FILL_BLOCKS * BLOCK as u64] {
+            assert_eq!(blocks(items, 0), lane_per_item(items), "{items}");
+            assert_eq!(blocks(items, 1), lane_per_item(items), "{items}");
+        }
+        assert_eq!(blocks(2 * FILL_BLOCKS * BLOCK as u64, 0), FILL_BLOCKS);
+        assert_eq!(blocks(1 << 21, 0), FILL_BLOCKS);
+        assert_eq!(blocks(1 << 23, 0), (1 << 23) / (AUTO_CHUNKS * BLOCK as u64));
+        assert_eq!(blocks(3000, 3), 4);
+        assert_eq!(blocks(1 << 20, 64), 64);
+    }
+
     /// Each variant launches its own family's kernel for the right operation (the table
     /// is indexed by position, so a reordering would silently swap semirings).
     #[test]
