@@ -555,16 +555,16 @@ __device__ __forceinline__ void item_node(const StepParams &p, u64 g, u64 total,
     }
 }
 
+// Octet item (node t, vector b) of this lane, read as `o`: its block's cells times x, one
+// update per non-empty output entry. (Building the 8x8 block as one u64 in a loop over
+// its leaves, its lines summed per half, issued 40 % fewer of the step's instructions on
+// the web graph but took as long, and left products 3 % longer: the step waits on memory
+// by then; docs/BENCHMARKS.md, session 24.)
 // AGG: lanes whose blocks share an output half (the same 4 output entries and vector)
 // combine their sums first (`reduce_peers`), and one of them updates y: the tuned choice
 // for left products over codes, whose column updates collide within a warp (without it
 // cnr-2000's tree-only left product measured 1.7x slower; docs/BENCHMARKS.md, session 22).
-// The loop is then warp-uniform, as the shuffles need all 32 lanes.
-// Octet item (node t, vector b) of this lane, read as `o`: its block's cells times x, one
-// update per non-empty output entry. With AGG all 32 lanes must call it. (Building the
-// 8x8 block as one u64 in a loop over its leaves, its lines summed per half, issued 40 %
-// fewer of the step's instructions on the web graph but took as long, and left products
-// 3 % longer: the step waits on memory by then; docs/BENCHMARKS.md, session 24.)
+// All 32 lanes must then call it, as the shuffles need them.
 template <typename Op, bool AGG>
 __device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, u64 t, u64 b, bool valid,
                                            u32 lane) {
@@ -640,7 +640,8 @@ __device__ __forceinline__ void leaves_octets(const StepParams &p) {
     if (c >= cend) return;
     // The whole warp reads its octets (warp_octet) from the resident tree alone, so the
     // first ones are read before the wait. Each next chunk's are read after the item's
-    // update, so that they are not live across it (48 registers, no spills).
+    // update, so that they are not live across it (48 registers: no spills, but for one
+    // word of the chunk bound in the tropical kernel; read ahead, they needed 64).
     u64 next[2], t, b;
     item_node(p, (c << 5) + lane, total, t, b);
     Octet o = warp_octet(p, c << 5, total, t, lane, next, false);
