@@ -4,7 +4,9 @@
 // the only writer of its rows' words, so it stores them once: no clear of y, no atomics,
 // no reads of y (docs/BENCHMARKS.md, sessions 18-19). The exceptions are the runs longer
 // than a window, cut into *shared parts* (each starts a window behind a marker): their
-// rows are cleared first (`clear_block_rows`) and take atomic ORs.
+// rows are cleared first (`clear_block_rows`) and take atomic ORs. The product may start
+// with the clear (an overlapped launch, src/engine/gpu/mod.rs): it waits for the clear
+// before its first atomic OR only, so its loads and gathers overlap the clear's launch.
 //
 // Entries without cells are markers: an empty block row's (`row << 40`: its words are
 // stored as zeros), padding (row PAD_ROW: nothing) and a shared part's start (`row << 40
@@ -46,6 +48,7 @@ __device__ __forceinline__ void store_run(u64 *y, u64 n, u32 head, const u64 acc
     if (row == NO_ROW) return;
     u64 r0 = (u64)row * 4;
     if (head & SHARED_PART) {
+        wait_prerequisites();  // for the clear of the shared rows (at once after a first call)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
             if (r0 + i < n && acc[i]) atomicOr(&y[r0 + i], acc[i]);
@@ -159,6 +162,7 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // Zeroes the four words of each block row in rows[0 .. count) (y: n words), before a
 // product whose shared parts OR into them.
 extern "C" __global__ void clear_block_rows(const u32 *rows, u64 count, u64 *y, u64 n) {
+    start_dependents();  // the product's blocks may start now (they wait before their ORs)
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count * 4; i += (u64)gridDim.x * blockDim.x) {
         u64 at = (u64)rows[i / 4] * 4 + i % 4;
         if (at < n) y[at] = 0ull;

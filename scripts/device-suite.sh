@@ -49,6 +49,9 @@
 #           the same row windows (header_runs: cnr-2000, then web 200M unless ROWWIN_WEB=0),
 #           and ncu's warm kernel durations of each on cnr-2000 (session 21)
 #   spmvab  bench-spmv on cnr-2000 per SPMVAB="tree:200 tree:0" (kernel folder : --hold-us)
+#   spmvbase bench-spmv with bin/k2rpq-base and bin/k2rpq in turn (K2RPQ_BASE at --build):
+#           cnr-2000 SPMVBASE_ROUNDS (2) times each, then the web graph once each
+#           (SPMVBASE_WEB=0: not), for a host and kernel change's before/after in one call
 #   profile where cnr-2000's bit-packed right product spends its time, warm: ncu (full set)
 #           of rowwindows_bits inside bench-spmv (nsys is not installed on the device machine)
 set -uo pipefail
@@ -363,6 +366,31 @@ for line in sys.stdin:
                 >"$out/spmv-cnr-$tag-$hold.txt" 2>&1 || status=1
             spmv_rows "$out/spmv-cnr-$tag-$hold.txt" | tee -a "$out/summary.txt"
         done ;;
+    spmvbase)
+        # bench-spmv with bin/k2rpq-base (K2RPQ_BASE at --build) and bin/k2rpq in turn,
+        # SPMVBASE_ROUNDS times (default 2): before/after of a host and kernel change in
+        # one call. cnr-2000 (SPMV_ARGS as `spmv`), then the web graph as `spmvweb` once
+        # each (SPMVBASE_WEB=0: not).
+        [ -x "$bin/k2rpq-base" ] || { echo "spmvbase: no bin/k2rpq-base (K2RPQ_BASE at --build)" | tee -a "$out/summary.txt"; status=1; }
+        for round in $(seq "${SPMVBASE_ROUNDS:-2}"); do
+            for b in k2rpq-base k2rpq; do
+                [ -x "$bin/$b" ] || continue
+                step "bench-spmv cnr-2000 with $b, round $round (spmv-cnr-$b-$round.txt)"
+                # shellcheck disable=SC2086
+                "$bin/$b" bench-spmv --tsv "$cnr" ${SPMV_ARGS:---leaf-kernels tuned --batches 1 --bit-batches 64 --repeats 50} \
+                    >"$out/spmv-cnr-$b-$round.txt" 2>&1 || status=1
+                spmv_rows "$out/spmv-cnr-$b-$round.txt" | tee -a "$out/summary.txt"
+            done
+        done
+        if [ "${SPMVBASE_WEB:-1}" != 0 ]; then
+            for b in k2rpq-base k2rpq; do
+                [ -x "$bin/$b" ] || continue
+                step "bench-spmv web 200M with $b (spmv-web-$b.txt)"
+                "$bin/$b" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
+                    ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} >"$out/spmv-web-$b.txt" 2>&1 || status=1
+                spmv_rows "$out/spmv-web-$b.txt" | tee -a "$out/summary.txt"
+            done
+        fi ;;
     profile)
         if command -v ncu >/dev/null; then
             step "ncu: rowwindows_bits on cnr-2000, warm (ncu-rowwin.txt)"

@@ -792,6 +792,14 @@ fn kernels_compile_with_nvrtc() {
                 );
             }
         }
+        // The bit-packed product over row windows starts with the clear of its shared rows
+        // (an overlapped launch) and must wait for it before its atomic ORs.
+        let body = entry_body(&entries, "rowwindows_bits").expect("rowwindows_bits in the PTX");
+        assert_eq!(
+            body.contains("griddepcontrol.wait"),
+            arch == "sm_90",
+            "{arch}: rowwindows_bits and the wait for the clear"
+        );
     }
 }
 

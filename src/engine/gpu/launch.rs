@@ -64,6 +64,26 @@ pub unsafe fn launch_step(
     if !overlapped {
         return unsafe { stream.launch_builder(f).arg(p).launch(cfg) }.map(|_| ());
     }
+    let mut args = [p as *const StepParams as *mut std::ffi::c_void];
+    // SAFETY: the caller vouches for `f`, `p` and the wait.
+    unsafe { launch_overlapped(stream, f, cfg, &mut args) }
+}
+
+/// Launches kernel `f` on `stream` as a programmatic dependent launch: it may start once
+/// the previous kernel of the stream has called `start_dependents()` (or ended), and its
+/// `wait_prerequisites()` returns when that kernel has completed. `args` holds the
+/// address of each kernel argument, in order; the driver copies the values at the call.
+///
+/// # Safety
+/// `f`'s parameters must be the types `args` points to, with valid addresses and counts,
+/// and `f` must call `wait_prerequisites()` before touching memory that the previous
+/// kernel writes or reads.
+pub unsafe fn launch_overlapped(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &mut [*mut std::ffi::c_void],
+) -> Result<(), DriverError> {
     stream.context().bind_to_thread()?;
     // SAFETY: a zeroed attribute is valid; the id and value set here are the ones the
     // driver reads for this attribute.
@@ -82,9 +102,7 @@ pub unsafe fn launch_step(
         attrs: &mut attr,
         numAttrs: 1,
     };
-    // The driver copies the argument (through its address) at the call.
-    let mut args = [p as *const StepParams as *mut std::ffi::c_void];
-    // SAFETY: `config` and `args` outlive the call; the caller vouches for `f` and `p`.
+    // SAFETY: `config` and `args` outlive the call; the caller vouches for `f` and `args`.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,

@@ -51,8 +51,8 @@ pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
 use launch::{
-    block_leaf_config, chunked_config, config_for, launch_step, leaf_config, scan_config,
-    subtree_config, StepParams,
+    block_leaf_config, chunked_config, config_for, launch_overlapped, launch_step, leaf_config,
+    scan_config, subtree_config, StepParams,
 };
 use tile_plan::{MAX_FUSED_LEVELS, SCAN_TILE_NODES};
 
@@ -807,7 +807,9 @@ impl GpuEngine {
 
     /// Enqueues `y = A x` over the row windows `w` of `m` (the caller holds the engine's
     /// lock and checked the shapes): the clear of the shared parts' rows, if any, then
-    /// one launch that stores every other word of `y` once.
+    /// one launch that stores every other word of `y` once. After a clear the product is
+    /// an overlapped launch (where the engine overlaps launches): it starts with the
+    /// clear and waits for it only before its first atomic OR into a shared row.
     fn enqueue_windows(
         &self,
         m: &DeviceTree,
@@ -816,8 +818,9 @@ impl GpuEngine {
         y: &GpuBits,
     ) -> Result<()> {
         let s = self.gpu.stream();
-        let (xp, yp) = (x.raw(s), y.raw(s));
-        let (inputs, n) = (x.len(), y.len());
+        let (mut xp, mut yp) = (x.raw(s), y.raw(s));
+        let (mut inputs, mut n) = (x.len(), y.len());
+        let mut overlapped = false;
         if let Some(rows) = &w.shared_rows {
             let rp = rows.device_ptr(s).0;
             // SAFETY: rows holds `shared` block rows; the kernel writes only y's n words.
@@ -830,19 +833,41 @@ impl GpuEngine {
                     .launch(config_for(4 * w.shared))
             }
             .map_err(cuda_err("clear_block_rows"))?;
+            overlapped =
+                self.options.overlapped_launches && self.gpu.supports_overlapped_launches();
         }
-        let (_, _, _, front) = m.pointers(&self.gpu, Direction::Right);
+        let (_, _, _, mut front) = m.pointers(&self.gpu, Direction::Right);
+        let mut windows = w.windows;
+        let f = self.gpu.function("rowwindows_bits")?;
+        let cfg = launch::windows_config(w.windows);
+        if overlapped {
+            let mut args = [
+                &mut front as *mut u64,
+                &mut windows,
+                &mut xp,
+                &mut inputs,
+                &mut yp,
+                &mut n,
+            ]
+            .map(|a| a.cast::<std::ffi::c_void>());
+            // SAFETY: as below; the clear, launched the usual way, starts after all
+            // earlier work of the stream, so only its own writes (the shared rows) are
+            // unfinished when the product starts, and the product waits for them before
+            // its atomic ORs (`store_run` in cuda/windows.cu).
+            return unsafe { launch_overlapped(s, f, cfg, &mut args) }
+                .map_err(cuda_err("rowwindows_bits"));
+        }
         // SAFETY: the frontier holds `windows` whole windows; x has `inputs` words and y
         // `n`, and the kernel reads and writes within them.
         unsafe {
-            s.launch_builder(self.gpu.function("rowwindows_bits")?)
+            s.launch_builder(f)
                 .arg(&front)
-                .arg(&w.windows)
+                .arg(&windows)
                 .arg(&xp)
                 .arg(&inputs)
                 .arg(&yp)
                 .arg(&n)
-                .launch(launch::windows_config(w.windows))
+                .launch(cfg)
         }
         .map(|_| ())
         .map_err(cuda_err("rowwindows_bits"))
