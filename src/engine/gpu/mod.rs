@@ -853,7 +853,9 @@ impl GpuEngine {
             // SAFETY: as below; the clear, launched the usual way, starts after all
             // earlier work of the stream, so only its own writes (the shared rows) are
             // unfinished when the product starts, and the product waits for them before
-            // its atomic ORs (`store_run` in cuda/windows.cu).
+            // its atomic ORs (`store_run` in cuda/windows.cu). Every shared row has parts
+            // and each part waits, so the product ends after the clear: later work of
+            // the stream, ordered after the product, sees the clear done too.
             return unsafe { launch_overlapped(s, f, cfg, &mut args) }
                 .map_err(cuda_err("rowwindows_bits"));
         }
