@@ -118,6 +118,17 @@ for line in sys.stdin:
              { b = substr($0, 41, 4) + 0; d = substr($0, 39, 1) }
              (d == "R" || d == "L") && (b == 1 || b == 64) && !/^(cpu|bcsr)/' "$1"
     }
+    # bench-spmv on the 200M-edge web graph with binary $1, its table into $2, more
+    # arguments after (SPMVWEB_KERNELS: the leaf-kernel variants beside the default, e.g.
+    # rows,wagg; SPMVWEB_BATCHES: the f32 batch widths, default 1,16).
+    spmv_web() {
+        local k="$1" table="$2"; shift 2
+        "$k" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
+            ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} "$@" >"$table" 2>&1
+    }
+    # bench-spmv's arguments for the before/after parts on cnr-2000 (spmvab, spmvbase):
+    # SPMV_ARGS, else the tuned kernels' B = 1 and bit-packed 64 rows.
+    spmv_ab_args="${SPMV_ARGS:---leaf-kernels tuned --batches 1 --bit-batches 64 --repeats 50}"
     # cnr-2000 `<c> p+ ?y` (issue 6): the GPU engine as `--engine auto` runs it (host walk
     # first), the CPU engine and Oxigraph side by side; then every product on the device.
     cnr_store() {
@@ -181,10 +192,7 @@ for line in sys.stdin:
         spmv_rows "$out/spmv-cnr.txt" ;;
     spmvweb)
         step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
-        # SPMVWEB_KERNELS (e.g. rows,wagg): the leaf-kernel variants beside the default.
-        # SPMVWEB_BATCHES: the f32 batch widths (default 1,16).
-        "$k2" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
-            ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg" >"$out/spmv-web.txt" 2>&1
+        spmv_web "$k2" "$out/spmv-web.txt" --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg"
         spmv_rows "$out/spmv-web.txt" ;;
     descent)
         # DESCENT_FUSED: the levels per expand step to compare (GpuOptions::fused_levels).
@@ -362,7 +370,7 @@ for line in sys.stdin:
             tag="${spec%%:*}"; hold="${spec#*:}"
             step "bench-spmv cnr-2000, kernels $tag, --hold-us $hold (spmv-cnr-$tag-$hold.txt)"
             # shellcheck disable=SC2086
-            K2RPQ_KERNEL_DIR="$carry/kernels/$tag" "$k2" bench-spmv --tsv "$cnr" --hold-us "$hold" ${SPMV_ARGS:---leaf-kernels tuned --batches 1 --bit-batches 64 --repeats 50} \
+            K2RPQ_KERNEL_DIR="$carry/kernels/$tag" "$k2" bench-spmv --tsv "$cnr" --hold-us "$hold" $spmv_ab_args \
                 >"$out/spmv-cnr-$tag-$hold.txt" 2>&1 || status=1
             spmv_rows "$out/spmv-cnr-$tag-$hold.txt" | tee -a "$out/summary.txt"
         done ;;
@@ -377,8 +385,7 @@ for line in sys.stdin:
                 [ -x "$bin/$b" ] || continue
                 step "bench-spmv cnr-2000 with $b, round $round (spmv-cnr-$b-$round.txt)"
                 # shellcheck disable=SC2086
-                "$bin/$b" bench-spmv --tsv "$cnr" ${SPMV_ARGS:---leaf-kernels tuned --batches 1 --bit-batches 64 --repeats 50} \
-                    >"$out/spmv-cnr-$b-$round.txt" 2>&1 || status=1
+                "$bin/$b" bench-spmv --tsv "$cnr" $spmv_ab_args >"$out/spmv-cnr-$b-$round.txt" 2>&1 || status=1
                 spmv_rows "$out/spmv-cnr-$b-$round.txt" | tee -a "$out/summary.txt"
             done
         done
@@ -386,8 +393,7 @@ for line in sys.stdin:
             for b in k2rpq-base k2rpq; do
                 [ -x "$bin/$b" ] || continue
                 step "bench-spmv web 200M with $b (spmv-web-$b.txt)"
-                "$bin/$b" bench-spmv --synthetic web --edges 200M --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 --skip-cpu \
-                    ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} >"$out/spmv-web-$b.txt" 2>&1 || status=1
+                spmv_web "$bin/$b" "$out/spmv-web-$b.txt" || status=1
                 spmv_rows "$out/spmv-web-$b.txt" | tee -a "$out/summary.txt"
             done
         fi ;;

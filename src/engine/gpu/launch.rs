@@ -1,8 +1,6 @@
 //! Kernel arguments and launch shapes shared by the engine's launches.
 
-use cudarc::driver::{
-    sys, CudaFunction, CudaStream, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{sys, CudaFunction, CudaStream, DriverError, LaunchConfig};
 
 use super::tile_plan::SUBTREE_ROOTS;
 
@@ -40,9 +38,6 @@ pub struct StepParams {
 
 const _: () = assert!(std::mem::size_of::<StepParams>() == 128);
 
-// SAFETY: plain old data with the C layout the kernels expect.
-unsafe impl DeviceRepr for StepParams {}
-
 /// Launches traversal kernel `f` with its one argument `p` on `stream`. `overlapped`: as
 /// a programmatic dependent launch (sm_90 and later), which may start before the previous
 /// kernel of the stream ends; the traversal kernels read only the resident tree until
@@ -61,32 +56,31 @@ pub unsafe fn launch_step(
     p: &StepParams,
     overlapped: bool,
 ) -> Result<(), DriverError> {
-    if !overlapped {
-        return unsafe { stream.launch_builder(f).arg(p).launch(cfg) }.map(|_| ());
-    }
     let mut args = [p as *const StepParams as *mut std::ffi::c_void];
     // SAFETY: the caller vouches for `f`, `p` and the wait.
-    unsafe { launch_overlapped(stream, f, cfg, &mut args) }
+    unsafe { launch_with_args(stream, f, cfg, &mut args, overlapped) }
 }
 
-/// Launches kernel `f` on `stream` as a programmatic dependent launch: it may start once
-/// the previous kernel of the stream has called `start_dependents()` (or ended), and its
-/// `wait_prerequisites()` returns when that kernel has completed. `args` holds the
-/// address of each kernel argument, in order; the driver copies the values at the call.
+/// Launches kernel `f` on `stream` with the arguments at the addresses in `args` (in
+/// order; the driver copies the values at the call). `overlapped`: as a programmatic
+/// dependent launch, which may start once the previous kernel of the stream has called
+/// `start_dependents()` (or ended), and whose `wait_prerequisites()` returns when that
+/// kernel has completed; otherwise after all earlier work of the stream, as usual.
 ///
 /// # Safety
 /// `f`'s parameters must be the types `args` points to, with valid addresses and counts,
-/// and `f` must call `wait_prerequisites()` before touching memory that the previous
-/// kernel writes or reads.
-pub unsafe fn launch_overlapped(
+/// and when `overlapped`, `f` must call `wait_prerequisites()` before touching memory
+/// that the previous kernel writes or reads.
+pub unsafe fn launch_with_args(
     stream: &CudaStream,
     f: &CudaFunction,
     cfg: LaunchConfig,
     args: &mut [*mut std::ffi::c_void],
+    overlapped: bool,
 ) -> Result<(), DriverError> {
     stream.context().bind_to_thread()?;
     // SAFETY: a zeroed attribute is valid; the id and value set here are the ones the
-    // driver reads for this attribute.
+    // driver reads for this attribute (and only when `numAttrs` counts it).
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
@@ -100,7 +94,7 @@ pub unsafe fn launch_overlapped(
         sharedMemBytes: cfg.shared_mem_bytes,
         hStream: stream.cu_stream(),
         attrs: &mut attr,
-        numAttrs: 1,
+        numAttrs: overlapped as u32,
     };
     // SAFETY: `config` and `args` outlive the call; the caller vouches for `f` and `args`.
     unsafe {

@@ -51,7 +51,7 @@ pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
 use launch::{
-    block_leaf_config, chunked_config, config_for, launch_overlapped, launch_step, leaf_config,
+    block_leaf_config, chunked_config, config_for, launch_step, launch_with_args, leaf_config,
     scan_config, subtree_config, StepParams,
 };
 use tile_plan::{MAX_FUSED_LEVELS, SCAN_TILE_NODES};
@@ -805,6 +805,12 @@ impl GpuEngine {
         m.windows.as_ref().filter(|_| one_word)
     }
 
+    /// Whether kernels written to wait for their predecessor are launched to overlap it:
+    /// the options allow it and the device has programmatic dependent launches (sm_90).
+    fn overlaps_launches(&self) -> bool {
+        self.options.overlapped_launches && self.gpu.supports_overlapped_launches()
+    }
+
     /// Enqueues `y = A x` over the row windows `w` of `m` (the caller holds the engine's
     /// lock and checked the shapes): the clear of the shared parts' rows, if any, then
     /// one launch that stores every other word of `y` once. After a clear the product is
@@ -820,7 +826,9 @@ impl GpuEngine {
         let s = self.gpu.stream();
         let (mut xp, mut yp) = (x.raw(s), y.raw(s));
         let (mut inputs, mut n) = (x.len(), y.len());
-        let mut overlapped = false;
+        // Only a product after a clear overlaps: without one it is the stream's first
+        // kernel after earlier work that may read or write y.
+        let overlapped = w.shared_rows.is_some() && self.overlaps_launches();
         if let Some(rows) = &w.shared_rows {
             let rp = rows.device_ptr(s).0;
             // SAFETY: rows holds `shared` block rows; the kernel writes only y's n words.
@@ -833,45 +841,34 @@ impl GpuEngine {
                     .launch(config_for(4 * w.shared))
             }
             .map_err(cuda_err("clear_block_rows"))?;
-            overlapped =
-                self.options.overlapped_launches && self.gpu.supports_overlapped_launches();
         }
         let (_, _, _, mut front) = m.pointers(&self.gpu, Direction::Right);
         let mut windows = w.windows;
-        let f = self.gpu.function("rowwindows_bits")?;
-        let cfg = launch::windows_config(w.windows);
-        if overlapped {
-            let mut args = [
-                &mut front as *mut u64,
-                &mut windows,
-                &mut xp,
-                &mut inputs,
-                &mut yp,
-                &mut n,
-            ]
-            .map(|a| a.cast::<std::ffi::c_void>());
-            // SAFETY: as below; the clear, launched the usual way, starts after all
-            // earlier work of the stream, so only its own writes (the shared rows) are
-            // unfinished when the product starts, and the product waits for them before
-            // its atomic ORs (`store_run` in cuda/windows.cu). Every shared row has parts
-            // and each part waits, so the product ends after the clear: later work of
-            // the stream, ordered after the product, sees the clear done too.
-            return unsafe { launch_overlapped(s, f, cfg, &mut args) }
-                .map_err(cuda_err("rowwindows_bits"));
-        }
+        let mut args = [
+            &mut front as *mut u64,
+            &mut windows,
+            &mut xp,
+            &mut inputs,
+            &mut yp,
+            &mut n,
+        ]
+        .map(|a| a.cast::<std::ffi::c_void>());
         // SAFETY: the frontier holds `windows` whole windows; x has `inputs` words and y
-        // `n`, and the kernel reads and writes within them.
+        // `n`, and the kernel reads and writes within them. When overlapped: the clear,
+        // launched the usual way, starts after all earlier work of the stream, so only its
+        // own writes (the shared rows) are unfinished when the product starts, and the
+        // product waits for them before its atomic ORs (`store_run` in cuda/windows.cu).
+        // Every shared row has parts and each part waits, so the product ends after the
+        // clear: later work of the stream, ordered after the product, sees the clear done.
         unsafe {
-            s.launch_builder(f)
-                .arg(&front)
-                .arg(&windows)
-                .arg(&xp)
-                .arg(&inputs)
-                .arg(&yp)
-                .arg(&n)
-                .launch(cfg)
+            launch_with_args(
+                s,
+                self.gpu.function("rowwindows_bits")?,
+                launch::windows_config(w.windows),
+                &mut args,
+                overlapped,
+            )
         }
-        .map(|_| ())
         .map_err(cuda_err("rowwindows_bits"))
     }
 
@@ -932,8 +929,7 @@ impl GpuEngine {
         };
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
-        let overlapped =
-            self.options.overlapped_launches && self.gpu.supports_overlapped_launches();
+        let overlapped = self.overlaps_launches();
         let chunks = self.options.warp_chunks;
         for step in &plan.steps {
             let codes_in = match step.src {
