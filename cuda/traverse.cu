@@ -165,16 +165,21 @@ __device__ __forceinline__ void expand_levels_nodes(const StepParams &p) {
     if (c < cend) d = warp_descent(p, c << 5, lane, next, false);
     wait_prerequisites();
     for (bool first = true; c < cend; ++c, first = false) {
-        if (!first) d = warp_descent(p, c << 5, lane, next, true);
         const u64 t = (c << 5) + lane;
+        // The chunk's codes are loaded before its descent's chain of signature loads and
+        // scans, so that they are in flight with it (web graph −0.5 %, session 26).
+        const u64 code = t < p.count ? code_at(p, p.src_off + t) : 0;
+        if (!first) d = warp_descent(p, c << 5, lane, next, true);
         if (t >= p.count) continue;
-        const u64 code = code_at(p, p.src_off + t);
         write_descendants(p, (u32)p.width, d, code, p.codes_out + (d.first - p.child0));
     }
 }
 
 extern "C" __global__ void expand(StepParams p) { expand_nodes(p); }
-extern "C" __global__ void expand_levels(StepParams p) { expand_levels_nodes(p); }
+// Bounded to 5 blocks of 256 per SM (48 registers, no spills; 56 unbounded: 4 blocks): the
+// web graph's tree-only products −2.8 %; 6 blocks (40 registers, 16 B spilled) gained less
+// (docs/BENCHMARKS.md, session 26).
+extern "C" __global__ void __launch_bounds__(256, 5) expand_levels(StepParams p) { expand_levels_nodes(p); }
 
 // The semirings of Table 1 as one `apply(y, i_in, i_out, b)` each.
 struct PlusTimesOp {

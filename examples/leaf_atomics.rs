@@ -98,11 +98,11 @@ fn plans(codes: &[u64], side: u64) {
         let single = TilePlan::descend(&tree, top, m, (1, Bottom::Blocks)).launches();
         let f = TilePlan::frontier(&tree, m);
         println!(
-            "M = 2^{:2}: descend {:6} launches ({single} with a launch per level), scratch codes {:>10} B (max step {}); frontier {} launches",
+            "M = 2^{:2}: descend {:6} launches ({single} with a launch per level), scratch codes {:>10} B (most scanned in a step {}); frontier {} launches",
             m.trailing_zeros(),
             p.launches(),
             8 * p.scratch_codes.iter().sum::<u64>(),
-            p.max_step_nodes,
+            p.max_scanned_nodes,
             f.launches()
         );
     }

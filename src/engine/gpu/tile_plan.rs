@@ -78,8 +78,10 @@ pub struct TilePlan {
     pub steps: Vec<Step>,
     /// Codes each level's scratch buffer holds at most (index = level; 0 = no buffer).
     pub scratch_codes: Vec<u64>,
-    /// Most nodes in one step (the scan's offsets buffer).
-    pub max_step_nodes: u64,
+    /// Most nodes in one step that a scanned product scans ([`Step::takes_scan`]): the
+    /// scan's offsets buffer. Fused expand steps and octet leaf steps, which rank instead,
+    /// do not count.
+    pub max_scanned_nodes: u64,
 }
 
 /// Nodes one scan tile covers (SCAN_THREADS × SCAN_ITEMS in `cuda/scan.cu`).
@@ -284,8 +286,16 @@ impl TilePlan {
         TilePlan {
             steps: Vec::new(),
             scratch_codes: vec![0; tree.height() as usize],
-            max_step_nodes: 0,
+            max_scanned_nodes: 0,
         }
+    }
+
+    /// Appends `step`, counting its nodes for the scan's offsets if it takes the scan.
+    fn push(&mut self, step: Step) {
+        if step.takes_scan() {
+            self.max_scanned_nodes = self.max_scanned_nodes.max(step.count);
+        }
+        self.steps.push(step);
     }
 
     /// The plan of a traversal from the host-expanded top level `top` down to the leaves,
@@ -457,7 +467,7 @@ impl TilePlan {
         let mut a = 0;
         while a < entries {
             let count = tile.min(entries - a);
-            plan.steps.push(Step {
+            plan.push(Step {
                 kind: StepKind::Leaves,
                 levels: 1,
                 level: d,
@@ -468,7 +478,6 @@ impl TilePlan {
                 child0: 0,
                 children: 0,
             });
-            plan.max_step_nodes = plan.max_step_nodes.max(count);
             a += count;
         }
         plan
@@ -541,8 +550,7 @@ impl TilePlan {
                 child0: fa,
                 children: fb - fa,
             };
-            self.steps.push(step);
-            self.max_step_nodes = self.max_step_nodes.max(b - a);
+            self.push(step);
             if kind == StepKind::Expand {
                 let below = d + levels;
                 let next = &mut self.scratch_codes[below as usize];
@@ -569,9 +577,9 @@ impl TilePlan {
         (0..levels).fold(j, |j, k| Self::children_of(tree, d + k, j))
     }
 
-    /// Scan tiles of the largest step (for the look-back status words).
+    /// Scan tiles of the largest scanned step (for the look-back status words).
     pub fn scan_tiles(&self) -> u64 {
-        self.max_step_nodes.div_ceil(SCAN_TILE_NODES)
+        self.max_scanned_nodes.div_ceil(SCAN_TILE_NODES)
     }
 
     /// Launches of a product (scans not counted).
@@ -661,8 +669,12 @@ pub(super) mod tests {
                         }
                         assert!(!visited[leaves as usize + 1..].contains(&true));
                         assert!(visited[top as usize] && visited[leaves as usize]);
+                        // The scan's offsets cover the largest scanned step, and only those.
+                        let scanned = plan.steps.iter().filter(|s| s.takes_scan());
+                        let most = scanned.map(|s| s.count).max().unwrap_or(0);
+                        assert_eq!(plan.max_scanned_nodes, most);
                         let exact =
-                            8 * plan.scratch_codes.iter().sum::<u64>() + 4 * plan.max_step_nodes;
+                            8 * plan.scratch_codes.iter().sum::<u64>() + 4 * plan.max_scanned_nodes;
                         let bound =
                             TilePlan::descend_scratch_bound(&t, (top, max_levels, bottom), tile);
                         assert!(exact <= bound, "{n} {tile} {top} {bottom:?}");
@@ -731,7 +743,7 @@ pub(super) mod tests {
                             assert_eq!(next, t.level_start(l + 1), "level {l} not covered");
                             assert!(plan.scratch_codes[l as usize + 1..].iter().all(|&c| c == 0));
                             let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
-                                + 4 * plan.max_step_nodes;
+                                + 4 * plan.max_scanned_nodes;
                             assert!(
                                 exact
                                     <= TilePlan::descend_scratch_bound(
@@ -757,7 +769,7 @@ pub(super) mod tests {
         let mut last = 0;
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
             let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, Bottom::Blocks));
-            let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_step_nodes;
+            let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_scanned_nodes;
             let bound =
                 TilePlan::descend_scratch_bound(&t, (top, MAX_FUSED_LEVELS, Bottom::Blocks), m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
