@@ -14,7 +14,8 @@
 #   descent tree-only descents of web 200M per DESCENT_FUSED (default 1,3) levels per expand
 #           step (and per DESCENT_KERNEL_DIRS folder and DESCENT_WARP_CHUNKS count): plans,
 #           device times, y checked, and ncu's per-kernel sums of one product each
-#           (DESCENT_NCU_FUSED: which of them ncu profiles)
+#           (DESCENT_NCU_FUSED: which of them ncu profiles; DESCENT_NCU=0: none);
+#           DESCENT_CNR=1: cnr-2000 as well, DESCENT_WEB=0: cnr-2000 alone
 #   headers bit-packed right products over 4x4 and 8x4 header-run windows against the
 #           engine's (examples/header_runs.rs: issue 10, session 18), cnr-2000 and web 200M
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
@@ -196,10 +197,23 @@ for line in sys.stdin:
         spmv_rows "$out/spmv-web.txt" ;;
     descent)
         # DESCENT_FUSED: the levels per expand step to compare (GpuOptions::fused_levels).
+        # DESCENT_KERNEL_DIRS: kernel folders (names under kernels/ or paths) timed in turn
+        # in one process; DESCENT_CNR=1: cnr-2000 too (DESCENT_REPS_CNR products);
+        # DESCENT_WEB=0: not the web graph; DESCENT_NCU=0: no ncu pass.
         fused="${DESCENT_FUSED:-1,3}"
-        step "tree-only descents of web 200M per fused_levels ($fused): plans and device times (descent_profile)"
-        "$bin/descent_profile" 200000000 "$fused" 20 2>&1 | tee -a "$out/summary.txt" || status=1
-        if command -v ncu >/dev/null; then
+        if [ -n "${DESCENT_KERNEL_DIRS:-}" ]; then
+            DESCENT_KERNEL_DIRS="$(echo "$DESCENT_KERNEL_DIRS" | tr ',' '\n' | sed "s|^\([^/]\)|$carry/kernels/\1|" | paste -sd, -)"
+            export DESCENT_KERNEL_DIRS
+        fi
+        if [ "${DESCENT_WEB:-1}" != 0 ]; then
+            step "tree-only descents of web 200M per fused_levels ($fused): plans and device times (descent_profile)"
+            "$bin/descent_profile" 200000000 "$fused" 20 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi
+        if [ "${DESCENT_CNR:-0}" != 0 ]; then
+            step "tree-only descents of cnr-2000 per fused_levels ($fused) (descent_profile)"
+            "$bin/descent_profile" "$cnr" "$fused" "${DESCENT_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi
+        if [ "${DESCENT_NCU:-1}" != 0 ] && [ "${DESCENT_WEB:-1}" != 0 ] && command -v ncu >/dev/null; then
             step "ncu: each launch of one right and one left product per fused_levels, summed per kernel"
             timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
                 "$bin/descent_profile" 200000000 "${DESCENT_NCU_FUSED:-$fused}" 0 > "$tmp/ncu-descent.csv" 2>/dev/null || status=1
