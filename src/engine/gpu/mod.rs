@@ -942,7 +942,8 @@ impl GpuEngine {
             if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;
-                // SAFETY: offsets holds max_scanned_nodes >= count u32 (a scanned step), status tiles + 1 u64.
+                // SAFETY: offsets holds max_scanned_nodes >= count u32 (this step is
+                // scanned), status tiles + 1 u64.
                 unsafe {
                     s.launch_builder(scan)
                         .arg(&nib)
