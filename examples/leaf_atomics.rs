@@ -102,7 +102,7 @@ fn plans(codes: &[u64], side: u64) {
             m.trailing_zeros(),
             p.launches(),
             8 * p.scratch_codes.iter().sum::<u64>(),
-            p.max_scanned_nodes,
+            p.max_scanned_nodes(),
             f.launches()
         );
     }

@@ -255,7 +255,7 @@ impl ScratchLayout {
         let scan = source == OffsetSource::Scan && !plan.steps.is_empty();
         ScratchLayout {
             codes: plan.scratch_codes.clone(),
-            offsets: if scan { plan.max_scanned_nodes } else { 0 },
+            offsets: if scan { plan.max_scanned_nodes() } else { 0 },
             status: if scan { plan.scan_tiles() + 1 } else { 0 },
             pyramid: if masked {
                 pyramid_layout(height).iter().map(|&(_, w)| w).sum()
@@ -942,7 +942,7 @@ impl GpuEngine {
             if scanned {
                 let tiles = step.count.div_ceil(SCAN_TILE_NODES);
                 self.fill_u32(status, 0, 2 * (tiles + 1))?;
-                // SAFETY: offsets holds max_scanned_nodes >= count u32 (this step is
+                // SAFETY: offsets holds max_scanned_nodes() >= count u32 (this step is
                 // scanned), status tiles + 1 u64.
                 unsafe {
                     s.launch_builder(scan)

@@ -78,10 +78,6 @@ pub struct TilePlan {
     pub steps: Vec<Step>,
     /// Codes each level's scratch buffer holds at most (index = level; 0 = no buffer).
     pub scratch_codes: Vec<u64>,
-    /// Most nodes in one step that a scanned product scans ([`Step::takes_scan`]): the
-    /// scan's offsets buffer. Fused expand steps and octet leaf steps, which rank instead,
-    /// do not count.
-    pub max_scanned_nodes: u64,
 }
 
 /// Nodes one scan tile covers (SCAN_THREADS × SCAN_ITEMS in `cuda/scan.cu`).
@@ -286,16 +282,7 @@ impl TilePlan {
         TilePlan {
             steps: Vec::new(),
             scratch_codes: vec![0; tree.height() as usize],
-            max_scanned_nodes: 0,
         }
-    }
-
-    /// Appends `step`, counting its nodes for the scan's offsets if it takes the scan.
-    fn push(&mut self, step: Step) {
-        if step.takes_scan() {
-            self.max_scanned_nodes = self.max_scanned_nodes.max(step.count);
-        }
-        self.steps.push(step);
     }
 
     /// The plan of a traversal from the host-expanded top level `top` down to the leaves,
@@ -467,7 +454,7 @@ impl TilePlan {
         let mut a = 0;
         while a < entries {
             let count = tile.min(entries - a);
-            plan.push(Step {
+            plan.steps.push(Step {
                 kind: StepKind::Leaves,
                 levels: 1,
                 level: d,
@@ -550,7 +537,7 @@ impl TilePlan {
                 child0: fa,
                 children: fb - fa,
             };
-            self.push(step);
+            self.steps.push(step);
             if kind == StepKind::Expand {
                 let below = d + levels;
                 let next = &mut self.scratch_codes[below as usize];
@@ -577,9 +564,17 @@ impl TilePlan {
         (0..levels).fold(j, |j, k| Self::children_of(tree, d + k, j))
     }
 
+    /// Most nodes in one step that a scanned product scans ([`Step::takes_scan`]): the
+    /// scan's offsets buffer. Fused expand steps and octet leaf steps, which rank instead,
+    /// do not count.
+    pub fn max_scanned_nodes(&self) -> u64 {
+        let scanned = self.steps.iter().filter(|s| s.takes_scan());
+        scanned.map(|s| s.count).max().unwrap_or(0)
+    }
+
     /// Scan tiles of the largest scanned step (for the look-back status words).
     pub fn scan_tiles(&self) -> u64 {
-        self.max_scanned_nodes.div_ceil(SCAN_TILE_NODES)
+        self.max_scanned_nodes().div_ceil(SCAN_TILE_NODES)
     }
 
     /// Launches of a product (scans not counted).
@@ -669,12 +664,13 @@ pub(super) mod tests {
                         }
                         assert!(!visited[leaves as usize + 1..].contains(&true));
                         assert!(visited[top as usize] && visited[leaves as usize]);
-                        // The scan's offsets cover the largest scanned step, and only those.
-                        let scanned = plan.steps.iter().filter(|s| s.takes_scan());
-                        let most = scanned.map(|s| s.count).max().unwrap_or(0);
-                        assert_eq!(plan.max_scanned_nodes, most);
-                        let exact =
-                            8 * plan.scratch_codes.iter().sum::<u64>() + 4 * plan.max_scanned_nodes;
+                        // The scan's offsets cover the largest one-level expand or leaf
+                        // step: fused expand steps and octet leaf steps rank instead.
+                        let one_level = plan.steps.iter().filter(|s| s.levels == 1);
+                        let most = one_level.map(|s| s.count).max().unwrap_or(0);
+                        assert_eq!(plan.max_scanned_nodes(), most);
+                        let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
+                            + 4 * plan.max_scanned_nodes();
                         let bound =
                             TilePlan::descend_scratch_bound(&t, (top, max_levels, bottom), tile);
                         assert!(exact <= bound, "{n} {tile} {top} {bottom:?}");
@@ -743,7 +739,7 @@ pub(super) mod tests {
                             assert_eq!(next, t.level_start(l + 1), "level {l} not covered");
                             assert!(plan.scratch_codes[l as usize + 1..].iter().all(|&c| c == 0));
                             let exact = 8 * plan.scratch_codes.iter().sum::<u64>()
-                                + 4 * plan.max_scanned_nodes;
+                                + 4 * plan.max_scanned_nodes();
                             assert!(
                                 exact
                                     <= TilePlan::descend_scratch_bound(
@@ -769,7 +765,7 @@ pub(super) mod tests {
         let mut last = 0;
         for m in [4u64, 64, 1 << 10, 1 << 14, 1 << 18] {
             let p = TilePlan::descend(&t, top, m, (MAX_FUSED_LEVELS, Bottom::Blocks));
-            let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_scanned_nodes;
+            let exact = 8 * p.scratch_codes.iter().sum::<u64>() + 4 * p.max_scanned_nodes();
             let bound =
                 TilePlan::descend_scratch_bound(&t, (top, MAX_FUSED_LEVELS, Bottom::Blocks), m);
             assert!(exact <= bound, "M = {m}: {exact} > {bound}");
