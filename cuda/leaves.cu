@@ -83,6 +83,22 @@ struct PlusTimesAcc {
     }
     // Combine into a shared-memory window entry (the `window` kernel).
     __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
+    // The four entries at..at + 3 of a single vector's y (at a multiple of 4: 16-byte
+    // aligned, inside y's allocation, which the host pads to whole quads) in one vector
+    // atomic from sm_90 on (`REDG.E.ADD.F32x4`): one request instead of up to four.
+    // Adding 0 to an entry without cells leaves it as it is: y starts at +0, so it never
+    // holds -0, and only a subnormal sum would change (float atomics flush those to zero,
+    // the scalar ones too). Octet steps −13-27 % (docs/BENCHMARKS.md, session 27).
+    static const bool QUAD_UPDATE = true;
+    __device__ __forceinline__ static void update_quad(const StepParams &p, u64 at, const T v[4]) {
+#if __CUDA_ARCH__ >= 900
+        atomicAdd((float4 *)((float *)p.y + at), make_float4(v[0], v[1], v[2], v[3]));
+#else
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i)
+            if (!is_identity(v[i])) update(p, at + i, v[i]);
+#endif
+    }
 };
 struct CountingAcc {
     typedef u32 T;
@@ -98,6 +114,7 @@ struct CountingAcc {
         atomicAdd(&((u32 *)p.y)[at], v);
     }
     __device__ __forceinline__ static void local(T *w, T v) { atomicAdd(w, v); }
+    static const bool QUAD_UPDATE = false;  // no vector atomic for this element
 };
 struct BooleanAcc {
     typedef u32 T;
@@ -114,6 +131,7 @@ struct BooleanAcc {
     }
     // Every writer stores the same 1: racing plain stores are enough.
     __device__ __forceinline__ static void local(T *w, T v) { *(volatile T *)w = 1u; }
+    static const bool QUAD_UPDATE = false;  // no vector atomic for this element
 };
 // (min, +) with unit edges. The combine is the unsigned minimum of the bit patterns,
 // exactly what the cell kernel's atomicMin computes, so every input (even a negative or
@@ -142,6 +160,7 @@ struct TropicalAcc {
     __device__ __forceinline__ static void local(T *w, T v) {
         if (changes(__uint_as_float(*(volatile u32 *)w), v)) atomicMin((u32 *)w, __float_as_uint(v));
     }
+    static const bool QUAD_UPDATE = false;  // no vector atomic for this element
 };
 struct BitsAcc {
     typedef u64 T;
@@ -157,6 +176,7 @@ struct BitsAcc {
     __device__ __forceinline__ static void local(T *w, T v) {
         if (changes(*(volatile T *)w, v)) atomicOr(w, v);
     }
+    static const bool QUAD_UPDATE = false;  // no vector atomic for this element
 };
 
 // Signature and first child (global index) of node t of the step, for the lanes of a warp
@@ -358,13 +378,21 @@ __device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typena
     return head && key != ~0ull;
 }
 
-// Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, vector b)
-// and clears acc. `read`: idempotent semirings read y first and skip an update that
+// Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, o0 a
+// multiple of 4, vector b) and clears acc; a single vector's f32 sums as one quad. `read`: idempotent semirings read y first and skip an update that
 // would change nothing (worth it while updates of one entry are many). The four reads
 // are issued before any update, so they wait for the memory once, not four times.
 template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4],
                                             bool read = true) {
+    if constexpr (Op::QUAD_UPDATE) {
+        if (S::width(p) == 1) {
+            Op::update_quad(p, o0, acc);
+#pragma unroll
+            for (u32 i = 0; i < 4; ++i) acc[i] = Op::identity();
+            return;
+        }
+    }
     const bool check = Op::IDEMPOTENT && read;
     typename Op::T old[4];
 #pragma unroll

@@ -11,11 +11,15 @@
 #           TEST_ARGS: passed to each, e.g. "--skip cnr_2000_timings")
 #   spmv    k2rpq bench-spmv on cnr-2000 (SPMV_ARGS: more arguments)
 #   spmvweb k2rpq bench-spmv on a 200M-edge web-like graph (SPMVWEB_BATCHES: f32 widths)
+#   spmvcopies k2rpq bench-spmv on cnr-2000 x SPMVCOPIES (default 64) copies along the
+#           diagonal: a 206M-edge graph with a real crawl's clustering (SPMVWEB_BATCHES,
+#           SPMVWEB_KERNELS as spmvweb)
 #   descent tree-only descents of web 200M per DESCENT_FUSED (default 1,3) levels per expand
 #           step (and per DESCENT_KERNEL_DIRS folder and DESCENT_WARP_CHUNKS count): plans,
 #           device times, y checked, and ncu's per-kernel sums of one product each
 #           (DESCENT_NCU_FUSED: which of them ncu profiles; DESCENT_NCU=0: none);
-#           DESCENT_CNR=1: cnr-2000 as well, DESCENT_WEB=0: cnr-2000 alone
+#           DESCENT_CNR=1: cnr-2000 as well, DESCENT_WEB=0: cnr-2000 alone,
+#           DESCENT_COPIES=64: cnr-2000 x 64 as well
 #   headers bit-packed right products over 4x4 and 8x4 header-run windows against the
 #           engine's (examples/header_runs.rs: issue 10, session 18), cnr-2000 and web 200M
 #   leaves  profile_leaves (leaf kernels alone, web 200M) per frontier layout, and ncu if present
@@ -195,6 +199,13 @@ for line in sys.stdin:
         step "bench-spmv web 200M (full table: spmv-web.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
         spmv_web "$k2" "$out/spmv-web.txt" --json "$out/spmv-web200m.json" --svg "$out/spmv-web200m.svg"
         spmv_rows "$out/spmv-web.txt" ;;
+    spmvcopies)
+        copies="${SPMVCOPIES:-64}"
+        step "bench-spmv cnr-2000 x $copies (full table: spmv-cnr$copies.txt; here B = 1 and bit-packed 64 rows)"
+        "$k2" bench-spmv --tsv "$cnr" --copies "$copies" --repeats 20 --batches "${SPMVWEB_BATCHES:-1,16}" --bit-batches 64 \
+            --skip-cpu ${SPMVWEB_KERNELS:+--leaf-kernels "$SPMVWEB_KERNELS"} --json "$out/spmv-cnr$copies.json" \
+            --svg "$out/spmv-cnr$copies.svg" >"$out/spmv-cnr$copies.txt" 2>&1 || status=1
+        spmv_rows "$out/spmv-cnr$copies.txt" ;;
     descent)
         # DESCENT_FUSED: the levels per expand step to compare (GpuOptions::fused_levels).
         # DESCENT_KERNEL_DIRS: kernel folders (names under kernels/ or paths) timed in turn
@@ -213,11 +224,20 @@ for line in sys.stdin:
             step "tree-only descents of cnr-2000 per fused_levels ($fused) (descent_profile)"
             "$bin/descent_profile" "$cnr" "$fused" "${DESCENT_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
         fi
-        if [ "${DESCENT_NCU:-1}" != 0 ] && [ "${DESCENT_WEB:-1}" != 0 ] && command -v ncu >/dev/null; then
-            step "ncu: each launch of one right and one left product per fused_levels, summed per kernel"
-            timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-                "$bin/descent_profile" 200000000 "${DESCENT_NCU_FUSED:-$fused}" 0 > "$tmp/ncu-descent.csv" 2>/dev/null || status=1
-            python3 "$root/scripts/ncu-sum.py" "$tmp/ncu-descent.csv" 2>&1 | tee -a "$out/summary.txt" || status=1
+        if [ -n "${DESCENT_COPIES:-}" ]; then
+            step "tree-only descents of cnr-2000 x $DESCENT_COPIES per fused_levels ($fused) (descent_profile)"
+            "$bin/descent_profile" "$cnr*$DESCENT_COPIES" "$fused" 20 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi
+        if [ "${DESCENT_NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
+            sources=""
+            [ "${DESCENT_WEB:-1}" != 0 ] && sources="200000000"
+            [ -n "${DESCENT_COPIES:-}" ] && sources="$sources $cnr*$DESCENT_COPIES"
+            for src in $sources; do
+                step "ncu ($(basename "$src")): each launch of one right and one left product per fused_levels, summed per kernel"
+                timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+                    "$bin/descent_profile" "$src" "${DESCENT_NCU_FUSED:-$fused}" 0 > "$tmp/ncu-descent.csv" 2>/dev/null || status=1
+                python3 "$root/scripts/ncu-sum.py" "$tmp/ncu-descent.csv" 2>&1 | tee -a "$out/summary.txt" || status=1
+            done
         fi ;;
     headers)
         step "bit-packed right products over header-run windows (examples/header_runs.rs), cnr-2000 and web 200M"

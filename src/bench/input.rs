@@ -38,8 +38,22 @@ impl InputFormat {
 
 /// The graph a measuring program names by `source`: a number of edges (the synthetic web
 /// graph of `bench-spmv --synthetic web`, named `web N edges`) or the path of an edge-list
-/// file (named by its path), as `(name, EdgeList)`.
+/// file (named by its path), as `(name, EdgeList)`. `SOURCE*N` takes N copies of it along
+/// the diagonal ([`EdgeList::diagonal_copies`], `bench-spmv --copies`).
 pub fn web_or_edge_list(source: &str) -> Result<(String, EdgeList), InputError> {
+    if let Some((inner, n)) = source.rsplit_once('*') {
+        if let Ok(copies) = n.parse::<u32>() {
+            let (name, list) = web_or_edge_list(inner)?;
+            let copied = list
+                .diagonal_copies(copies)
+                .ok_or_else(|| InputError::Parse {
+                    path: PathBuf::from(inner),
+                    line: 0,
+                    reason: format!("{copies} copies would need node ids beyond 32 bits"),
+                })?;
+            return Ok((format!("{name} x {copies}"), copied));
+        }
+    }
     match source.parse::<u64>() {
         Ok(edges) => {
             let g = super::gen::Web::like_cnr(edges, 1).generate();
@@ -73,6 +87,32 @@ impl EdgeList {
     /// Edges `(row, col)` in file order.
     pub fn edges(&self) -> impl ExactSizeIterator<Item = (u32, u32)> + '_ {
         self.codes.iter().map(|&m| morton::decode(m))
+    }
+
+    /// `copies` copies of the matrix along the diagonal (copy `i` at rows `i · rows`,
+    /// columns `i · cols`): a larger graph with the clustering of this one, for
+    /// benchmarks that need a real graph's structure at a size the data does not come
+    /// in (`bench-spmv --copies`). The copies start at offsets that are not powers of
+    /// two in general, so their trees below the top levels differ. `None` if the side
+    /// would not fit 32-bit ids.
+    pub fn diagonal_copies(&self, copies: u32) -> Option<EdgeList> {
+        let copies = copies.max(1) as u64;
+        let (rows, cols) = (
+            self.rows.checked_mul(copies)?,
+            self.cols.checked_mul(copies)?,
+        );
+        if rows.max(cols) > 1 << 32 {
+            return None;
+        }
+        let mut codes = Vec::with_capacity(self.codes.len() * copies as usize);
+        for i in 0..copies {
+            let (dr, dc) = (i * self.rows, i * self.cols);
+            codes.extend(self.codes.iter().map(|&m| {
+                let (r, c) = morton::decode(m);
+                morton::encode((r as u64 + dr) as u32, (c as u64 + dc) as u32)
+            }));
+        }
+        Some(EdgeList { rows, cols, codes })
     }
 }
 
@@ -377,6 +417,23 @@ mod tests {
 
     fn tsv(s: &str) -> Result<EdgeList, InputError> {
         read_tsv(s.as_bytes(), Path::new("x.tsv"))
+    }
+
+    #[test]
+    fn diagonal_copies_shift_each_copy() {
+        let g = tsv("0\t1\n2\t0\n").unwrap(); // 3 x 3
+        let g3 = g.diagonal_copies(3).unwrap();
+        assert_eq!((g3.rows, g3.cols), (9, 9));
+        let edges: Vec<_> = g3.edges().collect();
+        assert_eq!(edges, [(0, 1), (2, 0), (3, 4), (5, 3), (6, 7), (8, 6)]);
+        assert_eq!(g.diagonal_copies(1).unwrap().codes, g.codes);
+        let wide = EdgeList {
+            rows: 1 << 31,
+            cols: 1 << 31,
+            codes: vec![],
+        };
+        assert!(wide.diagonal_copies(2).is_some());
+        assert!(wide.diagonal_copies(3).is_none());
     }
     fn mtx(s: &str) -> Result<EdgeList, InputError> {
         read_mtx(s.as_bytes(), Path::new("x.mtx"))

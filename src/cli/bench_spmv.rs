@@ -41,6 +41,10 @@ pub struct Args {
     /// Edges of the synthetic graph (e.g. 200M, 1G).
     #[arg(long, default_value = "10M", value_parser = super::parse_count)]
     pub edges: u64,
+    /// Benchmark this many copies of the input along the diagonal: a larger graph with
+    /// the input's clustering (`--tsv cnr-2000.arcs.tsv.gz --copies 64`: 206M edges).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub copies: u32,
     /// Seed of the generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -161,7 +165,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let t = Instant::now();
     let pb = ProgressBar::new_spinner();
     pb.set_message("loading the graph");
-    let g = load(&input, Some(&pb)).context("loading the benchmark graph")?;
+    let g = load(&input, Some(&pb))
+        .and_then(|g| g.diagonal_copies(args.copies))
+        .context("loading the benchmark graph")?;
     pb.set_message(format!("building the tree and CSR of {}", g.name));
     let prepared = prepare(g, &opts)?;
     pb.finish_and_clear();
@@ -197,7 +203,9 @@ fn run_stripes_cmd(args: &Args, gpus: &GpuSelection, input: &SpmvInput) -> anyho
     let ordinals = gpus.ordinals().context("bench-spmv --gpus")?;
     let sources = args.bit_batches.first().copied().unwrap_or(64);
     let t = Instant::now();
-    let g = load(input, None).context("loading the benchmark graph")?;
+    let g = load(input, None)
+        .and_then(|g| g.diagonal_copies(args.copies))
+        .context("loading the benchmark graph")?;
     let tree = match (g.tree, g.codes) {
         (Some(t), _) => t,
         (None, Some(mut codes)) => std::sync::Arc::new(

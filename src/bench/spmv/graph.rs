@@ -10,7 +10,7 @@ use indicatif::ProgressBar;
 
 use crate::bench::build::{Source, Synthetic};
 use crate::bench::gen::{Rmat, Web};
-use crate::bench::input::{read_edges, InputError};
+use crate::bench::input::{read_edges, EdgeList, InputError};
 use crate::k2tree::{morton, K2Tree};
 
 /// Where the benchmark's matrix comes from.
@@ -35,6 +35,15 @@ pub enum GraphError {
     /// An edge-list file could not be read.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// `--copies` of a tree (only edge lists and generators can be copied), or copies whose
+    /// side would not fit 32-bit ids.
+    #[error("{name}: {reason}")]
+    Copies {
+        /// The input.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A BVGraph could not be read.
     #[error("BVGraph {path}: {reason}")]
     BvGraph {
@@ -73,6 +82,48 @@ impl LoadedGraph {
             tree: None,
             codes: Some(edges.iter().map(|&(r, c)| morton::encode(r, c)).collect()),
         }
+    }
+}
+
+impl LoadedGraph {
+    /// The graph as `copies` copies of itself along the diagonal
+    /// ([`EdgeList::diagonal_copies`]), named `NAME x COPIES`; one copy is the graph itself.
+    pub fn diagonal_copies(self, copies: u32) -> Result<LoadedGraph, GraphError> {
+        if copies <= 1 {
+            return Ok(self);
+        }
+        let LoadedGraph {
+            name,
+            rows,
+            cols,
+            input_edges,
+            codes,
+            ..
+        } = self;
+        let fail = |reason: String| GraphError::Copies {
+            name: name.clone(),
+            reason,
+        };
+        let Some(codes) = codes else {
+            return Err(fail(
+                "copies need an edge list or a generator, not a built tree".into(),
+            ));
+        };
+        let copied = EdgeList { rows, cols, codes }
+            .diagonal_copies(copies)
+            .ok_or_else(|| {
+                fail(format!(
+                    "{copies} copies would need node ids beyond 32 bits"
+                ))
+            })?;
+        Ok(LoadedGraph {
+            name: format!("{name} x {copies}"),
+            rows: copied.rows,
+            cols: copied.cols,
+            input_edges: input_edges * copies as u64,
+            tree: None,
+            codes: Some(copied.codes),
+        })
     }
 }
 
@@ -196,6 +247,11 @@ mod tests {
         .unwrap();
         assert_eq!((t.rows, t.input_edges), (3, 2));
         assert!(t.codes.is_none());
+        let err = t.diagonal_copies(2).unwrap_err().to_string();
+        assert!(err.contains("not a built tree"), "{err}");
+        let g2 = g.diagonal_copies(2).unwrap();
+        assert_eq!((g2.rows, g2.cols, g2.input_edges), (6, 6, 6));
+        assert!(g2.name.ends_with(" x 2"), "{}", g2.name);
     }
 
     #[test]

@@ -114,8 +114,9 @@ pub struct GpuOptions {
     /// [`tile_plan::FUSED_LEVEL_NODES`] nodes) or thin (the next level holds at most
     /// [`tile_plan::FUSED_FANOUT`] times the step's nodes), so the levels in between need
     /// no scratch and no launches; the warp ranks once per level. Default
-    /// [`tile_plan::MAX_FUSED_LEVELS`] (3): the 200M-edge web graph's descent takes 81
-    /// launches instead of 410 and writes half the codes (docs/BENCHMARKS.md, session 23).
+    /// [`tile_plan::MAX_FUSED_LEVELS`] (3): the 200M-edge web graph's descent takes 40
+    /// launches instead of 410 and writes half the codes (docs/BENCHMARKS.md, sessions 23
+    /// and 27).
     /// 1: a launch per level.
     pub fused_levels: u32,
     /// Levels at the bottom of a tree-only descent left to subtree launches (2 to
@@ -540,16 +541,22 @@ impl GpuEngine {
         &self,
         host: &[T],
     ) -> Result<DeviceVec<T>> {
-        Ok(DeviceVec {
-            buf: self.gpu.upload(host, "vector")?,
-            len: host.len(),
-        })
+        let mut v = self.zeros(host.len())?;
+        if !host.is_empty() {
+            self.gpu
+                .stream()
+                .memcpy_htod(host, &mut v.buf.slice_mut(0..host.len()))
+                .map_err(cuda_err("upload"))?;
+        }
+        Ok(v)
     }
 
-    /// A zeroed device vector of `n` elements.
+    /// A zeroed device vector of `n` elements. Its allocation is padded to a multiple of
+    /// four elements: leaf kernels update a single f32 vector four entries at a time
+    /// (`update_quad` in `cuda/leaves.cu`), and the last quad may reach past `n`.
     pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<DeviceVec<T>> {
         Ok(DeviceVec {
-            buf: self.gpu.alloc_zeros(n, "vector")?,
+            buf: self.gpu.alloc_zeros(n.next_multiple_of(4), "vector")?,
             len: n,
         })
     }
