@@ -112,6 +112,29 @@ __device__ __forceinline__ u32 compact_bits(u64 x) {
     return (u32)x;
 }
 
+// Swaps the bits of x under mask m with those s places above them (a delta swap).
+__device__ __forceinline__ u32 delta_swap(u32 x, u32 m, u32 s) {
+    u32 t = (x ^ (x >> s)) & m;
+    return x ^ t ^ (t << s);
+}
+
+// The row (odd bits) and column (even bits) of a Morton code, both at once: an outer
+// unshuffle of each 32-bit half (H. S. Warren, Hacker's Delight, 7-2) puts a half's
+// column bits in its low 16 bits and its row bits in its high 16, and two byte permutes
+// join the halves. 32-bit operations throughout, against two 64-bit `compact_bits`.
+__device__ __forceinline__ void morton_row_col(u64 code, u32 &row, u32 &col) {
+    u32 h[2] = {(u32)code, (u32)(code >> 32)};
+#pragma unroll
+    for (u32 i = 0; i < 2; ++i) {
+        u32 x = delta_swap(h[i], 0x22222222u, 1);
+        x = delta_swap(x, 0x0C0C0C0Cu, 2);
+        x = delta_swap(x, 0x00F000F0u, 4);
+        h[i] = delta_swap(x, 0x0000FF00u, 8);
+    }
+    col = __byte_perm(h[0], h[1], 0x5410);
+    row = __byte_perm(h[0], h[1], 0x7632);
+}
+
 // Words of pyramid level g for a tree of height h: one bit per block of 2^g input indices.
 __device__ __forceinline__ u64 pyramid_words(u32 h, u32 g) {
     u64 bits = 1ull << (h - g);

@@ -379,9 +379,10 @@ __device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typena
 }
 
 // Updates y at the non-identity entries of acc (output indices o0 .. o0 + 3, o0 a
-// multiple of 4, vector b) and clears acc; a single vector's f32 sums as one quad. `read`: idempotent semirings read y first and skip an update that
-// would change nothing (worth it while updates of one entry are many). The four reads
-// are issued before any update, so they wait for the memory once, not four times.
+// multiple of 4, vector b) and clears acc; a single vector's f32 sums go as one quad.
+// `read`: idempotent semirings read y first and skip an update that would change
+// nothing (worth it while updates of one entry are many). The four reads are issued
+// before any update, so they wait for the memory once, not four times.
 template <typename Op, typename S = AnyStep>
 __device__ __forceinline__ void flush_block(const StepParams &p, u64 o0, u64 b, typename Op::T acc[4],
                                             bool read = true) {
@@ -542,9 +543,8 @@ struct Octet {
 // chunks may share a node). Per-lane ranks made the octet step issue-bound on the web
 // graph (`ncu`: 74 % of the SMs' issue slots; docs/BENCHMARKS.md, session 23). Octet
 // steps have no scanned offsets.
-__device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 total, u64 t, u32 lane,
-                                            u64 next[2], bool ranked) {
-    const bool single = p.width == 1;
+__device__ __forceinline__ Octet warp_octet(const StepParams &p, bool single, u64 base, u64 total, u64 t,
+                                            u32 lane, u64 next[2], bool ranked) {
     const u64 end = min(base + 31, total - 1);
     const u64 tf = single ? base : base / p.width;
     const u64 last = single ? end : end / p.width;
@@ -571,10 +571,11 @@ __device__ __forceinline__ Octet warp_octet(const StepParams &p, u64 base, u64 t
 }
 
 // Item g's node t and vector b for a step of p.width vectors per node (g < total; lanes
-// past the end take the last item). A single vector needs no 64-bit division.
-__device__ __forceinline__ void item_node(const StepParams &p, u64 g, u64 total, u64 &t, u64 &b) {
+// past the end take the last item). A single vector (`single`: p.width is 1) needs no
+// 64-bit division.
+__device__ __forceinline__ void item_node(const StepParams &p, bool single, u64 g, u64 total, u64 &t, u64 &b) {
     const bool valid = g < total;
-    if (p.width == 1) {
+    if (single) {
         t = valid ? g : total - 1;
         b = 0;
     } else {
@@ -583,22 +584,19 @@ __device__ __forceinline__ void item_node(const StepParams &p, u64 g, u64 total,
     }
 }
 
-// Octet item (node t, vector b) of this lane, read as `o`: its block's cells times x, one
-// update per non-empty output entry. (Building the 8x8 block as one u64 in a loop over
-// its leaves, its lines summed per half, issued 40 % fewer of the step's instructions on
-// the web graph but took as long, and left products 3 % longer: the step waits on memory
-// by then; docs/BENCHMARKS.md, session 24.)
+// Octet item (node of Morton code `code`, vector b) of this lane, read as `o`: its
+// block's cells times x, one update per non-empty output entry; the path of batched and
+// masked steps (`octet_slots` takes unmasked single vectors).
 // AGG: lanes whose blocks share an output half (the same 4 output entries and vector)
 // combine their sums first (`reduce_peers`), and one of them updates y: the tuned choice
 // for left products over codes, whose column updates collide within a warp (without it
 // cnr-2000's tree-only left product measured 1.7x slower; docs/BENCHMARKS.md, session 22).
 // All 32 lanes must then call it, as the shuffles need them.
 template <typename Op, bool AGG>
-__device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, u64 t, u64 b, bool valid,
+__device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, u64 code, u64 b, bool valid,
                                            u32 lane) {
     typedef typename Op::T T;
     if (!AGG && !valid) return;
-    const u64 code = code_at(p, p.src_off + t);
     const bool active = live(p, valid && code != PRUNED, code, p.level);
     if (!AGG && !active) return;
     // The children's 4x4 blocks (0: absent, or pruned by a masked product).
@@ -657,29 +655,161 @@ __device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, 
     }
 }
 
-template <typename Op, bool AGG>
-__device__ __forceinline__ void leaves_octets(const StepParams &p) {
-    start_dependents();
+// The cells of a node's four leaf slots from its signature `ks` and its leaves' run
+// (`run`: the present leaves' signatures, the first in the low nibble): byte l holds leaf
+// l's signature, 0 where leaf l is absent. Branch-free: byte l of the selector is leaf l's
+// rank among the present ones (a multiply sums the lower bytes' presence bits), or 4
+// (a zero byte) where it is absent, and one byte permute places the run's nibbles.
+__device__ __forceinline__ u32 leaf_bytes(u32 ks, u32 run) {
+    const u32 present = (ks * 0x00204081u) & 0x01010101u;  // byte l: bit l of ks
+    u32 sel = present * 0x01010100u + ((present ^ 0x01010101u) << 2);
+    sel = (sel | (sel >> 4)) & 0x00FF00FFu;  // the selector's bytes as nibbles
+    sel = (sel | (sel >> 8)) & 0x0000FFFFu;
+    u32 nib = run & 0xFFFFu;  // the run's first four nibbles as bytes
+    nib = (nib | (nib << 8)) & 0x00FF00FFu;
+    nib = (nib | (nib << 4)) & 0x0F0F0F0Fu;
+    return __byte_perm(nib, 0u, sel);
+}
+
+// Octet item (node of Morton code `code`) of this lane for an unmasked product of one
+// vector in direction DIR (`Single<DIR>`): the node's 16 leaf slots (child q, leaf l) are
+// visited in a fixed order without branches (`leaf_bytes` places each child's leaves),
+// each present leaf's cells added into the sums of the 8x8 block's 8 output entries
+// (right: rows, left: columns) in registers, at compile-time positions. Since the vector
+// atomics the octet step was issue-bound (`ncu`, cnr-2000 x 64: 73 % of the issue slots,
+// 23 of 32 lanes active): the general item spends its instructions on the runtime
+// direction (a variable shift per cell), 4x4 blocks built child by child and a branch per
+// child, which a warp takes for every child some lane has. This path executes 24 % fewer
+// instructions there and takes 15 % off that graph's tree-only right product, 9.5 % off
+// the web graph's (docs/BENCHMARKS.md, session 29). (Session 24's 8x8 block, built in a
+// loop over the leaves, issued 40 % fewer instructions too but gained nothing while the
+// step waited on its scalar atomics.) AGG as in `octet_item`.
+template <typename Op, bool AGG, u32 DIR>
+__device__ __forceinline__ void octet_slots(const StepParams &p, const Octet &o, u64 code, bool valid,
+                                            u32 lane) {
+    typedef typename Op::T T;
+    typedef Single<DIR> S;
+    if (!AGG && !valid) return;
+    const bool active = valid && code != PRUNED;
+    if (!AGG && !active) return;
+    const u32 s = active ? o.s : 0u;
+    u32 row, col;
+    morton_row_col(code, row, col);
+    const u64 r0 = (u64)row << 3, c0 = (u64)col << 3;
+    // Child q's input half is its block column q & 1 (right) or row q >> 1 (left), its
+    // output half the other one.
+    const u32 cols = (s | (s >> 2)) & 3u, rows = ((s & 3u) ? 1u : 0u) | ((s & 12u) ? 2u : 0u);
+    const u32 in_used = DIR == 0 ? cols : rows, out_used = DIR == 0 ? rows : cols;
+    const u64 i0 = DIR == 0 ? c0 : r0, o0 = DIR == 0 ? r0 : c0;
+    T xv[8];
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h) {
+        // Input indices past the end of x have no cells (a block may hang over it).
+        const u64 h0 = i0 + 4 * h;
+        const typename Op::Raw *x = (const typename Op::Raw *)p.x + h0;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) xv[4 * h + i] = Op::identity();
+        // Lanes of one warp differ in the halves they use: the rare block that hangs
+        // over the end of x takes a branch of its own, so that the others' path stays
+        // one quad load.
+        if ((in_used >> h) & 1u) {
+            if (h0 + 4 <= p.inputs) {
+                typename Op::Raw raw[4];
+                load_quad(x, raw);
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i) xv[4 * h + i] = Op::convert(raw[i]);
+            } else {
+#pragma unroll
+                for (u32 i = 0; i < 4; ++i)
+                    if (h0 + i < p.inputs) xv[4 * h + i] = Op::convert(x[i]);
+            }
+        }
+    }
+    T acc[8];
+#pragma unroll
+    for (u32 i = 0; i < 8; ++i) acc[i] = Op::identity();
+    // At most 4 children: their signatures fit 32 bits; each child's leaves are the
+    // next popc(ks) nibbles of the run, taken as 32 bits (32-bit shifts per leaf).
+    u32 kids = (u32)o.kids;
+    u64 run = o.run;
+#pragma unroll
+    for (u32 q = 0; q < 4; ++q) {
+        const bool child = (s >> q) & 1u;
+        const u32 ks = child ? kids & 15u : 0u;
+        kids >>= child ? 4 : 0;
+        const u32 cells = leaf_bytes(ks, (u32)run);
+        run >>= 4 * __popc(ks);
+#pragma unroll
+        for (u32 l = 0; l < 4; ++l) {
+            const u32 lam = (cells >> (8 * l)) & 15u;
+            // Leaf l of child q covers cells (row0 .. row0 + 1, col0 .. col0 + 1) of the
+            // 8x8 block; its cell e is (row0 + e / 2, col0 + e % 2).
+            const u32 row0 = 4 * (q >> 1) + 2 * (l >> 1), col0 = 4 * (q & 1) + 2 * (l & 1);
+#pragma unroll
+            for (u32 e = 0; e < 4; ++e) {
+                if ((lam >> e) & 1u) {
+                    const u32 r = row0 + (e >> 1), c = col0 + (e & 1);
+                    if (DIR == 0) acc[r] = Op::combine(acc[r], xv[c]);
+                    else acc[c] = Op::combine(acc[c], xv[r]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h) {
+        const bool any = (out_used >> h) & 1u;
+        bool leader = any;
+        if (AGG) {
+            const u64 key = any ? o0 + 4 * h : ~0ull;
+            u32 peers = __match_any_sync(FULL_MASK, key);
+            reduce_peers<Op>(peers, lane, acc + 4 * h);
+            leader = any && (__ffs(peers) - 1) == (int)lane;
+        }
+        if (leader) flush_block<Op, S>(p, o0 + 4 * h, 0, acc + 4 * h);
+    }
+}
+
+// The octet step's loop over the warp's chunks, for an unmasked product of one vector in
+// direction DIR (0, 1: `octet_slots`) or any step (ANY_DIR: `octet_item`).
+const u32 ANY_DIR = 2;
+template <typename Op, bool AGG, u32 DIR>
+__device__ __forceinline__ void leaves_octets_as(const StepParams &p) {
     const u32 lane = threadIdx.x & 31;
-    const u64 total = p.count * p.width;
+    const bool single = DIR != ANY_DIR || p.width == 1;
+    const u64 total = p.count * (DIR != ANY_DIR ? 1 : p.width);
     // The warp's chunks of 32 items, in order (warp-uniform).
     u64 c, cend;
     warp_chunks(total, c, cend);
     if (c >= cend) return;
     // The whole warp reads its octets (warp_octet) from the resident tree alone, so the
     // first ones are read before the wait. Each next chunk's are read after the item's
-    // update, so that they are not live across it (48 registers: no spills, but for one
-    // word of the chunk bound in the tropical kernel; read ahead, they needed 64).
+    // update, so that they are not live across it (48 registers: no spills but a word or
+    // two of the general path's chunk bounds; read ahead, they needed 64). The
+    // items' codes may come from the previous step (scratch): the first chunk's are read
+    // after the wait, each next one's just before its octets, so that the loads wait
+    // together.
     u64 next[2], t, b;
-    item_node(p, (c << 5) + lane, total, t, b);
-    Octet o = warp_octet(p, c << 5, total, t, lane, next, false);
+    item_node(p, single, (c << 5) + lane, total, t, b);
+    Octet o = warp_octet(p, single, c << 5, total, t, lane, next, false);
     wait_prerequisites();
+    u64 code = code_at(p, p.src_off + t);
     while (true) {
-        octet_item<Op, AGG>(p, o, t, b, (c << 5) + lane < total, lane);
+        const bool valid = (c << 5) + lane < total;
+        if constexpr (DIR == ANY_DIR) octet_item<Op, AGG>(p, o, code, b, valid, lane);
+        else octet_slots<Op, AGG, DIR>(p, o, code, valid, lane);
         if (++c == cend) break;
-        item_node(p, (c << 5) + lane, total, t, b);
-        o = warp_octet(p, c << 5, total, t, lane, next, p.width == 1);
+        item_node(p, single, (c << 5) + lane, total, t, b);
+        code = code_at(p, p.src_off + t);
+        o = warp_octet(p, single, c << 5, total, t, lane, next, single);
     }
+}
+
+template <typename Op, bool AGG>
+__device__ __forceinline__ void leaves_octets(const StepParams &p) {
+    start_dependents();
+    if (Single<0>::fits(p)) leaves_octets_as<Op, AGG, 0>(p);
+    else if (Single<1>::fits(p)) leaves_octets_as<Op, AGG, 1>(p);
+    else leaves_octets_as<Op, AGG, ANY_DIR>(p);
 }
 
 // Blocks of 256 threads per SM the octet kernels are bounded to: 5 (48 registers, as

@@ -61,7 +61,7 @@ def main():
     bodies = re.split(r"\n\s+Function : ", text)[1:]
     for body in bodies:
         name, _, code = body.partition("\n")
-        instrs = [l for l in code.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", l) and "NOP" not in l]
+        instrs = [l for l in code.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", l) and "NOP" not in l]
         if a.sass:
             if name == a.sass:
                 print("\n".join(re.sub(r"\s*/\* 0x[0-9a-f]+ \*/", "", l) for l in instrs))

@@ -46,10 +46,10 @@ pub fn web_or_edge_list(source: &str) -> Result<(String, EdgeList), InputError> 
             let (name, list) = web_or_edge_list(inner)?;
             let copied = list
                 .diagonal_copies(copies)
-                .ok_or_else(|| InputError::Parse {
+                .map_err(|e| InputError::Parse {
                     path: PathBuf::from(inner),
                     line: 0,
-                    reason: format!("{copies} copies would need node ids beyond 32 bits"),
+                    reason: e.to_string(),
                 })?;
             return Ok((format!("{name} x {copies}"), copied));
         }
@@ -93,16 +93,15 @@ impl EdgeList {
     /// columns `i · cols`): a larger graph with the clustering of this one, for
     /// benchmarks that need a real graph's structure at a size the data does not come
     /// in (`bench-spmv --copies`). The copies start at offsets that are not powers of
-    /// two in general, so their trees below the top levels differ. `None` if the side
+    /// two in general, so their trees below the top levels differ. An error if the side
     /// would not fit 32-bit ids.
-    pub fn diagonal_copies(&self, copies: u32) -> Option<EdgeList> {
+    pub fn diagonal_copies(&self, copies: u32) -> Result<EdgeList, TooManyCopies> {
+        let too_many = TooManyCopies(copies);
         let copies = copies.max(1) as u64;
-        let (rows, cols) = (
-            self.rows.checked_mul(copies)?,
-            self.cols.checked_mul(copies)?,
-        );
+        let rows = self.rows.checked_mul(copies).ok_or(too_many)?;
+        let cols = self.cols.checked_mul(copies).ok_or(too_many)?;
         if rows.max(cols) > 1 << 32 {
-            return None;
+            return Err(too_many);
         }
         let mut codes = Vec::with_capacity(self.codes.len() * copies as usize);
         for i in 0..copies {
@@ -112,9 +111,14 @@ impl EdgeList {
                 morton::encode((r as u64 + dr) as u32, (c as u64 + dc) as u32)
             }));
         }
-        Some(EdgeList { rows, cols, codes })
+        Ok(EdgeList { rows, cols, codes })
     }
 }
+
+/// [`EdgeList::diagonal_copies`] was asked for more copies than 32-bit node ids allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} copies would need node ids beyond 32 bits")]
+pub struct TooManyCopies(pub u32);
 
 /// Errors reading an edge list; each names the file, and parse errors the line.
 #[derive(Debug, thiserror::Error)]
@@ -432,8 +436,8 @@ mod tests {
             cols: 1 << 31,
             codes: vec![],
         };
-        assert!(wide.diagonal_copies(2).is_some());
-        assert!(wide.diagonal_copies(3).is_none());
+        assert!(wide.diagonal_copies(2).is_ok());
+        assert_eq!(wide.diagonal_copies(3).unwrap_err(), TooManyCopies(3));
     }
     fn mtx(s: &str) -> Result<EdgeList, InputError> {
         read_mtx(s.as_bytes(), Path::new("x.mtx"))

@@ -111,11 +111,7 @@ impl LoadedGraph {
         };
         let copied = EdgeList { rows, cols, codes }
             .diagonal_copies(copies)
-            .ok_or_else(|| {
-                fail(format!(
-                    "{copies} copies would need node ids beyond 32 bits"
-                ))
-            })?;
+            .map_err(|e| fail(e.to_string()))?;
         Ok(LoadedGraph {
             name: format!("{name} x {copies}"),
             rows: copied.rows,
