@@ -235,11 +235,12 @@ __device__ __forceinline__ void load_quad(const u64 *src, u64 v[4]) {
 }
 
 // The inputs of a block for vector b: xv[i] = the contribution of input index i0 + i
-// where bit i of `present` is set. A single vector's four entries are one aligned
-// 16- or 32-byte load (one sector, one instruction instead of up to four) unless the
-// block hangs over the end of x; batches load entry by entry (lanes of consecutive b
-// are coalesced).
-template <typename Op, typename S = AnyStep>
+// where bit i of `present` is set (CLIP: where i0 + i is inside x, for callers that do
+// not know the block's inputs). A single vector's four entries are one aligned 16- or
+// 32-byte load (one sector, one instruction instead of up to four) unless the block
+// hangs over the end of x; batches load entry by entry (lanes of consecutive b are
+// coalesced).
+template <typename Op, typename S = AnyStep, bool CLIP = false>
 __device__ __forceinline__ void load_inputs(const StepParams &p, u64 i0, u64 b, u32 present,
                                             typename Op::T xv[4]) {
     typedef typename Op::Raw R;
@@ -251,8 +252,10 @@ __device__ __forceinline__ void load_inputs(const StepParams &p, u64 i0, u64 b, 
         for (u32 i = 0; i < 4; ++i) xv[i] = Op::convert(raw[i]);
     } else {
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i)
-            xv[i] = (present >> i) & 1 ? Op::convert(x[(i0 + i) * S::width(p) + b]) : Op::identity();
+        for (u32 i = 0; i < 4; ++i) {
+            const bool read = CLIP ? i0 + i < p.inputs : (present >> i) & 1;
+            xv[i] = read ? Op::convert(x[(i0 + i) * S::width(p) + b]) : Op::identity();
+        }
     }
 }
 
@@ -584,6 +587,24 @@ __device__ __forceinline__ void item_node(const StepParams &p, bool single, u64 
     }
 }
 
+// Sends an octet item's sums of one output half (acc: output indices o0 .. o0 + 3, o0 a
+// multiple of 4, vector b; `any`: the lane has sums there) to y. AGG: the lanes with sums
+// for the same 4 entries and vector combine them first (`reduce_peers`) and the lowest of
+// them updates y; all 32 lanes must then call it, as the shuffles need them.
+template <typename Op, bool AGG, typename S = AnyStep>
+__device__ __forceinline__ void flush_half(const StepParams &p, bool any, u64 o0, u64 b, u32 lane,
+                                           typename Op::T acc[4]) {
+    bool leader = any;
+    if (AGG) {
+        // b < width: distinct outputs, distinct keys.
+        const u64 key = any ? o0 * S::width(p) + b : ~0ull;
+        u32 peers = __match_any_sync(FULL_MASK, key);
+        reduce_peers<Op>(peers, lane, acc);
+        leader = any && (__ffs(peers) - 1) == (int)lane;
+    }
+    if (leader) flush_block<Op, S>(p, o0, b, acc);
+}
+
 // Octet item (node of Morton code `code`, vector b) of this lane, read as `o`: its
 // block's cells times x, one update per non-empty output entry; the path of batched and
 // masked steps (`octet_slots` takes unmasked single vectors).
@@ -642,51 +663,68 @@ __device__ __forceinline__ void octet_item(const StepParams &p, const Octet &o, 
 #pragma unroll
             for (u32 i = 0; i < 4; ++i) acc[i] = Op::combine(acc[i], part[i]);
         }
-        bool leader = any;
-        if (AGG) {
-            // o0 + 4h is a multiple of 4 and b < width: distinct outputs, distinct keys.
-            const u64 none = ~0ull;
-            u64 key = any ? (o0 + 4 * h) * p.width + b : none;
-            u32 peers = __match_any_sync(FULL_MASK, key);
-            reduce_peers<Op>(peers, lane, acc);
-            leader = any && (__ffs(peers) - 1) == (int)lane;
-        }
-        if (leader) flush_block<Op>(p, o0 + 4 * h, b, acc);
+        flush_half<Op, AGG>(p, any, o0 + 4 * h, b, lane, acc);
     }
 }
 
-// The cells of a node's four leaf slots from its signature `ks` and its leaves' run
-// (`run`: the present leaves' signatures, the first in the low nibble): byte l holds leaf
-// l's signature, 0 where leaf l is absent. Branch-free: byte l of the selector is leaf l's
-// rank among the present ones (a multiply sums the lower bytes' presence bits), or 4
-// (a zero byte) where it is absent, and one byte permute places the run's nibbles.
-__device__ __forceinline__ u32 leaf_bytes(u32 ks, u32 run) {
-    const u32 present = (ks * 0x00204081u) & 0x01010101u;  // byte l: bit l of ks
-    u32 sel = present * 0x01010100u + ((present ^ 0x01010101u) << 2);
-    sel = (sel | (sel >> 4)) & 0x00FF00FFu;  // the selector's bytes as nibbles
-    sel = (sel | (sel >> 8)) & 0x0000FFFFu;
-    u32 nib = run & 0xFFFFu;  // the run's first four nibbles as bytes
-    nib = (nib | (nib << 8)) & 0x00FF00FFu;
-    nib = (nib | (nib << 4)) & 0x0F0F0F0Fu;
-    return __byte_perm(nib, 0u, sel);
+// Byte permute (PTX `prmt`, default mode): byte i of the result is byte (nibble i of
+// `sel`) & 7 of {lo, hi}, or that byte's sign replicated where the nibble's bit 3 is set
+// (CUDA's __byte_perm documents only the low 3 bits).
+__device__ __forceinline__ u32 prmt(u32 lo, u32 hi, u32 sel) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+    return r;
+}
+
+// Nibbles 0-3 of v, one per byte (in each byte's low nibble).
+__device__ __forceinline__ u32 nibble_bytes(u32 v) {
+    v = __byte_perm(v, 0u, 0x4140);  // bytes 0 and 1 of v in bytes 0 and 2
+    return (v | (v << 4)) & 0x0F0F0F0Fu;
+}
+
+// The `prmt` selectors that place the leaves of two sibling nodes of leaf signatures a
+// and b (`pair` = a | b << 4) in their leaf slots, from the pair's leaf signatures spread
+// one per byte (a's first): nibble l of the low half (a's slots) and of the high half
+// (b's) is the leaf's rank among the pair's leaves, or 8 where it is absent (the sign of
+// byte 0, a nibble, replicated: 0). The octet step reads them from a table in shared
+// memory (`leaves_octets_as`).
+__device__ __forceinline__ u32 pair_selectors(u32 pair) {
+    u32 sel = 0, rank = 0;
+#pragma unroll
+    for (u32 slot = 0; slot < 8; ++slot) {
+        const u32 leaf = (pair >> slot) & 1u;
+        sel |= (leaf ? rank : 8u) << (4 * slot);
+        rank += leaf;
+    }
+    return sel;
+}
+// The block's table of `pair_selectors`, filled by all its threads (one per kernel,
+// whichever direction's path calls it; all threads of the block must).
+__device__ __forceinline__ const u32 *pair_table() {
+    const u32 PAIRS = 256;
+    __shared__ u32 pairs[PAIRS];
+    for (u32 i = threadIdx.x; i < PAIRS; i += blockDim.x) pairs[i] = pair_selectors(i);
+    __syncthreads();
+    return pairs;
 }
 
 // Octet item (node of Morton code `code`) of this lane for an unmasked product of one
 // vector in direction DIR (`Single<DIR>`): the node's 16 leaf slots (child q, leaf l) are
-// visited in a fixed order without branches (`leaf_bytes` places each child's leaves),
-// each present leaf's cells added into the sums of the 8x8 block's 8 output entries
-// (right: rows, left: columns) in registers, at compile-time positions. Since the vector
-// atomics the octet step was issue-bound (`ncu`, cnr-2000 x 64: 73 % of the issue slots,
-// 23 of 32 lanes active): the general item spends its instructions on the runtime
-// direction (a variable shift per cell), 4x4 blocks built child by child and a branch per
-// child, which a warp takes for every child some lane has. This path executes 24 % fewer
+// visited in a fixed order without branches (`pairs`, the `pair_selectors` table, places
+// the leaves of two children at a time), each present leaf's cells added into the sums of
+// the 8x8 block's 8 output entries (right: rows, left: columns) in registers, at
+// compile-time positions. Since the vector atomics the octet step was issue-bound
+// (`ncu`, cnr-2000 x 64: 73 % of the issue slots, 23 of 32 lanes active): the general
+// item spends its instructions on the runtime direction (a variable shift per cell), 4x4
+// blocks built child by child and a branch per child, which a warp takes for every child
+// some lane has. This path executes 24 % fewer
 // instructions there and takes 15 % off that graph's tree-only right product, 9.5 % off
 // the web graph's (docs/BENCHMARKS.md, session 29). (Session 24's 8x8 block, built in a
 // loop over the leaves, issued 40 % fewer instructions too but gained nothing while the
 // step waited on its scalar atomics.) AGG as in `octet_item`.
 template <typename Op, bool AGG, u32 DIR>
 __device__ __forceinline__ void octet_slots(const StepParams &p, const Octet &o, u64 code, bool valid,
-                                            u32 lane) {
+                                            const u32 *pairs, u32 lane) {
     typedef typename Op::T T;
     typedef Single<DIR> S;
     if (!AGG && !valid) return;
@@ -704,68 +742,56 @@ __device__ __forceinline__ void octet_slots(const StepParams &p, const Octet &o,
     T xv[8];
 #pragma unroll
     for (u32 h = 0; h < 2; ++h) {
-        // Input indices past the end of x have no cells (a block may hang over it).
-        const u64 h0 = i0 + 4 * h;
-        const typename Op::Raw *x = (const typename Op::Raw *)p.x + h0;
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) xv[4 * h + i] = Op::identity();
-        // Lanes of one warp differ in the halves they use: the rare block that hangs
-        // over the end of x takes a branch of its own, so that the others' path stays
-        // one quad load.
-        if ((in_used >> h) & 1u) {
-            if (h0 + 4 <= p.inputs) {
-                typename Op::Raw raw[4];
-                load_quad(x, raw);
-#pragma unroll
-                for (u32 i = 0; i < 4; ++i) xv[4 * h + i] = Op::convert(raw[i]);
-            } else {
-#pragma unroll
-                for (u32 i = 0; i < 4; ++i)
-                    if (h0 + i < p.inputs) xv[4 * h + i] = Op::convert(x[i]);
-            }
-        }
+        // Only the halves with cells are read (lanes of one warp differ in them). Input
+        // indices past the end of x have no cells: the rare block that hangs over it
+        // takes `load_inputs`' masked branch (CLIP).
+        if ((in_used >> h) & 1u) load_inputs<Op, S, true>(p, i0 + 4 * h, 0, 0u, xv + 4 * h);
     }
     T acc[8];
 #pragma unroll
     for (u32 i = 0; i < 8; ++i) acc[i] = Op::identity();
-    // At most 4 children: their signatures fit 32 bits; each child's leaves are the
-    // next popc(ks) nibbles of the run, taken as 32 bits (32-bit shifts per leaf).
-    u32 kids = (u32)o.kids;
+    // Each child's leaf slots as bytes (byte l: leaf l's signature, 0 where absent), two
+    // siblings at a time: their leaves (at most 8) are the run's next nibbles, spread one
+    // per byte over two words, and one table entry places both children's by two byte
+    // permutes: 61 fewer instructions per chunk than a selector computed child by child
+    // (23 each), −2 % on cnr-2000 x 64's right product, −3 % left (docs/BENCHMARKS.md,
+    // session 30). The children's signatures are placed the same way first, by s (entry
+    // s: a = s, b = 0).
+    u32 kids = prmt(nibble_bytes((u32)o.kids), 0u, pairs[s]);  // byte q: child q's
+    kids |= kids >> 4;  // bits 0-7: the pair of children 0 and 1, bits 16-23: 2 and 3
     u64 run = o.run;
 #pragma unroll
-    for (u32 q = 0; q < 4; ++q) {
-        const bool child = (s >> q) & 1u;
-        const u32 ks = child ? kids & 15u : 0u;
-        kids >>= child ? 4 : 0;
-        const u32 cells = leaf_bytes(ks, (u32)run);
-        run >>= 4 * __popc(ks);
+    for (u32 pr = 0; pr < 2; ++pr) {  // children 2 pr and 2 pr + 1
+        const u32 pair = (kids >> (16 * pr)) & 0xFFu;
+        const u32 sel = pairs[pair];
+        const u32 lo = nibble_bytes((u32)run), hi = nibble_bytes((u32)run >> 16);
+        run >>= 4 * __popc(pair);
 #pragma unroll
-        for (u32 l = 0; l < 4; ++l) {
-            const u32 lam = (cells >> (8 * l)) & 15u;
-            // Leaf l of child q covers cells (row0 .. row0 + 1, col0 .. col0 + 1) of the
-            // 8x8 block; its cell e is (row0 + e / 2, col0 + e % 2).
-            const u32 row0 = 4 * (q >> 1) + 2 * (l >> 1), col0 = 4 * (q & 1) + 2 * (l & 1);
+        for (u32 k = 0; k < 2; ++k) {
+            const u32 q = 2 * pr + k;
+            const u32 cells = prmt(lo, hi, sel >> (16 * k));  // byte l: leaf l of child q
 #pragma unroll
-            for (u32 e = 0; e < 4; ++e) {
-                if ((lam >> e) & 1u) {
-                    const u32 r = row0 + (e >> 1), c = col0 + (e & 1);
-                    if (DIR == 0) acc[r] = Op::combine(acc[r], xv[c]);
-                    else acc[c] = Op::combine(acc[c], xv[r]);
+            for (u32 l = 0; l < 4; ++l) {
+                const u32 lam = (cells >> (8 * l)) & 15u;
+                // Leaf l of child q covers cells (row0 .. row0 + 1, col0 .. col0 + 1) of the
+                // 8x8 block; its cell e is (row0 + e / 2, col0 + e % 2).
+                const u32 row0 = 4 * (q >> 1) + 2 * (l >> 1), col0 = 4 * (q & 1) + 2 * (l & 1);
+#pragma unroll
+                for (u32 e = 0; e < 4; ++e) {
+                    if ((lam >> e) & 1u) {
+                        const u32 r = row0 + (e >> 1), c = col0 + (e & 1);
+                        if (DIR == 0) acc[r] = Op::combine(acc[r], xv[c]);
+                        else acc[c] = Op::combine(acc[c], xv[r]);
+                    }
                 }
             }
         }
     }
 #pragma unroll
     for (u32 h = 0; h < 2; ++h) {
-        const bool any = (out_used >> h) & 1u;
-        bool leader = any;
-        if (AGG) {
-            const u64 key = any ? o0 + 4 * h : ~0ull;
-            u32 peers = __match_any_sync(FULL_MASK, key);
-            reduce_peers<Op>(peers, lane, acc + 4 * h);
-            leader = any && (__ffs(peers) - 1) == (int)lane;
-        }
-        if (leader) flush_block<Op, S>(p, o0 + 4 * h, 0, acc + 4 * h);
+        flush_half<Op, AGG, S>(p, (out_used >> h) & 1u, o0 + 4 * h, 0, lane, acc + 4 * h);
     }
 }
 
@@ -777,14 +803,18 @@ __device__ __forceinline__ void leaves_octets_as(const StepParams &p) {
     const u32 lane = threadIdx.x & 31;
     const bool single = DIR != ANY_DIR || p.width == 1;
     const u64 total = p.count * (DIR != ANY_DIR ? 1 : p.width);
+    // The block's `pair_selectors` table (`octet_slots`), before any warp leaves.
+    const u32 *pairs = nullptr;
+    if constexpr (DIR != ANY_DIR) pairs = pair_table();
     // The warp's chunks of 32 items, in order (warp-uniform).
     u64 c, cend;
     warp_chunks(total, c, cend);
     if (c >= cend) return;
     // The whole warp reads its octets (warp_octet) from the resident tree alone, so the
     // first ones are read before the wait. Each next chunk's are read after the item's
-    // update, so that they are not live across it (48 registers: no spills but a word or
-    // two of the general path's chunk bounds; read ahead, they needed 64). The
+    // update, so that they are not live across it (48 registers: the single-vector loops
+    // do not spill; the general path keeps some of its chunk bounds in local memory, at
+    // most 24 bytes; read ahead, they needed 64). The
     // items' codes may come from the previous step (scratch): the first chunk's are read
     // after the wait, each next one's just before its octets, so that the loads wait
     // together.
@@ -796,7 +826,7 @@ __device__ __forceinline__ void leaves_octets_as(const StepParams &p) {
     while (true) {
         const bool valid = (c << 5) + lane < total;
         if constexpr (DIR == ANY_DIR) octet_item<Op, AGG>(p, o, code, b, valid, lane);
-        else octet_slots<Op, AGG, DIR>(p, o, code, valid, lane);
+        else octet_slots<Op, AGG, DIR>(p, o, code, valid, pairs, lane);
         if (++c == cend) break;
         item_node(p, single, (c << 5) + lane, total, t, b);
         code = code_at(p, p.src_off + t);
