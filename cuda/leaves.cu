@@ -687,7 +687,7 @@ __device__ __forceinline__ u32 nibble_bytes(u32 v) {
 // one per byte (a's first): nibble l of the low half (a's slots) and of the high half
 // (b's) is the leaf's rank among the pair's leaves, or 8 where it is absent (the sign of
 // byte 0, a nibble, replicated: 0). The octet step reads them from a table in shared
-// memory (`leaves_octets_as`).
+// memory (`pair_table`).
 __device__ __forceinline__ u32 pair_selectors(u32 pair) {
     u32 sel = 0, rank = 0;
 #pragma unroll
@@ -717,11 +717,11 @@ __device__ __forceinline__ const u32 *pair_table() {
 // (`ncu`, cnr-2000 x 64: 73 % of the issue slots, 23 of 32 lanes active): the general
 // item spends its instructions on the runtime direction (a variable shift per cell), 4x4
 // blocks built child by child and a branch per child, which a warp takes for every child
-// some lane has. This path executes 24 % fewer
-// instructions there and takes 15 % off that graph's tree-only right product, 9.5 % off
-// the web graph's (docs/BENCHMARKS.md, session 29). (Session 24's 8x8 block, built in a
-// loop over the leaves, issued 40 % fewer instructions too but gained nothing while the
-// step waited on its scalar atomics.) AGG as in `octet_item`.
+// some lane has. This path executes 24 % fewer instructions there and takes 15 % off that
+// graph's tree-only right product, 9.5 % off the web graph's (docs/BENCHMARKS.md,
+// session 29). (Session 24's 8x8 block, built in a loop over the leaves, issued 40 %
+// fewer instructions too but gained nothing while the step waited on its scalar
+// atomics.) AGG as in `octet_item`.
 template <typename Op, bool AGG, u32 DIR>
 __device__ __forceinline__ void octet_slots(const StepParams &p, const Octet &o, u64 code, bool valid,
                                             const u32 *pairs, u32 lane) {
@@ -814,10 +814,9 @@ __device__ __forceinline__ void leaves_octets_as(const StepParams &p) {
     // first ones are read before the wait. Each next chunk's are read after the item's
     // update, so that they are not live across it (48 registers: the single-vector loops
     // do not spill; the general path keeps some of its chunk bounds in local memory, at
-    // most 24 bytes; read ahead, they needed 64). The
-    // items' codes may come from the previous step (scratch): the first chunk's are read
-    // after the wait, each next one's just before its octets, so that the loads wait
-    // together.
+    // most 24 bytes; read ahead, they needed 64). The items' codes may come from the
+    // previous step (scratch): the first chunk's are read after the wait, each next one's
+    // just before its octets, so that the loads wait together.
     u64 next[2], t, b;
     item_node(p, single, (c << 5) + lane, total, t, b);
     Octet o = warp_octet(p, single, c << 5, total, t, lane, next, false);
