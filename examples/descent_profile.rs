@@ -7,7 +7,8 @@
 //! starts in the profile (`scripts/ncu-sum.py` sums each product's launches per kernel).
 //! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
 //! sources (through `K2RPQ_KERNEL_DIR`), over the same graph, and with
-//! `DESCENT_WARP_CHUNKS=1,4,…` once per `GpuOptions::warp_chunks`. Each product's `y` (of
+//! `DESCENT_WARP_CHUNKS=1,4,…` once per `GpuOptions::warp_chunks`, and with
+//! `DESCENT_TOP_NODES=20,22,…` once per `GpuOptions::top_nodes` (log2). Each product's `y` (of
 //! `x` = ones: the rows' or columns' cell counts) is checked against the tree's cells,
 //! counted on the host; a mismatch is printed and makes the exit status 1.
 //!
@@ -22,7 +23,6 @@ use std::sync::Arc;
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{hold, GpuEngine, GpuOptions, OffsetSource, StepKind};
 use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
-use k2rpq::k2tree::K2Tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -35,9 +35,8 @@ fn main() {
         .collect();
     let reps: usize = args.get(3).map_or(20, |s| s.parse().expect("REPS"));
     let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
-    let (rows, cols, mut codes) = (g.rows, g.cols, g.codes);
-    let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
-    drop(codes);
+    let (rows, cols) = (g.rows, g.cols);
+    let tree = Arc::new(g.into_tree().expect("tree"));
     let n = rows.max(cols) as usize;
     println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
     // y of x = ones: right products count each row's cells, left ones each column's
@@ -59,22 +58,38 @@ fn main() {
             .collect(),
         Err(_) => vec![GpuOptions::default().warp_chunks],
     };
+    let tops: Vec<u64> = match std::env::var("DESCENT_TOP_NODES") {
+        Ok(list) => list
+            .split(',')
+            .map(|t| {
+                1 << t
+                    .parse::<u32>()
+                    .expect("DESCENT_TOP_NODES: log2, e.g. 20,22")
+            })
+            .collect(),
+        Err(_) => vec![GpuOptions::default().top_nodes],
+    };
     let runs = dirs
         .iter()
         .flat_map(|d| fused.iter().map(move |&l| (d, l)))
         .flat_map(|(d, l)| chunks.iter().map(move |&c| (d, l, c)))
+        .flat_map(|(d, l, c)| tops.iter().map(move |&t| (d, l, c, t)))
         .enumerate();
-    for (i, (dir, levels, warp_chunks)) in runs {
+    for (i, (dir, levels, warp_chunks, top_nodes)) in runs {
         if let Some(d) = dir {
             std::env::set_var("K2RPQ_KERNEL_DIR", d);
             print!("[{d}] ");
         }
-        print!("warp_chunks {warp_chunks}, ");
+        print!(
+            "warp_chunks {warp_chunks}, top_nodes 2^{}, ",
+            top_nodes.trailing_zeros()
+        );
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
                 fused_levels: levels,
                 warp_chunks,
+                top_nodes,
                 ..GpuOptions::default()
             },
         )
@@ -91,8 +106,9 @@ fn main() {
         }
         let scratch: u64 = plan.scratch_codes.iter().sum::<u64>() * 8;
         println!(
-            "fused_levels {levels}: top level {}, tiles of {}, {} launches, {:.1} MB of codes scratch",
+            "fused_levels {levels}: top level {} ({:.1} MB of codes), tiles of {}, {} launches, {:.1} MB of codes scratch",
             m.top_level().level,
+            m.top_level().bytes(&tree) as f64 / 1e6,
             m.tile_sizes().descend,
             plan.launches(),
             scratch as f64 / 1e6

@@ -65,7 +65,6 @@ use k2rpq::engine::gpu::{
     FrontierLayout, GpuEngine, GpuOptions, LeafKernel, PAD_ROW, WINDOW_ENTRIES,
 };
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
-use k2rpq::k2tree::K2Tree;
 use rayon::prelude::*;
 
 /// Slots of a window: one warp's, 4 per lane (`WINDOW` in the kernel).
@@ -427,9 +426,8 @@ fn main() {
     let source = args.get(1).map_or("200000000", String::as_str);
     let reps: usize = args.get(2).map_or(30, |s| s.parse().expect("REPS"));
     let (name, g) = web_or_edge_list(source).expect("a number of edges or an edge list");
-    let (rows, cols, mut codes) = (g.rows, g.cols, g.codes);
-    let tree = Arc::new(K2Tree::from_codes(rows, cols, &mut codes).expect("tree"));
-    drop(codes);
+    let (rows, cols) = (g.rows, g.cols);
+    let tree = Arc::new(g.into_tree().expect("tree"));
     let n = rows.max(cols);
     println!("{name}: {} cells, {rows}x{cols}", tree.nnz());
 

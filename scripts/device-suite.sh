@@ -15,7 +15,8 @@
 #           diagonal: a 206M-edge graph with a real crawl's clustering (SPMVWEB_BATCHES,
 #           SPMVWEB_KERNELS as spmvweb)
 #   descent tree-only descents of web 200M per DESCENT_FUSED (default 1,3) levels per expand
-#           step (and per DESCENT_KERNEL_DIRS folder and DESCENT_WARP_CHUNKS count): plans,
+#           step (and per DESCENT_KERNEL_DIRS folder, DESCENT_WARP_CHUNKS count and
+#           DESCENT_TOP_NODES log2 top-level bound): plans,
 #           device times, y checked, and ncu's per-kernel sums of one product each
 #           (DESCENT_NCU_FUSED: which of them ncu profiles; DESCENT_NCU=0: none);
 #           DESCENT_CNR=1: cnr-2000 as well, DESCENT_WEB=0: cnr-2000 alone,
@@ -57,6 +58,10 @@
 #   spmvbase bench-spmv with bin/k2rpq-base and bin/k2rpq in turn (K2RPQ_BASE at --build):
 #           cnr-2000 SPMVBASE_ROUNDS (2) times each, then the web graph once each
 #           (SPMVBASE_WEB=0: not), for a host and kernel change's before/after in one call
+#   groups  bit-packed right products over row groups (examples/row_groups.rs: issue 10,
+#           session 31) against the engine's row windows, y checked: cnr-2000, cnr-2000 x 64
+#           (GROUPS_COPIES=0: not) and web 200M (GROUPS_WEB=0: not); ROW_GROUPS_ITERS,
+#           ROW_GROUPS_SIGMA and ROW_GROUPS_KERNELS pick the layouts and kernels
 #   profile where cnr-2000's bit-packed right product spends its time, warm: ncu (full set)
 #           of rowwindows_bits inside bench-spmv (nsys is not installed on the device machine)
 set -uo pipefail
@@ -90,6 +95,7 @@ for line in sys.stdin:
     cargo build --release --example profile_leaves && cp target/release/examples/profile_leaves "$carry/bin/profile_leaves"
     cargo build --release --example header_runs && cp target/release/examples/header_runs "$carry/bin/header_runs"
     cargo build --release --example descent_profile && cp target/release/examples/descent_profile "$carry/bin/descent_profile"
+    cargo build --release --example row_groups && cp target/release/examples/row_groups "$carry/bin/row_groups"
     for d in "$root/../shared/data" "$root/../../shared/data" "${K2RPQ_DATA:-/nonexistent}"; do
         if [ -f "$d/cnr-2000/cnr-2000.arcs.tsv.gz" ]; then cp "$d/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"; break; fi
     done
@@ -178,7 +184,7 @@ for line in sys.stdin:
         bash scripts/lines-100m.sh "$bin" "$out/lines" 2>&1 | tee -a "$out/summary.txt" ;;
     tests)
         for t in "$bin"/*; do
-            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves|header_runs|descent_profile) continue ;; esac
+            name="$(basename "$t")"; case "$name" in k2rpq|k2rpq-base|lines_build|profile_leaves|header_runs|descent_profile|row_groups) continue ;; esac
             # TESTS (e.g. "gpu_engine rpq_gpu"): only these binaries; TEST_ARGS: passed to each.
             if [ -n "${TESTS:-}" ] && ! [[ " $TESTS " == *" $name "* ]]; then continue; fi
             step "test $name"
@@ -189,6 +195,17 @@ for line in sys.stdin:
                 echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-$name.log"; status=1
             fi
         done ;;
+    groups)
+        step "bit-packed right products over row groups (examples/row_groups.rs): cnr-2000"
+        "$bin/row_groups" "$cnr" "${GROUPS_REPS_CNR:-300}" 2>&1 | tee -a "$out/summary.txt" || status=1
+        if [ "${GROUPS_COPIES:-64}" != 0 ]; then
+            step "bit-packed right products over row groups: cnr-2000 x ${GROUPS_COPIES:-64}"
+            "$bin/row_groups" "$cnr*${GROUPS_COPIES:-64}" 30 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi
+        if [ "${GROUPS_WEB:-1}" != 0 ]; then
+            step "bit-packed right products over row groups: web 200M"
+            "$bin/row_groups" 200000000 20 2>&1 | tee -a "$out/summary.txt" || status=1
+        fi ;;
     spmv)
         step "bench-spmv cnr-2000 (full table: spmv-cnr.txt; here B = 1 and bit-packed 64 rows, every leaf kernel)"
         # SPMV_ARGS: more bench-spmv arguments (e.g. --leaf-kernels tuned --batches 1).

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use indicatif::ProgressBar;
 
-use crate::k2tree::morton;
+use crate::k2tree::{morton, InvalidTree, K2Tree};
 
 /// A file format for edge lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -84,6 +84,11 @@ pub struct EdgeList {
 }
 
 impl EdgeList {
+    /// The k²-tree of these edges (duplicates merged), consuming the list.
+    pub fn into_tree(mut self) -> Result<K2Tree, InvalidTree> {
+        K2Tree::from_codes(self.rows, self.cols, &mut self.codes)
+    }
+
     /// Edges `(row, col)` in file order.
     pub fn edges(&self) -> impl ExactSizeIterator<Item = (u32, u32)> + '_ {
         self.codes.iter().map(|&m| morton::decode(m))

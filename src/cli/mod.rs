@@ -54,6 +54,30 @@ pub struct DeviceArgs {
     /// with no clear and no atomics).
     #[arg(long)]
     pub no_row_windows: bool,
+    /// The most nodes of the top level a tree-only relation keeps expanded on the GPU
+    /// (`1048576` or `2^20`, the default): a deeper top level skips expand steps for
+    /// more resident bytes (at most the tree's own again). On 206 M-edge graphs `2^24`
+    /// made tree-only products 22-35 % faster for 63-104 MB more per relation.
+    #[arg(long, value_parser = parse_top_nodes)]
+    pub top_nodes: Option<u64>,
+}
+
+/// A node count written as a number or as `2^K`.
+fn parse_top_nodes(s: &str) -> Result<u64, String> {
+    let bad =
+        || format!("invalid top-level size {s:?} (a node count like 1048576 or 2^20, up to 2^40)");
+    let n = match s.trim().split_once('^') {
+        Some(("2", k)) => match k.trim().parse::<u32>() {
+            Ok(k) if k <= 40 => 1u64 << k,
+            _ => return Err(bad()),
+        },
+        Some(_) => return Err(bad()),
+        None => s.trim().parse::<u64>().map_err(|_| bad())?,
+    };
+    if n == 0 || n > 1 << 40 {
+        return Err(bad());
+    }
+    Ok(n)
 }
 
 /// A [`FrontierLayout`] by its name.
@@ -84,6 +108,7 @@ impl DeviceArgs {
         GpuOptions {
             frontier: self.frontier_layout.unwrap_or_default(),
             row_windows: !self.no_row_windows,
+            top_nodes: self.top_nodes.unwrap_or(GpuOptions::default().top_nodes),
             ..GpuOptions::default()
         }
     }
@@ -147,5 +172,21 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     match num.parse::<f64>() {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok((v * mul).round() as u64),
         _ => Err(format!("`{s}` is not a count")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_top_nodes;
+
+    #[test]
+    fn top_nodes_take_counts_and_powers_of_two() {
+        assert_eq!(parse_top_nodes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_top_nodes("2^24"), Ok(1 << 24));
+        assert_eq!(parse_top_nodes(" 2^ 0"), Ok(1));
+        for bad in ["0", "2^41", "3^4", "2^x", "-5", "", "1e6"] {
+            let err = parse_top_nodes(bad).unwrap_err();
+            assert!(err.contains("invalid top-level size"), "{bad}: {err}");
+        }
     }
 }

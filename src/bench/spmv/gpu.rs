@@ -150,9 +150,11 @@ impl GpuContender {
         }
         // Tree-only with another host-expanded top level (`T16`: at most 2^16 top nodes,
         // the default before session 20; `T18`: at most 2^18, that of sessions 20-21; the
-        // default 2^20 within the same bound of the tree's own bytes): more expand launches
-        // for fewer resident top codes.
-        for top_nodes in [1 << 16, 1 << 18] {
+        // default 2^20; all within the same bound of the tree's own bytes): more expand
+        // launches for fewer resident top codes. `T22` and `T24` go the other way: on a
+        // large tree fewer levels to expand for more resident codes (cnr-2000 x 64: 19.9
+        // and 63.1 MB beside its 93 MB tree; docs/BENCHMARKS.md, session 31).
+        for top_nodes in [1 << 16, 1 << 18, 1 << 22, 1 << 24] {
             load(
                 GpuOptions {
                     top_nodes,
