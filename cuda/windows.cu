@@ -159,6 +159,92 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
     }
 }
 
+// Bit-packed right products y = A x over a frontier's row groups
+// (src/engine/gpu/row_groups.rs): a warp owns 32 / g block rows, a group of g lanes each
+// (g a power of two, the same for the warp), and every lane of the warp runs the same
+// iterations (its rows were binned by length). Lane k of a group reads entries k, k + g,
+// ... of its row from slot j * 32 + lane (one coalesced load per iteration), ORs their
+// cells' x words into four words, and the group combines them by shuffles; its first lane
+// stores the row. No run logic crosses lanes, so a warp issues 42 % fewer instructions
+// than over row windows (cnr-2000, session 31). A block whose warps are marked BLOCK_ROW
+// holds one long row (the layout puts such blocks first, whole): its warps combine their
+// words in shared memory and one stores the row, so it needs no clear. Longer rows are cut
+// into pieces of a warp (SHARED_PART: cleared first, atomic ORs, as `store_run`).
+// desc[w] = (first slot, iterations, log2 g | BLOCK_ROW, first entry of rows[]).
+#define GROUP_WARPS 8
+#define BLOCK_ROW 0x100u
+
+// x words of the columns entry e's cells read (0 for the others), only the halves with cells.
+__device__ __forceinline__ void gather_entry(u64 e, const u64 *x, u64 inputs, u64 xv[4]) {
+    const u32 bm = window_bitmap(e);
+    const u64 c0 = window_col(e) * 4;
+    xv[0] = xv[1] = xv[2] = xv[3] = 0ull;
+    if (bm == 0) return;
+    if (c0 + 4 <= inputs) {
+        if (bm & 0x3333u) {
+            const ulonglong2 p = *(const ulonglong2 *)(x + c0);
+            xv[0] = p.x, xv[1] = p.y;
+        }
+        if (bm & 0xCCCCu) {
+            const ulonglong2 q = *(const ulonglong2 *)(x + c0 + 2);
+            xv[2] = q.x, xv[3] = q.y;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) xv[c] = c0 + c < inputs ? x[c0 + c] : 0ull;
+    }
+}
+
+// Two iterations per round: their slot loads, then their gathers, then their sums (the
+// loads of a round in flight together; 4 per round spilled registers and ran 5-7 % slower).
+extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
+    rowgroups_bits(const u64 *slots, const uint4 *desc, u32 warps, const u32 *rows, const u64 *x, u64 inputs,
+                   u64 *y, u64 n) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 w = (u32)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (w >= warps) return;  // warp-uniform; a BLOCK_ROW block has all its warps
+    const uint4 d = desc[w];
+    const u64 *s = slots + d.x + lane;
+    u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
+    for (u32 j = 0; j < d.y; j += 2) {
+        u64 e[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) e[u] = j + u < d.y ? s[(u64)(j + u) * 32] : 0ull;
+        u64 xv[2][4];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) gather_entry(e[u], x, inputs, xv[u]);
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const u32 bm = window_bitmap(e[u]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    if ((bm >> (4 * r + c)) & 1u) acc[r] |= xv[u][c];
+        }
+    }
+    const u32 lg = d.z & 0xFFu, g = 1u << lg;
+    for (u32 off = 1; off < g; off <<= 1)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] |= __shfl_xor_sync(FULL_MASK, acc[i], off);
+    if (d.z & BLOCK_ROW) {
+        // Block-uniform: every warp of this block holds a piece of the same row.
+        __shared__ u64 part[GROUP_WARPS][4];
+        const u32 warp = threadIdx.x >> 5;
+        if (lane < 4) part[warp][lane] = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
+        __syncthreads();
+        if (warp == 0 && lane < 4) {
+            u64 v = 0ull;
+#pragma unroll
+            for (int k = 0; k < GROUP_WARPS; ++k) v |= part[k][lane];
+            const u64 at = (u64)rows[d.w] * 4 + lane;
+            if (at < n) y[at] = v;
+        }
+        return;
+    }
+    if ((lane & (g - 1)) == 0) store_run(y, n, rows[d.w + (lane >> lg)], acc);
+}
+
 // Zeroes the four words of each block row in rows[0 .. count) (y: n words), before a
 // product whose shared parts OR into them.
 extern "C" __global__ void clear_block_rows(const u32 *rows, u64 count, u64 *y, u64 n) {

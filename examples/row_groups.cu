@@ -13,14 +13,18 @@
 // can take in `iters` iterations: they are cut into pieces of a warp each, marked
 // SHARED_ROW, cleared first (`clear_rows4`) and updated with atomics.
 //
-// desc[w] = (first slot, iterations, log2 g, first row of rows[]); rows[]: a group's
-// block row (SHARED_ROW set: a piece), or NONE_ROW for a group without one.
+// desc[w] = (first slot, iterations, log2 g | BLOCK_ROW, first row of rows[]); rows[]: a
+// group's block row (SHARED_ROW set: a piece), or NONE_ROW for a group without one. A row
+// too long for a warp but not for a block may instead take a block of its own (BLOCK_ROW
+// on its 8 warps): they combine their words in shared memory and store the row once, so
+// it needs no clear.
 typedef unsigned long long u64;
 typedef unsigned int u32;
 
 #define FULL_MASK 0xFFFFFFFFu
 #define NONE_ROW 0xFFFFFFFFu
 #define SHARED_ROW 0x80000000u
+#define BLOCK_ROW 0x100u
 #define WARPS_PER_BLOCK 8
 
 __device__ __forceinline__ u32 bitmap_of(u64 e) { return (u32)(e & 0xFFFFull); }
@@ -95,12 +99,28 @@ __device__ __forceinline__ void group_product(const u64 *slots, const uint4 *des
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) combine(bitmap_of(e[u]), xv[u], acc);
     }
-    const u32 g = 1u << d.z;
+    const u32 lg = d.z & 0xFFu, g = 1u << lg;
     for (u32 off = 1; off < g; off <<= 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[i] |= __shfl_xor_sync(FULL_MASK, acc[i], off);
+    if (d.z & BLOCK_ROW) {
+        // All 8 warps of this block hold pieces of one row (block-uniform: the layout
+        // aligns them to the block and gives the grid's first blocks to them).
+        __shared__ u64 part[WARPS_PER_BLOCK][4];
+        const u32 warp = threadIdx.x >> 5;
+        if (lane < 4) part[warp][lane] = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
+        __syncthreads();
+        if (warp == 0 && lane < 4) {
+            u64 v = 0ull;
+#pragma unroll
+            for (int k = 0; k < WARPS_PER_BLOCK; ++k) v |= part[k][lane];
+            const u64 at = (u64)rows[d.w] * 4 + lane;
+            if (at < n) y[at] = v;
+        }
+        return;
+    }
     if ((lane & (g - 1)) == 0) {
-        const u32 row = rows[d.w + (lane >> d.z)];
+        const u32 row = rows[d.w + (lane >> lg)];
         if (row != NONE_ROW) store_row(y, n, row, acc);
     }
 }

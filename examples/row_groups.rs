@@ -22,15 +22,19 @@
 //! per SM): the kernel 10.3 → 5.5-7 µs, the held loop (clear included) 12.2 → 8-9.5 µs,
 //! which would bring the replayed batch under 0.05x of cuSPARSE's SpMM (9.1 µs).
 //!
-//! Outcome (docs/BENCHMARKS.md, session 31): a miss. On cnr-2000 the best layout (8
+//! Outcome (docs/BENCHMARKS.md, session 31): at first a miss. On cnr-2000 the best layout (8
 //! iterations, bins sorted by length, `groups_u2`) took 0.0097 ms per product against the
 //! engine's 0.0110 (−12 %; `ncu`: kernel 9.1 µs against 10.4-11.9, instructions −42 %,
 //! but L2 sectors +52 %: rows binned by length no longer share their `x` lines with
 //! their neighbours, which row windows keep together). Bins in row order (or sorted
 //! within runs of `sigma` rows, as SELL-C-σ does) keep that locality but pad more, and
 //! were slower on cnr-2000. On cnr-2000 × 64 and the 200M-edge web graph, whose `x` does
-//! not stay in L2, every variant was 1.0-1.4x slower than the engine's row windows. Not
-//! taken into the engine.
+//! not stay in L2, every variant was 1.0-1.4x slower than the engine's row windows. Then
+//! `ROW_GROUPS_BLOCKS=1` gave each row too long for a warp but not for a block of 8 a
+//! block of its own (its warps combine in shared memory, so cnr-2000 needs no clear at
+//! all): 0.0078 ms against the engine's 0.0112 replayed (0.70x). That layout (8
+//! iterations, sorted, blocks, `groups_u2`) is the engine's `RowGroups`
+//! (`GpuOptions::row_groups`, `rowgroups_bits`), an option beside the row windows.
 //!
 //! Each product's `y` is checked word for word against the engine's (whose products the
 //! GPU tests check against the CPU engine), from a `y` filled with garbage; before any GPU
@@ -43,18 +47,22 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use k2rpq::bench::input::web_or_edge_list;
 use k2rpq::engine::gpu::{
     block_entries, block_entry_parts, BitsUpdate, FrontierLayout, GpuEngine, GpuOptions,
 };
-use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
+use k2rpq::engine::{BitMatrix, Direction, Engine, EngineError, MatrixConfig, Traversal};
 
 /// A group without a row (`NONE_ROW` in the kernel).
 const NONE_ROW: u32 = u32::MAX;
 /// A piece of a row cut over several warps (`SHARED_ROW`): cleared first, ORed into.
 const SHARED_ROW: u32 = 1 << 31;
+/// Descriptor flag of a warp whose block's 8 warps share one row (`BLOCK_ROW`): they
+/// combine their words in shared memory and store the row once, with no clear.
+const BLOCK_ROW: u32 = 1 << 8;
 /// Warps per block of the kernels (`WARPS_PER_BLOCK`).
 const WARPS: u32 = 8;
 
@@ -70,17 +78,27 @@ struct RowGroups {
     shared: Vec<u32>,
 }
 
-/// One warp's rows before layout: its group size and, per group, the row and its entries.
+/// One warp's rows before layout: its group size and, per group, the row and its entries;
+/// `block`: one of the 8 warps of a block that share a row.
 struct Warp<'a> {
     lg: u32,
     groups: Vec<(u32, &'a [u64])>,
+    block: bool,
 }
 
 /// Lays out `entries` (sorted by block row) for block rows `0 .. block_rows` with at most
 /// `iters` iterations per warp; a bin's rows sorted by length within each run of `sigma`
 /// rows (as SELL-C-σ does): 0 keeps the row order (neighbouring rows, which read nearby
-/// `x`, share warps), `usize::MAX` sorts the whole bin (the least padding).
-fn row_groups(entries: &[u64], block_rows: u32, iters: u32, sigma: usize) -> RowGroups {
+/// `x`, share warps), `usize::MAX` sorts the whole bin (the least padding). With
+/// `blocks`, a row too long for one warp but not for 8 goes to a block of its own (8
+/// warps, aligned to the grid's blocks, the first in the grid) instead of cleared pieces.
+fn row_groups(
+    entries: &[u64],
+    block_rows: u32,
+    iters: u32,
+    sigma: usize,
+    blocks: bool,
+) -> RowGroups {
     let mut starts = Vec::with_capacity(block_rows as usize + 1);
     let mut at = 0;
     for row in 0..block_rows {
@@ -95,9 +113,19 @@ fn row_groups(entries: &[u64], block_rows: u32, iters: u32, sigma: usize) -> Row
     // Rows (and pieces) per log2 of the group size.
     let mut bins: Vec<Vec<(u32, &[u64])>> = vec![Vec::new(); 6];
     let mut shared = Vec::new();
+    let mut block_warps = Vec::new();
     for row in 0..block_rows {
         let run = &entries[starts[row as usize]..starts[row as usize + 1]];
-        if run.len() > cap {
+        if blocks && run.len() > cap && run.len() <= WARPS as usize * cap {
+            let pieces: Vec<&[u64]> = run.chunks(run.len().div_ceil(WARPS as usize)).collect();
+            for k in 0..WARPS as usize {
+                block_warps.push(Warp {
+                    lg: 5,
+                    groups: vec![(row, pieces.get(k).copied().unwrap_or(&[]))],
+                    block: true,
+                });
+            }
+        } else if run.len() > cap {
             shared.push(row);
             bins[5].extend(run.chunks(cap).map(|piece| (row | SHARED_ROW, piece)));
         } else {
@@ -119,6 +147,7 @@ fn row_groups(entries: &[u64], block_rows: u32, iters: u32, sigma: usize) -> Row
             warps.push(Warp {
                 lg: lg as u32,
                 groups: groups.to_vec(),
+                block: false,
             });
         }
     }
@@ -134,14 +163,14 @@ fn row_groups(entries: &[u64], block_rows: u32, iters: u32, sigma: usize) -> Row
         rows: Vec::new(),
         shared,
     };
-    for w in &warps {
+    for w in block_warps.iter().chain(&warps) {
         let (g, it) = (1usize << w.lg, warp_iters(w));
         let first = out.slots.len();
         out.slots.resize(first + 32 * it as usize, 0);
         out.desc.push([
             u32::try_from(first).expect("slots fit 32 bits"),
             it,
-            w.lg,
+            w.lg | if w.block { BLOCK_ROW } else { 0 },
             out.rows.len() as u32,
         ]);
         for (gi, &(row, run)) in w.groups.iter().enumerate() {
@@ -166,7 +195,8 @@ fn groups_product(l: &RowGroups, x: &[u64], n: usize) -> Vec<u64> {
             *w = if or { *w | v } else { v };
         }
     };
-    for &[first, it, lg, base] in &l.desc {
+    for &[first, it, flags, base] in &l.desc {
+        let (lg, block) = (flags & 0xFF, flags & BLOCK_ROW != 0);
         let mut acc = [[0u64; 4]; 32];
         for (lane, a) in acc.iter_mut().enumerate() {
             for j in 0..it as usize {
@@ -184,7 +214,8 @@ fn groups_product(l: &RowGroups, x: &[u64], n: usize) -> Vec<u64> {
             if row == NONE_ROW {
                 continue;
             }
-            let shared = row & SHARED_ROW != 0;
+            // A block's warps OR into their row, zero before them (as is all of y here).
+            let shared = row & SHARED_ROW != 0 || block;
             let r0 = (row & !SHARED_ROW) as usize * 4;
             for i in 0..4 {
                 let v = acc[gi * g..(gi + 1) * g].iter().fold(0, |s, a| s | a[i]);
@@ -283,21 +314,29 @@ fn main() {
             }
         })
         .collect();
+    // ROW_GROUPS_BLOCKS=0,1: long rows as cleared pieces, or in blocks of their own.
+    let blocks: Vec<bool> = std::env::var("ROW_GROUPS_BLOCKS")
+        .unwrap_or_else(|_| "0,1".into())
+        .split(',')
+        .map(|b| b == "1")
+        .collect();
     let layouts: Vec<(String, RowGroups)> = iters
         .iter()
         .flat_map(|&it| orders.iter().map(move |&o| (it, o)))
-        .map(|(it, sigma)| {
+        .flat_map(|(it, o)| blocks.iter().map(move |&b| (it, o, b)))
+        .map(|(it, sigma, blocks)| {
             let tag = match sigma {
                 usize::MAX => format!("iters {it} sorted"),
                 0 => format!("iters {it} row order"),
                 s => format!("iters {it} sigma {s}"),
             };
-            (tag, row_groups(&entries, block_rows, it, sigma))
+            let tag = if blocks { tag + " blocks" } else { tag };
+            (tag, row_groups(&entries, block_rows, it, sigma, blocks))
         })
         .collect();
     for (it, l) in &layouts {
         let lgs: Vec<usize> = (0..6)
-            .map(|lg| l.desc.iter().filter(|d| d[2] == lg).count())
+            .map(|lg| l.desc.iter().filter(|d| d[2] & 0xFF == lg).count())
             .collect();
         println!(
             "{it}: {} warps (per group size 1..32: {lgs:?}), {} slots ({:.1} % padding, {:.1} MB), {} rows cut into pieces; {}",
@@ -438,11 +477,26 @@ fn main() {
             let got = stream.clone_dtoh(&y).expect("y");
             let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
             let ms = gpu.time_ms(reps, || launch(&mut y)).expect("timing");
+            // The same launches recorded as a CUDA graph (as the engine's replayed rows).
+            stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .expect("begin capture");
+            launch(&mut y).expect("product");
+            let recorded = stream
+                .end_capture(CUgraphInstantiate_flags(0))
+                .expect("end capture")
+                .expect("a graph");
+            let replay = || {
+                recorded
+                    .launch()
+                    .map_err(|e| EngineError::Cuda(format!("graph launch: {e:?}")))
+            };
+            let replayed_ms = gpu.time_ms(reps, replay).expect("timing");
             println!(
-                "  {it} {kernel} ({} blocks): {ms:.4} ms per product ({:.3}x the engine's host-called, {:.3}x replayed); {}",
+                "  {it} {kernel} ({} blocks): {ms:.4} ms per product host-called ({:.3}x the engine's), {replayed_ms:.4} ms replayed ({:.3}x); {}",
                 cfg.grid_dim.0,
                 ms / engine_ms,
-                ms / graph_ms,
+                replayed_ms / graph_ms,
                 if wrong == 0 {
                     "y matches the engine's".to_string()
                 } else {

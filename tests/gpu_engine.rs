@@ -621,17 +621,32 @@ fn replays_the_product(gpu: &GpuEngine) {
 /// `y`, called from the host and replayed as a graph; and every other product (each
 /// semiring, OR-ing bit-packed ones, both directions) over the same windows.
 fn row_windows_match_cpu() {
-    let Some(gpu) = gpu_or_skip(GpuOptions::default()) else {
-        return;
-    };
+    // Row windows (the default), then row groups beside them (`GpuOptions::row_groups`),
+    // which bit-packed right products of one word then read instead.
+    for groups in [false, true] {
+        let options = GpuOptions {
+            row_groups: groups,
+            ..GpuOptions::default()
+        };
+        let Some(gpu) = gpu_or_skip(options) else {
+            return;
+        };
+        overwriting_products_match_cpu(&gpu, groups);
+    }
+}
+
+fn overwriting_products_match_cpu(gpu: &GpuEngine, groups: bool) {
     let cpu = CpuEngine::new();
     let mut rng = StdRng::seed_from_u64(19);
     // About 8 cells per block row: short runs, few empty rows (windows need few pads).
+    // Long rows: ~1,000-3,000 entries (row groups give them a block of warps, or, past
+    // 2,048, pieces whose rows are cleared first).
     for (rows, cols, m, long) in [
         (4000u64, 4000u64, 8000usize, 0usize),
         (3999, 5001, 8000, 4),
         (5001, 3999, 10_000, 4),
         (1001, 2001, 2000, 2),
+        (3001, 12_001, 9000, 2),
     ] {
         let mut edges: Vec<(u32, u32)> = (0..m)
             .map(|_| {
@@ -646,9 +661,10 @@ fn row_windows_match_cpu() {
             edges.extend((0..cols as u32).step_by(k + 1).map(|c| (r, c)));
         }
         let tree = Arc::new(K2Tree::from_edges(rows, cols, edges));
-        let label = format!("{rows}x{cols}, {long} long rows");
+        let label = format!("{rows}x{cols}, {long} long rows, row groups {groups}");
         let gm = gpu.load(&tree, MatrixConfig::CachedFrontier).unwrap();
         assert!(gm.has_row_windows(), "{label}: not laid out in row windows");
+        assert_eq!(gm.has_row_groups(), groups, "{label}: row groups");
         // The cache reserves what `load_bytes` predicts: exactly what the windows take.
         assert_eq!(
             gpu.load_bytes(&tree, MatrixConfig::CachedFrontier),
@@ -693,7 +709,7 @@ fn row_windows_match_cpu() {
                 );
             }
         }
-        check_matrix(&gpu, &tree, &label, true, &[1, 3]);
+        check_matrix(gpu, &tree, &label, true, &[1, 3]);
     }
 }
 

@@ -56,6 +56,8 @@ pub struct GpuContender {
     layout: FrontierLayout,
     /// Whether its `RowBlocks` frontier is laid out in row windows (named `rowwin`).
     windows: bool,
+    /// Whether it also keeps the entries in row groups (named `rowgrp`).
+    groups: bool,
 }
 
 /// `directory` or `scan`.
@@ -82,6 +84,7 @@ impl GpuContender {
                 out.push(GpuContender {
                     layout: matrix.frontier_layout(),
                     windows: matrix.has_row_windows(),
+                    groups: matrix.has_row_groups(),
                     matrix,
                     engine: engine.clone(),
                     config,
@@ -185,6 +188,15 @@ impl GpuContender {
             },
             &[CachedFrontier],
         )?;
+        // The row windows with row groups beside them (`rowgrp`), which bit-packed right
+        // products of one word read instead (every other product reads the windows).
+        load(
+            GpuOptions {
+                row_groups: true,
+                ..options(default, (dir, RowBlocks), tile)
+            },
+            &[CachedFrontier],
+        )?;
         // A tree-only descent with a launch per level (` L1`), against the default expand
         // steps of up to three small or thin levels.
         load(
@@ -264,6 +276,7 @@ impl Contender for GpuContender {
         let place = match self.layout {
             FrontierLayout::Codes => source_name(self.source),
             FrontierLayout::Blocks => "blocks",
+            FrontierLayout::RowBlocks if self.groups => "rowgrp",
             FrontierLayout::RowBlocks if self.windows => "rowwin",
             FrontierLayout::RowBlocks => "rowblk",
             FrontierLayout::ColBlocks => "colblk",

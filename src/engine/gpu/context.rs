@@ -50,7 +50,10 @@ const FUNCTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("leaves", super::launch::LEAF_VARIANT_KERNELS),
-    ("windows", &["rowwindows_bits", "clear_block_rows"]),
+    (
+        "windows",
+        &["rowwindows_bits", "rowgroups_bits", "clear_block_rows"],
+    ),
 ];
 
 /// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so

@@ -10,6 +10,7 @@ use super::context::GpuContext;
 use super::frontier::{
     block_entries, row_windows, sort_entries, FrontierLayout, MAX_WINDOW_GROWTH,
 };
+use super::row_groups::row_groups;
 use super::tile_plan::{Bottom, TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
 use crate::engine::{Direction, MatrixConfig, Result};
@@ -36,6 +37,8 @@ pub struct DeviceTree {
     /// A `RowBlocks` frontier laid out in [`RowWindows`](super::RowWindows) (`GpuOptions::row_windows`, when
     /// its markers and pads stay within `1 /` [`MAX_WINDOW_GROWTH`] of the entries).
     pub(super) windows: Option<DeviceWindows>,
+    /// The same entries in [`RowGroups`](super::RowGroups) (`GpuOptions::row_groups`).
+    pub(super) groups: Option<DeviceGroups>,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
     /// Plans over the cached frontier (`CachedFrontier` only): with child offsets from
@@ -123,6 +126,25 @@ pub(super) struct DeviceWindows {
     pub shared: u64,
 }
 
+/// What the device keeps of a frontier's [`RowGroups`](super::RowGroups).
+pub(super) struct DeviceGroups {
+    /// The entries in the groups' slots.
+    pub slots: CudaSlice<u64>,
+    /// Four words per warp (`RowGroups::desc`).
+    pub desc: CudaSlice<u32>,
+    /// Warps of the layout.
+    pub warps: u32,
+    /// Each group's row (`RowGroups::rows`).
+    pub rows: CudaSlice<u32>,
+    /// The rows cut into pieces, cleared before each product (`None`: none).
+    pub shared_rows: Option<CudaSlice<u32>>,
+    /// How many there are.
+    pub shared: u64,
+    /// Device bytes of the layout ([`RowGroups::bytes`](super::RowGroups::bytes), as the
+    /// engine's `load_bytes` predicts them).
+    pub bytes: u64,
+}
+
 impl DeviceTree {
     /// Uploads `tree` with `config`; the options' `top_nodes` bound the host-expanded top
     /// level, `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]) and
@@ -159,6 +181,7 @@ impl DeviceTree {
             MatrixConfig::TreeOnly => FrontierLayout::Codes,
         };
         let mut windows = None;
+        let mut groups = None;
         let (frontier, frontier_by_col) = match (config, layout) {
             (MatrixConfig::TreeOnly, _) => (None, None),
             (_, FrontierLayout::Codes) => (
@@ -168,6 +191,11 @@ impl DeviceTree {
             (_, l) => {
                 let mut entries = block_entries(tree, l);
                 let block_rows = tree.rows().div_ceil(4) as u32;
+                if l == FrontierLayout::RowBlocks && options.row_groups {
+                    groups = row_groups(&entries, block_rows)
+                        .map(|g| Self::upload_groups(gpu, &g))
+                        .transpose()?;
+                }
                 let laid = Self::window_allowance(options, l, entries.len())
                     .and_then(|max_extra| row_windows(&entries, block_rows, max_extra));
                 let frontier = match laid {
@@ -205,7 +233,8 @@ impl DeviceTree {
                 .iter()
                 .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
                 .sum::<u64>()
-            + 4 * windows.as_ref().map_or(0, |w| w.shared);
+            + 4 * windows.as_ref().map_or(0, |w| w.shared)
+            + groups.as_ref().map_or(0, |g: &DeviceGroups| g.bytes);
         // Octet leaf steps run their own kernel, so a variant measured as a baseline
         // (`cells`, `wrank`, `wagg`, `window`) keeps its leaf steps over the leaves' parents.
         let octets = options.octets && options.leaf_kernel.ends_in_octets();
@@ -251,10 +280,35 @@ impl DeviceTree {
             frontier_by_col,
             layout,
             windows,
+            groups,
             descend,
             over_frontier,
             tiles,
             bytes,
+        })
+    }
+
+    /// Uploads a frontier's row groups (every buffer at least one element long).
+    fn upload_groups(gpu: &GpuContext, g: &super::RowGroups) -> Result<DeviceGroups> {
+        let desc: Vec<u32> = g.desc.concat();
+        let at_least_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        let slots = if g.slots.is_empty() {
+            &[0][..]
+        } else {
+            &g.slots
+        };
+        Ok(DeviceGroups {
+            slots: gpu.upload(slots, "cached frontier (row groups)")?,
+            desc: gpu.upload(&at_least_one(&desc), "row groups' warps")?,
+            warps: g.desc.len() as u32,
+            rows: gpu.upload(&at_least_one(&g.rows), "row groups' rows")?,
+            shared_rows: if g.shared_rows.is_empty() {
+                None
+            } else {
+                Some(gpu.upload(&g.shared_rows, "row groups' cut rows")?)
+            },
+            shared: g.shared_rows.len() as u64,
+            bytes: g.bytes(),
         })
     }
 
@@ -296,6 +350,12 @@ impl DeviceTree {
     /// right products `y = A x` store `y` (no clear, no atomics).
     pub fn has_row_windows(&self) -> bool {
         self.windows.is_some()
+    }
+
+    /// Whether its `RowBlocks` frontier is also kept in [`RowGroups`](super::RowGroups),
+    /// which bit-packed right products `y = A x` then read.
+    pub fn has_row_groups(&self) -> bool {
+        self.groups.is_some()
     }
 
     /// The offset source a product asked to use `source` gets: the directory's plan over

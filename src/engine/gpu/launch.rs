@@ -158,6 +158,18 @@ pub fn chunked_config(items: u64, chunks: u32) -> LaunchConfig {
 /// Warps per block of `rowwindows_bits` (`WINDOW_WARPS` in `cuda/windows.cu`).
 const WINDOW_WARPS: u64 = 8;
 
+/// The grid of `rowgroups_bits` over `warps` warps of row groups: a block per
+/// [`GROUP_WARPS`](super::row_groups::GROUP_WARPS) of them (the first blocks' warps may
+/// share a row, so the grid is never capped).
+pub fn groups_config(warps: u32) -> LaunchConfig {
+    let per_block = super::row_groups::GROUP_WARPS;
+    LaunchConfig {
+        grid_dim: (warps.div_ceil(per_block).max(1), 1, 1),
+        block_dim: (32 * per_block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// The launch of `rowwindows_bits` over `windows` windows: a warp per window, at most
 /// [`MAX_BLOCKS`] blocks (warps then take several with the grid stride, and load each
 /// next window's entries ahead).

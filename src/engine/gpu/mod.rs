@@ -26,6 +26,7 @@ mod frontier;
 pub mod hold;
 mod launch;
 mod product_graph;
+mod row_groups;
 pub mod tile_plan;
 
 use std::sync::{Arc, Mutex};
@@ -38,7 +39,7 @@ pub use context::{
     compile_kernels, compile_module, driver_present, kernel_sources, nvrtc_present, GpuContext,
     KernelSources, KERNEL_SOURCES,
 };
-use device_tree::DeviceWindows;
+use device_tree::{DeviceGroups, DeviceWindows};
 pub use device_tree::{DeviceTree, TopLevel, SMALL_TOP_NODES};
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
@@ -47,6 +48,7 @@ pub use frontier::{
 };
 pub use launch::{LeafKernel, LeafOp};
 pub use product_graph::{BitsGraph, ProductGraph};
+pub use row_groups::{row_groups, RowGroups, GROUP_ITERATIONS};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
@@ -133,6 +135,12 @@ pub struct GpuOptions {
     /// store each output word once, with no clear, atomics or reads of `y`; every other
     /// product reads the windows as row-sorted entries. Default `true`.
     pub row_windows: bool,
+    /// Also keep a `RowBlocks` frontier's entries in [`RowGroups`] (a second copy of the
+    /// entries, about as large), which bit-packed right products of one word per row that
+    /// overwrite `y` then read instead of the row windows: on cnr-2000 0.70x their time,
+    /// on graphs whose `x` does not stay in L2 1.0-1.3x (docs/BENCHMARKS.md, session 31).
+    /// Default `false`.
+    pub row_groups: bool,
     /// End tree-only descents one level above the leaves' parents with leaf steps in
     /// which a thread owns a node's 8x8 block of cells ([`tile_plan::Bottom::Octets`]):
     /// the widest internal level then needs neither a launch nor scratch, and children
@@ -162,6 +170,7 @@ impl Default for GpuOptions {
             fused_levels: MAX_FUSED_LEVELS,
             subtree_levels: 0,
             row_windows: true,
+            row_groups: false,
             octets: true,
             warp_chunks: 0,
         }
@@ -668,14 +677,16 @@ impl GpuEngine {
         let (plan, layout) = self.bits_plan(m, x.words, traversal);
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
         let windows = Self::windows_for(m, dir, &x, traversal);
+        let groups = Self::groups_for(m, dir, &x, traversal);
         let _g = self.guard();
-        let graph = self.capture(|| match (update, windows) {
-            (BitsUpdate::Overwrite, Some(w)) => self.enqueue_windows(m, w, &x, &y),
-            (BitsUpdate::Overwrite, None) => {
+        let graph = self.capture(|| match (update, groups, windows) {
+            (BitsUpdate::Overwrite, Some(g), _) => self.enqueue_groups(g, &x, &y),
+            (BitsUpdate::Overwrite, None, Some(w)) => self.enqueue_windows(m, w, &x, &y),
+            (BitsUpdate::Overwrite, None, None) => {
                 self.enqueue_bits_clear(&y)?;
                 self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
             }
-            (BitsUpdate::Or, _) => self.enqueue_bits(m, dir, &x, &y, plan, &scratch),
+            (BitsUpdate::Or, _, _) => self.enqueue_bits(m, dir, &x, &y, plan, &scratch),
         })?;
         Ok(BitsGraph::new(
             graph,
@@ -812,6 +823,64 @@ impl GpuEngine {
         m.windows.as_ref().filter(|_| one_word)
     }
 
+    /// The row groups of `m` when a bit-packed product may read them instead: a dense
+    /// right product of one word per row (as [`GpuEngine::windows_for`]).
+    fn groups_for<'m>(
+        m: &'m DeviceTree,
+        dir: Direction,
+        x: &GpuBits,
+        traversal: Traversal,
+    ) -> Option<&'m DeviceGroups> {
+        let one_word = x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense;
+        m.groups.as_ref().filter(|_| one_word)
+    }
+
+    /// Enqueues the clear of the four words of each of the `count` block rows in `rows`
+    /// (of a batch at `y`, `n` words), before a product that ORs into them.
+    fn enqueue_clear_rows(&self, rows: &CudaSlice<u32>, count: u64, y: u64, n: u64) -> Result<()> {
+        let s = self.gpu.stream();
+        let rp = rows.device_ptr(s).0;
+        // SAFETY: rows holds `count` block rows; the kernel writes only y's n words.
+        unsafe {
+            s.launch_builder(self.gpu.function("clear_block_rows")?)
+                .arg(&rp)
+                .arg(&count)
+                .arg(&y)
+                .arg(&n)
+                .launch(config_for(4 * count))
+        }
+        .map(|_| ())
+        .map_err(cuda_err("clear_block_rows"))
+    }
+
+    /// Enqueues `y = A x` over the row groups `g` (the caller holds the engine's lock and
+    /// checked the shapes): the clear of the rows cut into pieces, if any, then one launch
+    /// that stores every other word of `y` once.
+    fn enqueue_groups(&self, g: &DeviceGroups, x: &GpuBits, y: &GpuBits) -> Result<()> {
+        let s = self.gpu.stream();
+        let (xp, yp) = (x.raw(s), y.raw(s));
+        let (inputs, n) = (x.len(), y.len());
+        if let Some(rows) = &g.shared_rows {
+            self.enqueue_clear_rows(rows, g.shared, yp, n)?;
+        }
+        // SAFETY: desc holds four u32 per warp (a uint4), slots and rows what desc names;
+        // x has `inputs` words and y `n`, and the kernel reads and writes within them.
+        unsafe {
+            s.launch_builder(self.gpu.function("rowgroups_bits")?)
+                .arg(&g.slots)
+                .arg(&g.desc)
+                .arg(&g.warps)
+                .arg(&g.rows)
+                .arg(&xp)
+                .arg(&inputs)
+                .arg(&yp)
+                .arg(&n)
+                .launch(launch::groups_config(g.warps))
+        }
+        .map(|_| ())
+        .map_err(cuda_err("rowgroups_bits"))
+    }
+
     /// Whether kernels written to wait for their predecessor are launched to overlap it:
     /// the options allow it and the device has programmatic dependent launches (sm_90).
     fn overlaps_launches(&self) -> bool {
@@ -837,17 +906,7 @@ impl GpuEngine {
         // kernel after earlier work that may read or write y.
         let overlapped = w.shared_rows.is_some() && self.overlaps_launches();
         if let Some(rows) = &w.shared_rows {
-            let rp = rows.device_ptr(s).0;
-            // SAFETY: rows holds `shared` block rows; the kernel writes only y's n words.
-            unsafe {
-                s.launch_builder(self.gpu.function("clear_block_rows")?)
-                    .arg(&rp)
-                    .arg(&w.shared)
-                    .arg(&yp)
-                    .arg(&n)
-                    .launch(config_for(4 * w.shared))
-            }
-            .map_err(cuda_err("clear_block_rows"))?;
+            self.enqueue_clear_rows(rows, w.shared, yp, n)?;
         }
         let (_, _, _, mut front) = m.pointers(&self.gpu, Direction::Right);
         let mut windows = w.windows;
@@ -1123,9 +1182,19 @@ impl Engine for GpuEngine {
                 let entries = (s.frontier_bytes / 8) as usize;
                 let windows = DeviceTree::window_allowance(&self.options, layout, entries)
                     .and_then(|max_extra| row_windows_size(tree, max_extra));
-                windows.map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
-                    8 * entries + 4 * shared
-                })
+                let frontier = windows
+                    .map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
+                        8 * entries + 4 * shared
+                    });
+                // Row groups: laid out here to be counted exactly (an option, off by
+                // default).
+                let groups =
+                    (layout == FrontierLayout::RowBlocks && self.options.row_groups).then(|| {
+                        let entries = block_entries(tree, layout);
+                        row_groups(&entries, tree.rows().div_ceil(4) as u32)
+                            .map_or(0, |g| g.bytes())
+                    });
+                frontier + groups.unwrap_or(0)
             } else {
                 TopLevel::for_tree(tree, self.options.top_nodes).bytes(tree)
             }
@@ -1340,6 +1409,13 @@ impl Engine for GpuEngine {
         traversal: Traversal,
     ) -> Result<()> {
         check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
+        if let Some(g) = Self::groups_for(m, dir, x, traversal) {
+            if x.len() == 0 || y.len() == 0 {
+                return self.bits_clear(y);
+            }
+            let _g = self.guard();
+            return self.enqueue_groups(g, x, y);
+        }
         let Some(w) = Self::windows_for(m, dir, x, traversal) else {
             self.bits_clear(y)?;
             return self.bool_product(m, dir, x, y, traversal);

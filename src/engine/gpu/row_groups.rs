@@ -1,0 +1,297 @@
+//! Row groups: a second arrangement of a `RowBlocks` frontier's entries for bit-packed
+//! right products of one word per row (`GpuOptions::row_groups`; `rowgroups_bits` in
+//! `cuda/windows.cu`).
+//!
+//! Block rows are binned by length. A row of `len` entries gets a group of `g` lanes, the
+//! smallest power of two with `⌈len / g⌉ ≤` [`GROUP_ITERATIONS`]; a warp takes `32 / g`
+//! rows of one bin, sorted by length, so that its lanes run the same number of iterations.
+//! Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that each
+//! iteration of the warp is one coalesced load of 32 slots (an ELL layout per warp, with
+//! empty slots where a row is shorter than the warp's longest). The group combines its
+//! lanes' words by shuffles and stores its row once: no run logic, no clear, no atomics.
+//! A row too long for one warp but not for [`GROUP_WARPS`] takes a block of its own,
+//! whose warps combine in shared memory; a longer one is cut into pieces of a warp each,
+//! its words cleared first and ORed into. On cnr-2000 the product took 0.70x the time of
+//! the one over row windows, but on graphs whose `x` does not stay in L2 it was 1.0-1.3x
+//! slower (the bins scatter neighbouring rows, whose gathers share lines; row windows
+//! keep them together): docs/BENCHMARKS.md, session 31.
+
+use super::frontier::block_entry_parts;
+
+/// The most iterations a warp runs: each lane reads at most this many entries.
+pub const GROUP_ITERATIONS: u32 = 8;
+/// Warps per block of `rowgroups_bits` (`GROUP_WARPS` there).
+pub const GROUP_WARPS: u32 = 8;
+/// A group without a row (`NO_ROW` in `cuda/windows.cu`).
+pub const NO_ROW: u32 = 0x7FFF_FFFF;
+/// A row piece's flag: its row was cleared first and takes atomic ORs (`SHARED_PART`).
+pub const SHARED_PART: u32 = 0x8000_0000;
+/// Descriptor flag of a warp whose block's warps all hold pieces of one row (`BLOCK_ROW`).
+pub const BLOCK_ROW: u32 = 0x100;
+
+/// A `RowBlocks` frontier laid out in row groups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowGroups {
+    /// The entries, warp by warp and iteration-major (`slot j · 32 + lane`); 0 is an
+    /// empty slot (no cells).
+    pub slots: Vec<u64>,
+    /// Per warp: its first slot, its iterations, `log2 g` (with `BLOCK_ROW`) and its
+    /// first entry of `rows`.
+    pub desc: Vec<[u32; 4]>,
+    /// Per group: its block row (`SHARED_PART` set for a piece), or `NO_ROW`.
+    pub rows: Vec<u32>,
+    /// The block rows cut into pieces, cleared before each product.
+    pub shared_rows: Vec<u32>,
+}
+
+impl RowGroups {
+    /// Device bytes of the layout.
+    pub fn bytes(&self) -> u64 {
+        8 * self.slots.len() as u64
+            + 16 * self.desc.len() as u64
+            + 4 * (self.rows.len() + self.shared_rows.len()) as u64
+    }
+}
+
+/// One warp before layout: `log2 g`, its groups (a row, or [`NO_ROW`], and its entries),
+/// and whether it is one of a block's warps that share a row.
+struct Warp<'a> {
+    lg: u32,
+    groups: Vec<(u32, &'a [u64])>,
+    block: bool,
+}
+
+impl Warp<'_> {
+    fn iterations(&self) -> u32 {
+        let longest = self.groups.iter().map(|g| g.1.len()).max().unwrap_or(0);
+        longest.div_ceil(1 << self.lg) as u32
+    }
+}
+
+/// Lays out `entries` (sorted by block row, as [`super::block_entries`] gives a
+/// `RowBlocks` frontier) for block rows `0 .. block_rows`. `None` when the slots would not
+/// fit the kernel's 32-bit indices.
+///
+/// ```
+/// use k2rpq::engine::gpu::{block_entry, row_groups};
+/// // Block row 0: two entries; block row 1: none; block row 2: one.
+/// let entries = [block_entry(0, 0, 1), block_entry(0, 3, 2), block_entry(2, 1, 4)];
+/// let g = row_groups(&entries, 3).unwrap();
+/// // Every row is some group's, and every entry is in a slot.
+/// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
+/// assert_eq!(g.slots.iter().filter(|&&s| s != 0).count(), 3);
+/// assert!(g.shared_rows.is_empty());
+/// ```
+pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
+    let cap = 32 * GROUP_ITERATIONS as usize;
+    let block_cap = GROUP_WARPS as usize * cap;
+    let mut bins: Vec<Vec<(u32, &[u64])>> = vec![Vec::new(); 6];
+    let (mut block_warps, mut shared_rows) = (Vec::new(), Vec::new());
+    let mut rest = entries;
+    for row in 0..block_rows {
+        let len = rest
+            .iter()
+            .take_while(|&&e| block_entry_parts(e).0 == row)
+            .count();
+        let (run, after) = rest.split_at(len);
+        rest = after;
+        if len <= cap {
+            let lg = (0..=5u32)
+                .find(|&lg| len.div_ceil(1 << lg) <= GROUP_ITERATIONS as usize)
+                .expect("32 lanes take `cap` entries");
+            bins[lg as usize].push((row, run));
+        } else if len <= block_cap {
+            let mut pieces = run.chunks(len.div_ceil(GROUP_WARPS as usize));
+            for _ in 0..GROUP_WARPS {
+                let piece = pieces.next().unwrap_or(&[]);
+                block_warps.push(Warp {
+                    lg: 5,
+                    groups: vec![(row, piece)],
+                    block: true,
+                });
+            }
+        } else {
+            shared_rows.push(row);
+            let pieces = run.chunks(cap).map(|p| (row | SHARED_PART, p));
+            bins[5].extend(pieces);
+        }
+    }
+    debug_assert!(rest.is_empty(), "entries past the last block row");
+    let mut warps = Vec::new();
+    for (lg, mut bin) in bins.into_iter().enumerate() {
+        bin.sort_by_key(|&(_, run)| std::cmp::Reverse(run.len()));
+        for groups in bin.chunks(32 >> lg) {
+            warps.push(Warp {
+                lg: lg as u32,
+                groups: groups.to_vec(),
+                block: false,
+            });
+        }
+    }
+    // The longest chains start first; the blocks' warps before them, aligned to blocks.
+    warps.sort_by_key(|w| std::cmp::Reverse(w.iterations()));
+    let slots: usize = block_warps
+        .iter()
+        .chain(&warps)
+        .map(|w| 32 * w.iterations() as usize)
+        .sum();
+    u32::try_from(slots).ok()?;
+    let mut out = RowGroups {
+        slots: vec![0; slots],
+        desc: Vec::with_capacity(block_warps.len() + warps.len()),
+        rows: Vec::new(),
+        shared_rows,
+    };
+    let mut first = 0usize;
+    for w in block_warps.iter().chain(&warps) {
+        let (g, it) = (1usize << w.lg, w.iterations());
+        let flags = w.lg | if w.block { BLOCK_ROW } else { 0 };
+        out.desc
+            .push([first as u32, it, flags, out.rows.len() as u32]);
+        for (gi, &(row, run)) in w.groups.iter().enumerate() {
+            for (e, &entry) in run.iter().enumerate() {
+                out.slots[first + (e / g) * 32 + gi * g + e % g] = entry;
+            }
+            out.rows.push(row);
+        }
+        let groups = 32 >> w.lg;
+        out.rows
+            .resize(out.rows.len() + groups - w.groups.len(), NO_ROW);
+        first += 32 * it as usize;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::gpu::block_entry;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// `y = A x` from the layout, lane by lane as `rowgroups_bits` computes it.
+    fn product(g: &RowGroups, x: &[u64], n: usize) -> Vec<u64> {
+        let mut y = vec![0xA5A5u64; n];
+        for &r in &g.shared_rows {
+            for i in 0..4 {
+                if let Some(w) = y.get_mut(r as usize * 4 + i) {
+                    *w = 0;
+                }
+            }
+        }
+        let mut block_words: Option<(u32, [u64; 4], u32)> = None;
+        for &[first, it, flags, base] in &g.desc {
+            let lg = flags & 0xFF;
+            let mut acc = [[0u64; 4]; 32];
+            for (lane, a) in acc.iter_mut().enumerate() {
+                for j in 0..it as usize {
+                    let (_, col, bm) = block_entry_parts(g.slots[first as usize + j * 32 + lane]);
+                    for b in 0..16 {
+                        if bm >> b & 1 != 0 {
+                            a[b / 4] |= x.get(col as usize * 4 + b % 4).copied().unwrap_or(0);
+                        }
+                    }
+                }
+            }
+            let size = 1usize << lg;
+            for gi in 0..32 / size {
+                let words: [u64; 4] = std::array::from_fn(|i| {
+                    acc[gi * size..(gi + 1) * size]
+                        .iter()
+                        .fold(0, |s, a| s | a[i])
+                });
+                let head = g.rows[base as usize + gi];
+                if flags & BLOCK_ROW != 0 {
+                    // A block's 8 warps, in a row: ORed, stored by the last.
+                    let (row, sum, seen) = block_words.get_or_insert((head, [0; 4], 0));
+                    assert_eq!(*row, head, "a block's warps share a row");
+                    sum.iter_mut().zip(words).for_each(|(s, w)| *s |= w);
+                    *seen += 1;
+                    if *seen == GROUP_WARPS {
+                        for (i, &w) in sum.iter().enumerate() {
+                            if let Some(yw) = y.get_mut(*row as usize * 4 + i) {
+                                *yw = w;
+                            }
+                        }
+                        block_words = None;
+                    }
+                    continue;
+                }
+                if head == NO_ROW {
+                    continue;
+                }
+                let r0 = (head & !SHARED_PART) as usize * 4;
+                for (i, w) in words.into_iter().enumerate() {
+                    if let Some(yw) = y.get_mut(r0 + i) {
+                        *yw = if head & SHARED_PART != 0 { *yw | w } else { w };
+                    }
+                }
+            }
+        }
+        assert!(block_words.is_none(), "a block's warps cut short");
+        y
+    }
+
+    #[test]
+    fn groups_hold_every_cell_once_in_blocks_and_pieces() {
+        let mut rng = StdRng::seed_from_u64(31);
+        let block_rows = 40u32;
+        // Rows of every size class: empty, short, one warp's worth, a block's, more.
+        let lens = [
+            0usize, 1, 3, 9, 17, 70, 255, 256, 257, 900, 2048, 2049, 5000,
+        ];
+        let mut entries = Vec::new();
+        for row in 0..block_rows {
+            let len = lens[row as usize % lens.len()];
+            let mut cols: Vec<u32> = (0..len as u32 * 3).collect();
+            cols.retain(|_| rng.random_bool(0.34));
+            cols.truncate(len);
+            entries.extend(
+                cols.iter()
+                    .map(|&c| block_entry(row, c, rng.random_range(1..=u16::MAX))),
+            );
+        }
+        let n = (4 * block_rows) as usize;
+        let cols = entries
+            .iter()
+            .map(|&e| block_entry_parts(e).1 as usize * 4 + 4)
+            .max()
+            .unwrap_or(0);
+        let x: Vec<u64> = (0..cols).map(|_| rng.random()).collect();
+        let mut want = vec![0u64; n];
+        for &e in &entries {
+            let (r, c, bm) = block_entry_parts(e);
+            for b in 0..16 {
+                if bm >> b & 1 != 0 {
+                    want[r as usize * 4 + b / 4] |= x[c as usize * 4 + b % 4];
+                }
+            }
+        }
+        let g = row_groups(&entries, block_rows).unwrap();
+        assert_eq!(product(&g, &x, n), want);
+        let mut seen: Vec<u64> = g.slots.iter().copied().filter(|&s| s != 0).collect();
+        seen.sort_unstable();
+        let mut all = entries.clone();
+        all.sort_unstable();
+        assert_eq!(seen, all, "every entry in exactly one slot");
+        // 2049 and 5000 entries need pieces; 257-2048 take a block.
+        assert!(g
+            .shared_rows
+            .iter()
+            .all(|&r| lens[r as usize % lens.len()] > 2048));
+        assert!(!g.shared_rows.is_empty());
+        assert!(g.desc.iter().any(|d| d[2] & BLOCK_ROW != 0));
+        // The blocks' warps come first, in whole blocks.
+        let blocked = g.desc.iter().take_while(|d| d[2] & BLOCK_ROW != 0).count();
+        assert_eq!(blocked % GROUP_WARPS as usize, 0);
+        assert!(g.desc[blocked..].iter().all(|d| d[2] & BLOCK_ROW == 0));
+        assert!(g.desc.iter().all(|d| d[1] <= GROUP_ITERATIONS));
+    }
+
+    #[test]
+    fn no_entries_give_groups_of_empty_rows() {
+        let g = row_groups(&[], 5).unwrap();
+        assert!(g.slots.is_empty());
+        assert_eq!(g.rows.iter().filter(|&&r| r != NO_ROW).count(), 5);
+        assert_eq!(product(&g, &[], 20), vec![0; 20]);
+    }
+}
