@@ -159,36 +159,24 @@ fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
 fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let query = "<http://e/a> <http://e/p>+ ?y";
-    let out = k2rpq(
-        &[
+    let rpq = |top: &str| {
+        let query = "<http://e/a> <http://e/p>+ ?y";
+        let args = [
             "rpq",
             "--engine",
             "cpu",
             "--nt",
             "g.nt",
             "--top-nodes",
-            "2^41",
+            top,
             query,
-        ],
-        dir.path(),
-    );
-    let stderr = failed(&out);
+        ];
+        k2rpq(&args, dir.path())
+    };
+    let stderr = failed(&rpq("2^41"));
     assert!(stderr.contains("invalid top-level size"), "{stderr}");
     // Accepted by every engine (the CPU engine has no device top level to expand).
-    let out = k2rpq(
-        &[
-            "rpq",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "--top-nodes",
-            "2^24",
-            query,
-        ],
-        dir.path(),
-    );
+    let out = rpq("2^24");
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("http://e/c"), "{stdout}");

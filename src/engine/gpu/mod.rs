@@ -811,28 +811,36 @@ impl GpuEngine {
         self.fill_u32(bits.raw(self.gpu.stream()), 0, 2 * bits.len())
     }
 
-    /// The row windows a product `y = A x` of bit batch `x` stores through, if it can:
-    /// a dense right product of one word per row over a matrix laid out in them.
+    /// Whether a product of bit batch `x` may store `y` through row windows or row
+    /// groups: a dense right product of one word per row.
+    fn stores_rows(dir: Direction, x: &GpuBits, traversal: Traversal) -> bool {
+        x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense
+    }
+
+    /// The row windows a product `y = A x` of bit batch `x` stores through, if it can
+    /// ([`GpuEngine::stores_rows`]) and the matrix is laid out in them.
     fn windows_for<'m>(
         m: &'m DeviceTree,
         dir: Direction,
         x: &GpuBits,
         traversal: Traversal,
     ) -> Option<&'m DeviceWindows> {
-        let one_word = x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense;
-        m.windows.as_ref().filter(|_| one_word)
+        m.windows
+            .as_ref()
+            .filter(|_| Self::stores_rows(dir, x, traversal))
     }
 
-    /// The row groups of `m` when a bit-packed product may read them instead: a dense
-    /// right product of one word per row (as [`GpuEngine::windows_for`]).
+    /// The row groups of `m` when a bit-packed product may read them instead (as
+    /// [`GpuEngine::windows_for`]).
     fn groups_for<'m>(
         m: &'m DeviceTree,
         dir: Direction,
         x: &GpuBits,
         traversal: Traversal,
     ) -> Option<&'m DeviceGroups> {
-        let one_word = x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense;
-        m.groups.as_ref().filter(|_| one_word)
+        m.groups
+            .as_ref()
+            .filter(|_| Self::stores_rows(dir, x, traversal))
     }
 
     /// Enqueues the clear of the four words of each of the `count` block rows in `rows`
