@@ -353,8 +353,8 @@ __device__ __forceinline__ void reduce_peers(u32 peers, u32 lane, typename Op::T
 // Steele), log2 of the longest run's length rounds of shuffles. Where equal keys are
 // adjacent (block entries sorted by block row, in a right product) this finds every peer
 // that `reduce_peers` finds, without `__match_any_sync`. All 32 lanes must call it.
-template <typename Op>
-__device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T acc[4]) {
+template <typename Op, u32 N = 4>
+__device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T acc[N]) {
     typedef typename Op::T T;
     for (u32 d = 1; d < 32; d <<= 1) {
         // Lane + d is in this lane's run when no run starts in lanes lane + 1 .. lane + d.
@@ -362,7 +362,7 @@ __device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T 
         // Runs no longer than d need no further round (uniform: all lanes agree).
         if (!__any_sync(FULL_MASK, take)) break;
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) {
+        for (u32 i = 0; i < N; ++i) {
             T v = __shfl_down_sync(FULL_MASK, acc[i], d);
             if (take) acc[i] = Op::combine(acc[i], v);
         }
@@ -373,11 +373,11 @@ __device__ __forceinline__ void reduce_runs(u32 heads, u32 lane, typename Op::T 
 // first lane by `reduce_runs`; `starts`: this lane starts a run whatever its left
 // neighbour's key. Returns whether this lane then holds a run's sum to send to y. All 32
 // lanes must call it.
-template <typename Op>
-__device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typename Op::T acc[4]) {
+template <typename Op, u32 N = 4>
+__device__ __forceinline__ bool join_runs(u64 key, bool starts, u32 lane, typename Op::T acc[N]) {
     u64 prev = __shfl_up_sync(FULL_MASK, key, 1);
     bool head = lane == 0 || starts || key != prev;
-    reduce_runs<Op>(__ballot_sync(FULL_MASK, head), lane, acc);
+    reduce_runs<Op, N>(__ballot_sync(FULL_MASK, head), lane, acc);
     return head && key != ~0ull;
 }
 
@@ -1251,6 +1251,49 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
     }
 }
 
+// The lone cells of a tree-only matrix (src/engine/gpu/lone_cells.rs): cells a descent
+// would reach alone through a unary path, applied after the descent. p.codes_in holds
+// p.count (output, input) index pairs sorted by output (the direction's own copy): a
+// single vector's lanes combine the runs of equal outputs by `join_runs` and send one
+// update per run, to outputs that rise along the warp; a batch's item g = cell g / width,
+// vector g % width, one update each (consecutive lanes, consecutive entries of y). In
+// Morton order, one random update per cell, this launch took 37 (right) and 76 (left,
+// the popular pages' columns) ns per cell on the web graph (docs/BENCHMARKS.md, session
+// 32). A masked product needs no mask here: an inactive input's word is zero and skipped.
+template <typename Op>
+__device__ __forceinline__ void lone_cells(const StepParams &p) {
+    typedef typename Op::T T;
+    start_dependents();
+    wait_prerequisites();
+    const uint2 *cells = (const uint2 *)p.codes_in;
+    const typename Op::Raw *x = (const typename Op::Raw *)p.x;
+    if (p.width == 1) {
+        const u32 lane = threadIdx.x & 31;
+        for (u64 base = global_thread() - lane; base < p.count; base += thread_stride()) {
+            u64 i = base + lane;
+            bool valid = i < p.count;
+            uint2 c = valid ? cells[i] : make_uint2(0u, 0u);
+            T acc[1] = {valid ? Op::convert(x[c.y]) : Op::identity()};
+            if (!join_runs<Op, 1>(valid ? (u64)c.x : ~0ull, false, lane, acc)) continue;
+            if (Op::is_identity(acc[0])) continue;
+            if (Op::IDEMPOTENT && !Op::changes(Op::seen(p, c.x), acc[0])) continue;
+            Op::update(p, c.x, acc[0]);
+        }
+        return;
+    }
+    const u64 items = p.count * p.width;
+    for (u64 g = global_thread(); g < items; g += thread_stride()) {
+        u64 cell = g / p.width;
+        u64 b = g - cell * p.width;
+        uint2 c = cells[cell];
+        T v = Op::convert(x[(u64)c.y * p.width + b]);
+        if (Op::is_identity(v)) continue;
+        u64 at = (u64)c.x * p.width + b;
+        if (Op::IDEMPOTENT && !Op::changes(Op::seen(p, at), v)) continue;
+        Op::update(p, at, v);
+    }
+}
+
 // `sorted_runs` is bounded to 80 registers (3 blocks of the host's 256 threads per SM):
 // its general path would take 84, which allocate only 2 blocks per SM, and its
 // specialised product then ran 14 % slower (docs/BENCHMARKS.md, session 14).
@@ -1279,7 +1322,8 @@ __device__ __forceinline__ void subtree_product(const StepParams &p) {
     } \
     extern "C" __global__ void __launch_bounds__(SUBTREE_THREADS) subtrees_##NAME(StepParams p) {  \
         subtree_product<OP>(p);                                                                  \
-    }
+    }                                                                                            \
+    extern "C" __global__ void lone_cells_##NAME(StepParams p) { lone_cells<OP>(p); }
 
 LEAF_KERNELS(plus_times, PlusTimesAcc)
 LEAF_KERNELS(counting, CountingAcc)

@@ -8,7 +8,8 @@
 //! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
 //! sources (through `K2RPQ_KERNEL_DIR`), over the same graph, and with
 //! `DESCENT_WARP_CHUNKS=1,4,…` once per `GpuOptions::warp_chunks`, and with
-//! `DESCENT_TOP_NODES=20,22,…` once per `GpuOptions::top_nodes` (log2). Each product's `y` (of
+//! `DESCENT_TOP_NODES=20,22,…` once per `GpuOptions::top_nodes` (log2), and with
+//! `DESCENT_LONE_PATHS=0,6,…` once per `GpuOptions::lone_paths`. Each product's `y` (of
 //! `x` = ones: the rows' or columns' cell counts) is checked against the tree's cells,
 //! counted on the host; a mismatch is printed and makes the exit status 1.
 //!
@@ -51,37 +52,27 @@ fn main() {
         Ok(list) => list.split(',').map(|d| Some(d.to_string())).collect(),
         Err(_) => vec![None],
     };
-    let chunks: Vec<u32> = match std::env::var("DESCENT_WARP_CHUNKS") {
-        Ok(list) => list
-            .split(',')
-            .map(|c| c.parse().expect("DESCENT_WARP_CHUNKS: e.g. 1,4"))
-            .collect(),
-        Err(_) => vec![GpuOptions::default().warp_chunks],
-    };
-    let tops: Vec<u64> = match std::env::var("DESCENT_TOP_NODES") {
-        Ok(list) => list
-            .split(',')
-            .map(|t| {
-                1 << t
-                    .parse::<u32>()
-                    .expect("DESCENT_TOP_NODES: log2, e.g. 20,22")
-            })
-            .collect(),
-        Err(_) => vec![GpuOptions::default().top_nodes],
-    };
+    let defaults = GpuOptions::default();
+    let chunks = env_list("DESCENT_WARP_CHUNKS", defaults.warp_chunks);
+    let tops: Vec<u64> = env_list("DESCENT_TOP_NODES", defaults.top_nodes.trailing_zeros())
+        .into_iter()
+        .map(|t| 1 << t)
+        .collect();
+    let lones = env_list("DESCENT_LONE_PATHS", defaults.lone_paths);
     let runs = dirs
         .iter()
         .flat_map(|d| fused.iter().map(move |&l| (d, l)))
         .flat_map(|(d, l)| chunks.iter().map(move |&c| (d, l, c)))
         .flat_map(|(d, l, c)| tops.iter().map(move |&t| (d, l, c, t)))
+        .flat_map(|(d, l, c, t)| lones.iter().map(move |&p| (d, l, c, t, p)))
         .enumerate();
-    for (i, (dir, levels, warp_chunks, top_nodes)) in runs {
+    for (i, (dir, levels, warp_chunks, top_nodes, lone_paths)) in runs {
         if let Some(d) = dir {
             std::env::set_var("K2RPQ_KERNEL_DIR", d);
             print!("[{d}] ");
         }
         print!(
-            "warp_chunks {warp_chunks}, top_nodes 2^{}, ",
+            "warp_chunks {warp_chunks}, top_nodes 2^{}, lone_paths {lone_paths}, ",
             top_nodes.trailing_zeros()
         );
         let gpu = GpuEngine::with_options(
@@ -90,6 +81,7 @@ fn main() {
                 fused_levels: levels,
                 warp_chunks,
                 top_nodes,
+                lone_paths,
                 ..GpuOptions::default()
             },
         )
@@ -106,9 +98,10 @@ fn main() {
         }
         let scratch: u64 = plan.scratch_codes.iter().sum::<u64>() * 8;
         println!(
-            "fused_levels {levels}: top level {} ({:.1} MB of codes), tiles of {}, {} launches, {:.1} MB of codes scratch",
+            "fused_levels {levels}: top level {}, {:.1} MB resident, {} lone cells, tiles of {}, {} launches, {:.1} MB of codes scratch",
             m.top_level().level,
-            m.top_level().bytes(&tree) as f64 / 1e6,
+            m.bytes() as f64 / 1e6,
+            m.lone_cells(),
             m.tile_sizes().descend,
             plan.launches(),
             scratch as f64 / 1e6
@@ -169,5 +162,20 @@ fn dir_index(dir: Direction) -> usize {
     match dir {
         Direction::Right => 0,
         Direction::Left => 1,
+    }
+}
+
+/// The comma-separated numbers of environment variable `name`, or `[default]` without it.
+fn env_list(name: &str, default: u32) -> Vec<u32> {
+    match std::env::var(name) {
+        Ok(list) => list
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name}: numbers, e.g. 0,6 (got {v:?})"))
+            })
+            .collect(),
+        Err(_) => vec![default],
     }
 }

@@ -181,3 +181,30 @@ fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("http://e/c"), "{stdout}");
 }
+
+#[test]
+fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let rpq = |nodes: &str| {
+        let query = "<http://e/a> <http://e/p>+ ?y";
+        let args = [
+            "rpq",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "--lone-paths",
+            nodes,
+            query,
+        ];
+        k2rpq(&args, dir.path())
+    };
+    let stderr = failed(&rpq("many"));
+    assert!(stderr.contains("--lone-paths"), "{stderr}");
+    // Accepted by every engine (the CPU engine descends its own tree).
+    let out = rpq("4");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("http://e/c"), "{stdout}");
+}

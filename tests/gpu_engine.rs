@@ -149,6 +149,33 @@ fn option_sets() -> Vec<GpuOptions> {
                     fused_levels: MAX_FUSED_LEVELS,
                     ..o(3000, 4, Some(OffsetSource::Scan))
                 },
+                // Tree-only matrices without their lone cells (cells alone below paths
+                // of at least 1, 3 or 6 nodes, applied by a launch of their own after
+                // the descent): with the defaults, from the root in small tiles, fused
+                // with the scan, into subtree launches and into 4x4 leaf steps.
+                GpuOptions {
+                    lone_paths: 1,
+                    ..auto
+                },
+                GpuOptions {
+                    lone_paths: 3,
+                    ..o(64, 1, None)
+                },
+                GpuOptions {
+                    lone_paths: 6,
+                    fused_levels: MAX_FUSED_LEVELS,
+                    ..o(3000, 4, Some(OffsetSource::Scan))
+                },
+                GpuOptions {
+                    lone_paths: 3,
+                    subtree_levels: 5,
+                    ..o(64, 1, None)
+                },
+                GpuOptions {
+                    lone_paths: 3,
+                    octets: false,
+                    ..auto
+                },
             ]);
         } else {
             out.extend([
@@ -378,6 +405,23 @@ fn check_matrix(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str, exact: bool, b
             gpu.matrix_bytes(&gm),
             gpu.product_bytes(&gm, Direction::Right, 1, 4, None).matrix
         );
+        // With lone cells the engine predicts the bytes by splitting the tree again (a
+        // descended tree left empty still takes a word on the device).
+        let lone = gm.lone_cells();
+        if lone > 0 {
+            assert!(gpu.options().lone_paths > 0 && config == MatrixConfig::TreeOnly);
+        }
+        // Scattered cells hang alone from their leaf up: the lone path is exercised.
+        if gpu.options().lone_paths == 1 && config == MatrixConfig::TreeOnly && tree.nnz() > 1000 {
+            assert!(lone > 0, "{label}: no lone cells");
+        }
+        if lone > 0 && lone < tree.nnz() {
+            assert_eq!(
+                gpu.load_bytes(tree, config),
+                gpu.matrix_bytes(&gm),
+                "{label}"
+            );
+        }
     }
 }
 
@@ -520,6 +564,17 @@ fn recorded_graph_replays_the_product() {
         .unwrap();
         replays_the_product(&gpu);
     }
+    // A tree-only matrix's lone cells are part of the recorded graph.
+    replays_the_product(
+        &GpuEngine::with_options(
+            0,
+            GpuOptions {
+                lone_paths: 2,
+                ..GpuOptions::default()
+            },
+        )
+        .unwrap(),
+    );
 }
 
 fn replays_the_product(gpu: &GpuEngine) {

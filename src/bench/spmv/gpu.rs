@@ -52,6 +52,8 @@ pub struct GpuContender {
     subtree_levels: u32,
     /// `GpuOptions::octets` (named ` 4x4` when off: leaf steps over the leaves' parents).
     octets: bool,
+    /// `GpuOptions::lone_paths` (named ` P<nodes>` when not the default).
+    lone_paths: u32,
     /// The frontier's layout as loaded (`Codes` for tree-only matrices).
     layout: FrontierLayout,
     /// Whether its `RowBlocks` frontier is laid out in row windows (named `rowwin`).
@@ -96,6 +98,7 @@ impl GpuContender {
                     fused_levels: options.fused_levels,
                     subtree_levels: options.subtree_levels,
                     octets: options.octets,
+                    lone_paths: options.lone_paths,
                 });
             }
             Ok(())
@@ -160,6 +163,26 @@ impl GpuContender {
         for top_nodes in [1 << 16, 1 << 18, 1 << 22, 1 << 24] {
             load(
                 GpuOptions {
+                    top_nodes,
+                    ..options(default, (dir, Codes), tile)
+                },
+                &[TreeOnly],
+            )?;
+        }
+        // Tree-only descents without their lone cells (` P4`, ` P6`: cells alone below
+        // paths of at least 4 or 6 nodes, listed beside the tree), also from a deeper top
+        // level (` T24 P4`, ` T24 P6`): on the synthetic web graph they are 6.7-10.3 % of
+        // the cells and 38-46 % of the nodes (docs/BENCHMARKS.md, session 32).
+        let default_top = GpuOptions::default().top_nodes;
+        for (lone_paths, top_nodes) in [
+            (4, default_top),
+            (6, default_top),
+            (4, 1 << 24),
+            (6, 1 << 24),
+        ] {
+            load(
+                GpuOptions {
+                    lone_paths,
                     top_nodes,
                     ..options(default, (dir, Codes), tile)
                 },
@@ -299,6 +322,9 @@ impl Contender for GpuContender {
         }
         if self.subtree_levels != GpuOptions::default().subtree_levels {
             name.push_str(&format!(" S{}", self.subtree_levels));
+        }
+        if self.lone_paths != GpuOptions::default().lone_paths {
+            name.push_str(&format!(" P{}", self.lone_paths));
         }
         if !self.octets && self.config == MatrixConfig::TreeOnly {
             name.push_str(" 4x4");

@@ -10,14 +10,17 @@ use super::context::GpuContext;
 use super::frontier::{
     block_entries, row_windows, sort_entries, FrontierLayout, MAX_WINDOW_GROWTH,
 };
+use super::lone_cells::lone_cells;
 use super::row_groups::row_groups;
 use super::tile_plan::{Bottom, TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
-use crate::engine::{Direction, MatrixConfig, Result};
+use crate::engine::{Direction, EngineError, MatrixConfig, Result};
 use crate::k2tree::K2Tree;
 
 /// A matrix loaded into the [`super::GpuEngine`]. Device memory is freed on drop.
 pub struct DeviceTree {
+    /// The matrix (host walks and shapes read it; a tree-only matrix with lone cells
+    /// descends a smaller tree on the device).
     pub(super) tree: Arc<K2Tree>,
     pub(super) config: MatrixConfig,
     pub(super) nibbles: CudaSlice<u64>,
@@ -39,6 +42,9 @@ pub struct DeviceTree {
     pub(super) windows: Option<DeviceWindows>,
     /// The same entries in [`RowGroups`](super::RowGroups) (`GpuOptions::row_groups`).
     pub(super) groups: Option<DeviceGroups>,
+    /// The cells taken out of the descended tree ([`super::LoneCells`],
+    /// `GpuOptions::lone_paths`; tree-only matrices only), applied after each descent.
+    pub(super) lone: Option<DeviceLone>,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
     /// Plans over the cached frontier (`CachedFrontier` only): with child offsets from
@@ -126,6 +132,16 @@ pub(super) struct DeviceWindows {
     pub shared: u64,
 }
 
+/// The lone cells of a tree-only matrix on the device.
+pub(super) struct DeviceLone {
+    /// `(row, col)` pairs sorted by row (right products).
+    pub by_row: CudaSlice<u32>,
+    /// `(col, row)` pairs sorted by column (left products).
+    pub by_col: CudaSlice<u32>,
+    /// How many cells.
+    pub count: u64,
+}
+
 /// What the device keeps of a frontier's [`RowGroups`](super::RowGroups).
 pub(super) struct DeviceGroups {
     /// The entries in the groups' slots.
@@ -147,8 +163,9 @@ pub(super) struct DeviceGroups {
 
 impl DeviceTree {
     /// Uploads `tree` with `config`; the options' `top_nodes` bound the host-expanded top
-    /// level, `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]) and
-    /// `frontier` (with `leaf_kernel`) the frontier's layout.
+    /// level, `tile_nodes` the tiles (`None`: chosen per plan, [`TileSizes::auto`]),
+    /// `lone_paths` the lone cells of a tree-only matrix and `frontier` (with
+    /// `leaf_kernel`) the frontier's layout.
     pub(super) fn load(
         gpu: &GpuContext,
         tree: &Arc<K2Tree>,
@@ -160,6 +177,18 @@ impl DeviceTree {
             tile_nodes,
             ..
         } = *options;
+        let split = Self::lone_split(tree, config, options)?;
+        let lone = match &split {
+            Some(l) => Some(DeviceLone {
+                by_row: gpu.upload(&l.by_row, "lone cells by row")?,
+                by_col: gpu.upload(&l.by_col, "lone cells by column")?,
+                count: l.count(),
+            }),
+            None => None,
+        };
+        // The tree the device descends: without the lone cells, if any.
+        let tree_arc = tree;
+        let tree: &K2Tree = split.as_ref().map_or(tree_arc.as_ref(), |l| &l.tree);
         let words = tree.nodes().div_ceil(16) as usize;
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
         let dir = tree.directory();
@@ -227,7 +256,8 @@ impl DeviceTree {
             }
         };
         let tree_only = 8 * (nibbles.len() + ranks.len()) as u64
-            + top_codes.as_ref().map_or(0, |_| top.bytes(tree));
+            + top_codes.as_ref().map_or(0, |_| top.bytes(tree))
+            + lone.as_ref().map_or(0, |l| 16 * l.count);
         let bytes = tree_only
             + 8 * [&frontier, &frontier_by_col]
                 .iter()
@@ -269,7 +299,7 @@ impl DeviceTree {
             ),
         });
         Ok(DeviceTree {
-            tree: tree.clone(),
+            tree: tree_arc.clone(),
             config,
             nibbles,
             ranks,
@@ -281,11 +311,27 @@ impl DeviceTree {
             layout,
             windows,
             groups,
+            lone,
             descend,
             over_frontier,
             tiles,
             bytes,
         })
+    }
+
+    /// The lone cells a matrix loaded with `config` and `options` takes out of the tree it
+    /// descends (tree-only matrices with `lone_paths` > 0 only): the one rule of both
+    /// [`DeviceTree::load`] and the engine's `load_bytes`.
+    pub(super) fn lone_split(
+        tree: &K2Tree,
+        config: MatrixConfig,
+        options: &GpuOptions,
+    ) -> Result<Option<super::LoneCells>> {
+        if config != MatrixConfig::TreeOnly {
+            return Ok(None);
+        }
+        lone_cells(tree, options.lone_paths)
+            .map_err(|e| EngineError::Unsupported(format!("taking out lone cells: {e}")))
     }
 
     /// Uploads a frontier's row groups (every buffer at least one element long).
@@ -350,6 +396,11 @@ impl DeviceTree {
     /// right products `y = A x` store `y` (no clear, no atomics).
     pub fn has_row_windows(&self) -> bool {
         self.windows.is_some()
+    }
+
+    /// How many lone cells it keeps beside the tree it descends (`GpuOptions::lone_paths`).
+    pub fn lone_cells(&self) -> u64 {
+        self.lone.as_ref().map_or(0, |l| l.count)
     }
 
     /// Whether its `RowBlocks` frontier is also kept in [`RowGroups`](super::RowGroups),

@@ -472,8 +472,8 @@ const BLOCK_KERNELS: usize = 21;
 /// [`LeafKernel::block_leaves`] index them: rows, wrank, agg, window × (plus-times,
 /// counting, boolean, tropical, bits), `expand_wrank`, then rows, agg and runs over block
 /// entries, then agg and runs over row-sorted block entries, then runs over column-sorted
-/// ones, then the subtree descent, the octet leaf step and the aggregating octet leaf step,
-/// each × the same five operations.
+/// ones, then the subtree descent, the octet leaf step, the aggregating octet leaf step and
+/// the lone cells, each × the same five operations.
 pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_rows_plus_times",
     "leaves_rows_counting",
@@ -541,6 +541,11 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
     "leaves_octets_agg_boolean",
     "leaves_octets_agg_tropical",
     "leaves_octets_agg_bits",
+    "lone_cells_plus_times",
+    "lone_cells_counting",
+    "lone_cells_boolean",
+    "lone_cells_tropical",
+    "lone_cells_bits",
 ];
 
 /// The kernel of an octet leaf step for `op` (a [`super::StepKind::Leaves`] step of two
@@ -550,6 +555,12 @@ pub const LEAF_VARIANT_KERNELS: &[&str] = &[
 pub fn octet_kernel(kernel: LeafKernel, op: LeafOp) -> &'static str {
     let agg = if kernel == LeafKernel::WarpAgg { 5 } else { 0 };
     LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 35 + agg + op as usize]
+}
+
+/// The kernel that applies a tree-only matrix's lone cells for `op`
+/// ([`super::lone_cells`]; one kernel whatever the leaf variant).
+pub fn lone_kernel(op: LeafOp) -> &'static str {
+    LEAF_VARIANT_KERNELS[BLOCK_KERNELS + 45 + op as usize]
 }
 
 /// The subtree descent's kernel for `op` (a [`super::StepKind::Subtrees`] step; one
@@ -684,12 +695,13 @@ mod tests {
         }
         for (op, suffix) in OPS {
             assert_eq!(subtree_kernel(op), format!("subtrees_{suffix}"));
+            assert_eq!(lone_kernel(op), format!("lone_cells_{suffix}"));
             for k in LeafKernel::ALL {
                 let agg = if k == LeafKernel::WarpAgg { "agg_" } else { "" };
                 assert_eq!(octet_kernel(k, op), format!("leaves_octets_{agg}{suffix}"));
             }
         }
-        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 45);
+        assert_eq!(LEAF_VARIANT_KERNELS.len(), BLOCK_KERNELS + 50);
     }
 
     /// The subtree kernel's constants are the host's: roots per block (the grid), threads
