@@ -1,7 +1,8 @@
 //! Lone cells of a matrix, for choosing `GpuOptions::lone_paths` without a GPU: how many
 //! cells hang alone below a unary path of the tree (one node per level holding only
 //! them), per level where they start, and what taking those below paths of at least `n`
-//! nodes out of the tree would remove (nodes, octet-level nodes) and cost (16 bytes per
+//! nodes out of the tree would remove (nodes, octet-level nodes: the paths' own, a lower
+//! bound, since a node all of whose cells are listed goes too) and cost (16 bytes per
 //! listed cell, one copy sorted per direction, against ~0.52 bytes per node removed: a
 //! signature and its share of the directory).
 //!
