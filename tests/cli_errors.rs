@@ -155,24 +155,18 @@ fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
     );
 }
 
+/// `k2rpq rpq --engine cpu` of `<a> p+ ?y` over `g.nt` in `dir`, with `flag value`.
+fn rpq_with(dir: &Path, flag: &str, value: &str) -> Output {
+    let query = "<http://e/a> <http://e/p>+ ?y";
+    let args = ["rpq", "--engine", "cpu", "--nt", "g.nt", flag, value, query];
+    k2rpq(&args, dir)
+}
+
 #[test]
 fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let rpq = |top: &str| {
-        let query = "<http://e/a> <http://e/p>+ ?y";
-        let args = [
-            "rpq",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "--top-nodes",
-            top,
-            query,
-        ];
-        k2rpq(&args, dir.path())
-    };
+    let rpq = |top: &str| rpq_with(dir.path(), "--top-nodes", top);
     let stderr = failed(&rpq("2^41"));
     assert!(stderr.contains("invalid top-level size"), "{stderr}");
     // Accepted by every engine (the CPU engine has no device top level to expand).
@@ -186,20 +180,7 @@ fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
 fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let rpq = |nodes: &str| {
-        let query = "<http://e/a> <http://e/p>+ ?y";
-        let args = [
-            "rpq",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "--lone-paths",
-            nodes,
-            query,
-        ];
-        k2rpq(&args, dir.path())
-    };
+    let rpq = |nodes: &str| rpq_with(dir.path(), "--lone-paths", nodes);
     let stderr = failed(&rpq("many"));
     assert!(stderr.contains("--lone-paths"), "{stderr}");
     // Accepted by every engine (the CPU engine descends its own tree).

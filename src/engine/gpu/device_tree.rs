@@ -257,7 +257,7 @@ impl DeviceTree {
         };
         let tree_only = 8 * (nibbles.len() + ranks.len()) as u64
             + top_codes.as_ref().map_or(0, |_| top.bytes(tree))
-            + lone.as_ref().map_or(0, |l| 16 * l.count);
+            + split.as_ref().map_or(0, |l| l.list_bytes());
         let bytes = tree_only
             + 8 * [&frontier, &frontier_by_col]
                 .iter()

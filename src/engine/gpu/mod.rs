@@ -1018,6 +1018,11 @@ impl GpuEngine {
         let scanning = source == OffsetSource::Scan;
         let overlapped = self.overlaps_launches();
         let chunks = self.options.warp_chunks;
+        // `StepParams::dir` of every launch of the product.
+        let dir_code = match dir {
+            Direction::Right => 0,
+            Direction::Left => 1,
+        };
         for step in &plan.steps {
             let codes_in = match step.src {
                 CodeSource::Top => top,
@@ -1066,10 +1071,7 @@ impl GpuEngine {
                 sample_log2: m.sample_log2,
                 level: step.level,
                 height: m.tree.height(),
-                dir: match dir {
-                    Direction::Right => 0,
-                    Direction::Left => 1,
-                },
+                dir: dir_code,
                 // Only expand, subtree and octet leaf steps start from a narrow top level
                 // (it lies above the leaves' parents), and they read codes by width.
                 narrow: (step.src == CodeSource::Top && m.top.narrow) as u16,
@@ -1103,10 +1105,7 @@ impl GpuEngine {
                 y,
                 count: lone.count,
                 width,
-                dir: match dir {
-                    Direction::Right => 0,
-                    Direction::Left => 1,
-                },
+                dir: dir_code,
                 ..StepParams::default()
             };
             let f = self.gpu.function(launch::lone_kernel(op))?;
