@@ -62,12 +62,12 @@ __device__ __forceinline__ void store_run(u64 *y, u64 n, u32 head, const u64 acc
     }
 }
 
-// x words of the columns entry e's cells read (0 for the others), only the halves with
-// cells (`rowgroups_bits`). `rowwindows_bits` keeps its own copy of these loads: through
-// this helper its SASS grew by 47 instructions (1161 → 1208), untimed (session 31).
-__device__ __forceinline__ void gather_entry(u64 e, const u64 *x, u64 inputs, u64 xv[4]) {
-    const u32 bm = window_bitmap(e);
-    const u64 c0 = window_col(e) * 4;
+// x words of block column col that bitmap bm's cells read (0 for the others), only the
+// halves with cells (`rowgroups_bits`). `rowwindows_bits` keeps its own copy of these
+// loads: through a helper its SASS grew by 47 instructions (1161 → 1208), untimed
+// (session 31).
+__device__ __forceinline__ void gather_cells(u32 bm, u64 col, const u64 *x, u64 inputs, u64 xv[4]) {
+    const u64 c0 = col * 4;
     xv[0] = xv[1] = xv[2] = xv[3] = 0ull;
     if (bm == 0) return;
     if (c0 + 4 <= inputs) {
@@ -190,7 +190,8 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // (src/engine/gpu/row_groups.rs): a warp owns 32 / g block rows, a group of g lanes each
 // (g a power of two, the same for the warp), and every lane of the warp runs the same
 // iterations (its rows were binned by length). Lane k of a group reads entries k, k + g,
-// ... of its row from slot j * 32 + lane (one coalesced load per iteration), ORs their
+// ... of its row from slot j * 32 + lane (a slot: cols[] and cells[], the entry's block
+// column and bitmap, each loaded coalesced per iteration), ORs their
 // cells' x words into four words, and the group combines them by shuffles; its first lane
 // stores the row. No run logic crosses lanes, so a warp issues 42 % fewer instructions
 // than over row windows (cnr-2000, session 31). A block whose warps are marked BLOCK_ROW
@@ -204,23 +205,28 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // Two iterations per round: their slot loads, then their gathers, then their sums (the
 // loads of a round in flight together; 4 per round spilled registers and ran 5-7 % slower).
 extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
-    rowgroups_bits(const u64 *slots, const uint4 *desc, u32 warps, const u32 *rows, const u64 *x, u64 inputs,
-                   u64 *y, u64 n) {
+    rowgroups_bits(const u32 *cols, const unsigned short *cells, const uint4 *desc, u32 warps, const u32 *rows,
+                   const u64 *x, u64 inputs, u64 *y, u64 n) {
     const u32 lane = threadIdx.x & 31;
     const u32 w = (u32)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (w >= warps) return;  // warp-uniform; a BLOCK_ROW block has all its warps
     const uint4 d = desc[w];
-    const u64 *s = slots + d.x + lane;
+    const u32 *c = cols + d.x + lane;
+    const unsigned short *b = cells + d.x + lane;
     u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
     for (u32 j = 0; j < d.y; j += 2) {
-        u64 e[2];
+        u32 col[2], bm[2];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) e[u] = j + u < d.y ? s[(u64)(j + u) * 32] : 0ull;
+        for (int u = 0; u < 2; ++u) {
+            const bool in = j + u < d.y;
+            col[u] = in ? c[(u64)(j + u) * 32] : 0u;
+            bm[u] = in ? b[(u64)(j + u) * 32] : 0u;
+        }
         u64 xv[2][4];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) gather_entry(e[u], x, inputs, xv[u]);
+        for (int u = 0; u < 2; ++u) gather_cells(bm[u], col[u], x, inputs, xv[u]);
 #pragma unroll
-        for (int u = 0; u < 2; ++u) or_cells(window_bitmap(e[u]), xv[u], acc);
+        for (int u = 0; u < 2; ++u) or_cells(bm[u], xv[u], acc);
     }
     const u32 lg = d.z & 0xFFu, g = 1u << lg;
     for (u32 off = 1; off < g; off <<= 1)

@@ -144,8 +144,10 @@ pub(super) struct DeviceLone {
 
 /// What the device keeps of a frontier's [`RowGroups`](super::RowGroups).
 pub(super) struct DeviceGroups {
-    /// The entries in the groups' slots.
-    pub slots: CudaSlice<u64>,
+    /// The block column of each slot's entry (`RowGroups::cols`).
+    pub cols: CudaSlice<u32>,
+    /// The bitmap of each slot's entry (`RowGroups::cells`).
+    pub cells: CudaSlice<u16>,
     /// Four words per warp (`RowGroups::desc`).
     pub desc: CudaSlice<u32>,
     /// Warps of the layout.
@@ -338,13 +340,17 @@ impl DeviceTree {
     fn upload_groups(gpu: &GpuContext, g: &super::RowGroups) -> Result<DeviceGroups> {
         let desc: Vec<u32> = g.desc.concat();
         let at_least_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
-        let slots = if g.slots.is_empty() {
+        let cells = if g.cells.is_empty() {
             &[0][..]
         } else {
-            &g.slots
+            &g.cells
         };
         Ok(DeviceGroups {
-            slots: gpu.upload(slots, "cached frontier (row groups)")?,
+            cols: gpu.upload(
+                &at_least_one(&g.cols),
+                "cached frontier (row groups' columns)",
+            )?,
+            cells: gpu.upload(cells, "cached frontier (row groups' bitmaps)")?,
             desc: gpu.upload(&at_least_one(&desc), "row groups' warps")?,
             warps: g.desc.len() as u32,
             rows: gpu.upload(&at_least_one(&g.rows), "row groups' rows")?,

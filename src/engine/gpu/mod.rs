@@ -50,7 +50,7 @@ pub use frontier::{
 pub use launch::{LeafKernel, LeafOp};
 pub use lone_cells::{lone_cells, path_lengths, LoneCells};
 pub use product_graph::{BitsGraph, ProductGraph};
-pub use row_groups::{row_groups, RowGroups, GROUP_ITERATIONS};
+pub use row_groups::{row_groups, row_groups_bytes, RowGroups, GROUP_ITERATIONS};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
@@ -884,11 +884,12 @@ impl GpuEngine {
         if let Some(rows) = &g.shared_rows {
             self.enqueue_clear_rows(rows, g.shared, yp, n)?;
         }
-        // SAFETY: desc holds four u32 per warp (a uint4), slots and rows what desc names;
+        // SAFETY: desc holds four u32 per warp (a uint4), cols, cells and rows what desc names;
         // x has `inputs` words and y `n`, and the kernel reads and writes within them.
         unsafe {
             s.launch_builder(self.gpu.function("rowgroups_bits")?)
-                .arg(&g.slots)
+                .arg(&g.cols)
+                .arg(&g.cells)
                 .arg(&g.desc)
                 .arg(&g.warps)
                 .arg(&g.rows)
@@ -1235,13 +1236,12 @@ impl Engine for GpuEngine {
                     .map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
                         8 * entries + 4 * shared
                     });
-                // Row groups: laid out here to be counted exactly (an option, off by
+                // Row groups: planned here to be counted exactly (an option, off by
                 // default).
                 let groups =
                     (layout == FrontierLayout::RowBlocks && self.options.row_groups).then(|| {
                         let entries = block_entries(tree, layout);
-                        row_groups(&entries, tree.rows().div_ceil(4) as u32)
-                            .map_or(0, |g| g.bytes())
+                        row_groups_bytes(&entries, tree.rows().div_ceil(4) as u32).unwrap_or(0)
                     });
                 frontier + groups.unwrap_or(0)
             } else {

@@ -6,8 +6,9 @@
 //! smallest power of two with `⌈len / g⌉ ≤` [`GROUP_ITERATIONS`]; a warp takes `32 / g`
 //! rows of one bin, sorted by length, so that its lanes run the same number of iterations.
 //! Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that each
-//! iteration of the warp is one coalesced load of 32 slots (an ELL layout per warp, with
-//! empty slots where a row is shorter than the warp's longest). The group combines its
+//! iteration of the warp loads 32 slots coalesced (an ELL layout per warp, with empty
+//! slots where a row is shorter than the warp's longest; a slot is a block column and a
+//! bitmap, in two arrays). The group combines its
 //! lanes' words by shuffles and stores its row once: no run logic, no clear, no atomics.
 //! A row too long for one warp but not for [`GROUP_WARPS`] takes a block of its own,
 //! whose warps combine in shared memory; a longer one is cut into pieces of a warp each,
@@ -16,7 +17,7 @@
 //! slower (the bins scatter neighbouring rows, whose gathers share lines; row windows
 //! keep them together): docs/BENCHMARKS.md, session 31.
 
-use super::frontier::block_entry_parts;
+use super::frontier::{block_entry, block_entry_parts};
 
 /// The most iterations a warp runs: each lane reads at most this many entries.
 pub const GROUP_ITERATIONS: u32 = 8;
@@ -30,11 +31,17 @@ pub const SHARED_PART: u32 = 0x8000_0000;
 pub const BLOCK_ROW: u32 = 0x100;
 
 /// A `RowBlocks` frontier laid out in row groups.
+///
+/// A slot keeps an entry's block column and bitmap in two arrays, 6 bytes instead of the
+/// entry's 8: the group's row is implied by the lane, and on cnr-2000 the slots are about
+/// a third of the product's L2 reads (docs/BENCHMARKS.md, session 33).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RowGroups {
-    /// The entries, warp by warp and iteration-major (`slot j · 32 + lane`); 0 is an
-    /// empty slot (no cells).
-    pub slots: Vec<u64>,
+    /// Per slot, warp by warp and iteration-major (`slot j · 32 + lane`): the entry's
+    /// block column (0 in an empty slot).
+    pub cols: Vec<u32>,
+    /// Per slot: the entry's 4x4 bitmap; 0 is an empty slot (no cells).
+    pub cells: Vec<u16>,
     /// Per warp: its first slot, its iterations, `log2 g` (with `BLOCK_ROW`) and its
     /// first entry of `rows`.
     pub desc: Vec<[u32; 4]>,
@@ -47,10 +54,28 @@ pub struct RowGroups {
 impl RowGroups {
     /// Device bytes of the layout.
     pub fn bytes(&self) -> u64 {
-        8 * self.slots.len() as u64
-            + 16 * self.desc.len() as u64
-            + 4 * (self.rows.len() + self.shared_rows.len()) as u64
+        layout_bytes(
+            self.cols.len(),
+            self.desc.len(),
+            self.rows.len() + self.shared_rows.len(),
+        )
     }
+
+    /// The entry in slot `slot` of warp `w` (`slot j · 32 + lane` from the warp's first),
+    /// as a block entry of its row, or `None` for an empty slot.
+    pub fn entry(&self, w: usize, slot: usize) -> Option<u64> {
+        let [first, _, flags, base] = self.desc[w];
+        let at = first as usize + slot;
+        let lane = slot % 32;
+        let row = self.rows[base as usize + (lane >> (flags & 0xFF))] & !SHARED_PART;
+        (self.cells[at] != 0).then(|| block_entry(row, self.cols[at], self.cells[at]))
+    }
+}
+
+/// Device bytes of a layout of `slots` slots, `warps` warps and `rows` rows (those of the
+/// groups and the cut ones): what [`RowGroups::bytes`] and [`row_groups_bytes`] count.
+fn layout_bytes(slots: usize, warps: usize, rows: usize) -> u64 {
+    6 * slots as u64 + 16 * warps as u64 + 4 * rows as u64
 }
 
 /// One warp before layout: `log2 g`, its groups (a row, or [`NO_ROW`], and its entries),
@@ -66,6 +91,20 @@ impl Warp<'_> {
         let longest = self.groups.iter().map(|g| g.1.len()).max().unwrap_or(0);
         longest.div_ceil(1 << self.lg) as u32
     }
+
+    /// Entries of `rows` the warp takes: one per group, pads included.
+    fn row_slots(&self) -> usize {
+        32 >> self.lg
+    }
+}
+
+/// Where every row goes (its warps, in launch order) before any slot is filled: what both
+/// the layout and its size are made from.
+struct Plan<'a> {
+    warps: Vec<Warp<'a>>,
+    shared_rows: Vec<u32>,
+    /// Slots of all warps; `None` when they would not fit the kernel's 32-bit indices.
+    slots: Option<usize>,
 }
 
 /// Lays out `entries` (sorted by block row, as [`super::block_entries`] gives a
@@ -73,93 +112,121 @@ impl Warp<'_> {
 /// fit the kernel's 32-bit indices.
 ///
 /// ```
-/// use k2rpq::engine::gpu::{block_entry, row_groups};
+/// use k2rpq::engine::gpu::{block_entry, row_groups, row_groups_bytes};
 /// // Block row 0: two entries; block row 1: none; block row 2: one.
 /// let entries = [block_entry(0, 0, 1), block_entry(0, 3, 2), block_entry(2, 1, 4)];
 /// let g = row_groups(&entries, 3).unwrap();
 /// // Every row is some group's, and every entry is in a slot.
 /// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
-/// assert_eq!(g.slots.iter().filter(|&&s| s != 0).count(), 3);
+/// assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
 /// assert!(g.shared_rows.is_empty());
+/// // Its size is known without laying it out.
+/// assert_eq!(row_groups_bytes(&entries, 3), Some(g.bytes()));
 /// ```
 pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
-    let cap = 32 * GROUP_ITERATIONS as usize;
-    let block_cap = GROUP_WARPS as usize * cap;
-    let mut bins: Vec<Vec<(u32, &[u64])>> = vec![Vec::new(); 6];
-    let (mut block_warps, mut shared_rows) = (Vec::new(), Vec::new());
-    let mut rest = entries;
-    for row in 0..block_rows {
-        let len = rest
-            .iter()
-            .take_while(|&&e| block_entry_parts(e).0 == row)
-            .count();
-        let (run, after) = rest.split_at(len);
-        rest = after;
-        if len <= cap {
-            let lg = (0..=5u32)
-                .find(|&lg| len.div_ceil(1 << lg) <= GROUP_ITERATIONS as usize)
-                .expect("32 lanes take `cap` entries");
-            bins[lg as usize].push((row, run));
-        } else if len <= block_cap {
-            let mut pieces = run.chunks(len.div_ceil(GROUP_WARPS as usize));
-            for _ in 0..GROUP_WARPS {
-                let piece = pieces.next().unwrap_or(&[]);
-                block_warps.push(Warp {
-                    lg: 5,
-                    groups: vec![(row, piece)],
-                    block: true,
-                });
-            }
-        } else {
-            shared_rows.push(row);
-            let pieces = run.chunks(cap).map(|p| (row | SHARED_PART, p));
-            bins[5].extend(pieces);
-        }
-    }
-    debug_assert!(rest.is_empty(), "entries past the last block row");
-    let mut warps = Vec::new();
-    for (lg, mut bin) in bins.into_iter().enumerate() {
-        bin.sort_by_key(|&(_, run)| std::cmp::Reverse(run.len()));
-        for groups in bin.chunks(32 >> lg) {
-            warps.push(Warp {
-                lg: lg as u32,
-                groups: groups.to_vec(),
-                block: false,
-            });
-        }
-    }
-    // The longest chains start first; the blocks' warps before them, aligned to blocks.
-    warps.sort_by_key(|w| std::cmp::Reverse(w.iterations()));
-    let slots: usize = block_warps
-        .iter()
-        .chain(&warps)
-        .map(|w| 32 * w.iterations() as usize)
-        .sum();
-    u32::try_from(slots).ok()?;
+    let plan = Plan::new(entries, block_rows);
+    let slots = plan.slots?;
     let mut out = RowGroups {
-        slots: vec![0; slots],
-        desc: Vec::with_capacity(block_warps.len() + warps.len()),
-        rows: Vec::new(),
-        shared_rows,
+        cols: vec![0; slots],
+        cells: vec![0; slots],
+        desc: Vec::with_capacity(plan.warps.len()),
+        rows: Vec::with_capacity(plan.warps.iter().map(Warp::row_slots).sum()),
+        shared_rows: plan.shared_rows,
     };
     let mut first = 0usize;
-    for w in block_warps.iter().chain(&warps) {
+    for w in &plan.warps {
         let (g, it) = (1usize << w.lg, w.iterations());
         let flags = w.lg | if w.block { BLOCK_ROW } else { 0 };
         out.desc
             .push([first as u32, it, flags, out.rows.len() as u32]);
         for (gi, &(row, run)) in w.groups.iter().enumerate() {
             for (e, &entry) in run.iter().enumerate() {
-                out.slots[first + (e / g) * 32 + gi * g + e % g] = entry;
+                let (_, col, cells) = block_entry_parts(entry);
+                let at = first + (e / g) * 32 + gi * g + e % g;
+                out.cols[at] = col;
+                out.cells[at] = cells;
             }
             out.rows.push(row);
         }
-        let groups = 32 >> w.lg;
         out.rows
-            .resize(out.rows.len() + groups - w.groups.len(), NO_ROW);
+            .resize(out.rows.len() + w.row_slots() - w.groups.len(), NO_ROW);
         first += 32 * it as usize;
     }
     Some(out)
+}
+
+/// Device bytes of [`row_groups`]`(entries, block_rows)` ([`RowGroups::bytes`]),
+/// counted without laying the slots out; `None` as `row_groups` gives `None`.
+pub fn row_groups_bytes(entries: &[u64], block_rows: u32) -> Option<u64> {
+    let plan = Plan::new(entries, block_rows);
+    let rows: usize = plan.warps.iter().map(Warp::row_slots).sum();
+    Some(layout_bytes(
+        plan.slots?,
+        plan.warps.len(),
+        rows + plan.shared_rows.len(),
+    ))
+}
+
+impl<'a> Plan<'a> {
+    fn new(entries: &'a [u64], block_rows: u32) -> Plan<'a> {
+        let cap = 32 * GROUP_ITERATIONS as usize;
+        let block_cap = GROUP_WARPS as usize * cap;
+        let mut bins: Vec<Vec<(u32, &[u64])>> = vec![Vec::new(); 6];
+        let (mut block_warps, mut shared_rows) = (Vec::new(), Vec::new());
+        let mut rest = entries;
+        for row in 0..block_rows {
+            let len = rest
+                .iter()
+                .take_while(|&&e| block_entry_parts(e).0 == row)
+                .count();
+            let (run, after) = rest.split_at(len);
+            rest = after;
+            if len <= cap {
+                let lg = (0..=5u32)
+                    .find(|&lg| len.div_ceil(1 << lg) <= GROUP_ITERATIONS as usize)
+                    .expect("32 lanes take `cap` entries");
+                bins[lg as usize].push((row, run));
+            } else if len <= block_cap {
+                let mut pieces = run.chunks(len.div_ceil(GROUP_WARPS as usize));
+                for _ in 0..GROUP_WARPS {
+                    let piece = pieces.next().unwrap_or(&[]);
+                    block_warps.push(Warp {
+                        lg: 5,
+                        groups: vec![(row, piece)],
+                        block: true,
+                    });
+                }
+            } else {
+                shared_rows.push(row);
+                let pieces = run.chunks(cap).map(|p| (row | SHARED_PART, p));
+                bins[5].extend(pieces);
+            }
+        }
+        debug_assert!(rest.is_empty(), "entries past the last block row");
+        let mut warps = Vec::new();
+        for (lg, mut bin) in bins.into_iter().enumerate() {
+            bin.sort_by_key(|&(_, run)| std::cmp::Reverse(run.len()));
+            for groups in bin.chunks(32 >> lg) {
+                warps.push(Warp {
+                    lg: lg as u32,
+                    groups: groups.to_vec(),
+                    block: false,
+                });
+            }
+        }
+        // The longest chains start first; the blocks' warps before them, aligned to blocks.
+        warps.sort_by_key(|w| std::cmp::Reverse(w.iterations()));
+        block_warps.append(&mut warps);
+        let slots: usize = block_warps
+            .iter()
+            .map(|w| 32 * w.iterations() as usize)
+            .sum();
+        Plan {
+            slots: u32::try_from(slots).is_ok().then_some(slots),
+            warps: block_warps,
+            shared_rows,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -184,7 +251,8 @@ mod tests {
             let mut acc = [[0u64; 4]; 32];
             for (lane, a) in acc.iter_mut().enumerate() {
                 for j in 0..it as usize {
-                    let (_, col, bm) = block_entry_parts(g.slots[first as usize + j * 32 + lane]);
+                    let at = first as usize + j * 32 + lane;
+                    let (col, bm) = (g.cols[at], g.cells[at]);
                     for b in 0..16 {
                         if bm >> b & 1 != 0 {
                             a[b / 4] |= x.get(col as usize * 4 + b % 4).copied().unwrap_or(0);
@@ -268,7 +336,12 @@ mod tests {
         }
         let g = row_groups(&entries, block_rows).unwrap();
         assert_eq!(product(&g, &x, n), want);
-        let mut seen: Vec<u64> = g.slots.iter().copied().filter(|&s| s != 0).collect();
+        let gr = &g;
+        let mut seen: Vec<u64> = (0..g.desc.len())
+            .flat_map(|w| (0..32 * gr.desc[w][1] as usize).filter_map(move |s| gr.entry(w, s)))
+            .collect();
+        assert_eq!(seen.len(), g.cells.iter().filter(|&&c| c != 0).count());
+        assert_eq!(row_groups_bytes(&entries, block_rows), Some(g.bytes()));
         seen.sort_unstable();
         let mut all = entries.clone();
         all.sort_unstable();
@@ -290,7 +363,8 @@ mod tests {
     #[test]
     fn no_entries_give_groups_of_empty_rows() {
         let g = row_groups(&[], 5).unwrap();
-        assert!(g.slots.is_empty());
+        assert!(g.cols.is_empty() && g.cells.is_empty());
+        assert_eq!(row_groups_bytes(&[], 5), Some(g.bytes()));
         assert_eq!(g.rows.iter().filter(|&&r| r != NO_ROW).count(), 5);
         assert_eq!(product(&g, &[], 20), vec![0; 20]);
     }
