@@ -211,6 +211,10 @@ extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
     const u32 w = (u32)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (w >= warps) return;  // warp-uniform; a BLOCK_ROW block has all its warps
     const uint4 d = desc[w];
+    // The lane's row, loaded beside the first slots rather than after the gathers: one load
+    // fewer in the chain that ends each warp. (A BLOCK_ROW warp's lanes all read rows[d.w].)
+    const u32 lg = d.z & 0xFFu, g = 1u << lg;
+    const u32 head = rows[d.w + (lane >> lg)];
     const u32 *c = cols + d.x + lane;
     const unsigned short *b = cells + d.x + lane;
     u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
@@ -228,7 +232,6 @@ extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
 #pragma unroll
         for (int u = 0; u < 2; ++u) or_cells(bm[u], xv[u], acc);
     }
-    const u32 lg = d.z & 0xFFu, g = 1u << lg;
     for (u32 off = 1; off < g; off <<= 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[i] |= __shfl_xor_sync(FULL_MASK, acc[i], off);
@@ -242,12 +245,12 @@ extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
             u64 v = 0ull;
 #pragma unroll
             for (int k = 0; k < GROUP_WARPS; ++k) v |= part[k][lane];
-            const u64 at = (u64)rows[d.w] * 4 + lane;
+            const u64 at = (u64)head * 4 + lane;
             if (at < n) y[at] = v;
         }
         return;
     }
-    if ((lane & (g - 1)) == 0) store_run(y, n, rows[d.w + (lane >> lg)], acc);
+    if ((lane & (g - 1)) == 0) store_run(y, n, head, acc);
 }
 
 // Zeroes the four words of each block row in rows[0 .. count) (y: n words), before a
