@@ -122,14 +122,35 @@ pub(super) enum TopCodes {
     Narrow(CudaSlice<u32>),
 }
 
+/// Block rows cut into parts that several warps OR into: cleared before each product
+/// (`clear_block_rows`) by the row windows and the row groups alike.
+pub(super) struct ClearedRows {
+    /// The rows (`None`: none).
+    pub rows: Option<CudaSlice<u32>>,
+    /// How many there are.
+    pub count: u64,
+}
+
+impl ClearedRows {
+    /// Uploads `rows` (none uploaded when empty), `what` naming them in errors.
+    fn upload(gpu: &GpuContext, rows: &[u32], what: &str) -> Result<ClearedRows> {
+        Ok(ClearedRows {
+            rows: if rows.is_empty() {
+                None
+            } else {
+                Some(gpu.upload(rows, what)?)
+            },
+            count: rows.len() as u64,
+        })
+    }
+}
+
 /// What the device keeps of a frontier laid out in [`RowWindows`](super::RowWindows) besides its entries.
 pub(super) struct DeviceWindows {
     /// Windows of the frontier.
     pub windows: u64,
-    /// The block rows whose runs are cut into shared parts (`None`: none).
-    pub shared_rows: Option<CudaSlice<u32>>,
-    /// How many there are.
-    pub shared: u64,
+    /// The block rows whose runs are cut into shared parts.
+    pub shared: ClearedRows,
 }
 
 /// The lone cells of a tree-only matrix on the device.
@@ -154,10 +175,8 @@ pub(super) struct DeviceGroups {
     pub warps: u32,
     /// Each group's row (`RowGroups::rows`).
     pub rows: CudaSlice<u32>,
-    /// The rows cut into pieces, cleared before each product (`None`: none).
-    pub shared_rows: Option<CudaSlice<u32>>,
-    /// How many there are.
-    pub shared: u64,
+    /// The rows cut into pieces.
+    pub shared: ClearedRows,
     /// Device bytes of the layout ([`RowGroups::bytes`](super::RowGroups::bytes), as the
     /// engine's `load_bytes` predicts them).
     pub bytes: u64,
@@ -233,15 +252,13 @@ impl DeviceTree {
                     Some(laid) => {
                         let frontier =
                             gpu.upload(&laid.entries, "cached frontier (row windows)")?;
-                        let shared = &laid.shared_rows;
                         windows = Some(DeviceWindows {
                             windows: laid.windows(),
-                            shared: shared.len() as u64,
-                            shared_rows: if shared.is_empty() {
-                                None
-                            } else {
-                                Some(gpu.upload(shared, "shared rows of the row windows")?)
-                            },
+                            shared: ClearedRows::upload(
+                                gpu,
+                                &laid.shared_rows,
+                                "shared rows of the row windows",
+                            )?,
                         });
                         frontier
                     }
@@ -265,7 +282,7 @@ impl DeviceTree {
                 .iter()
                 .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
                 .sum::<u64>()
-            + 4 * windows.as_ref().map_or(0, |w| w.shared)
+            + 4 * windows.as_ref().map_or(0, |w| w.shared.count)
             + groups.as_ref().map_or(0, |g: &DeviceGroups| g.bytes);
         // Octet leaf steps run their own kernel, so a variant measured as a baseline
         // (`cells`, `wrank`, `wagg`, `window`) keeps its leaf steps over the leaves' parents.
@@ -354,12 +371,7 @@ impl DeviceTree {
             desc: gpu.upload(&at_least_one(&desc), "row groups' warps")?,
             warps: g.desc.len() as u32,
             rows: gpu.upload(&at_least_one(&g.rows), "row groups' rows")?,
-            shared_rows: if g.shared_rows.is_empty() {
-                None
-            } else {
-                Some(gpu.upload(&g.shared_rows, "row groups' cut rows")?)
-            },
-            shared: g.shared_rows.len() as u64,
+            shared: ClearedRows::upload(gpu, &g.shared_rows, "row groups' cut rows")?,
             bytes: g.bytes(),
         })
     }

@@ -40,7 +40,7 @@ pub use context::{
     compile_kernels, compile_module, driver_present, kernel_sources, nvrtc_present, GpuContext,
     KernelSources, KERNEL_SOURCES,
 };
-use device_tree::{DeviceGroups, DeviceWindows};
+use device_tree::{ClearedRows, DeviceGroups, DeviceWindows};
 pub use device_tree::{DeviceTree, TopLevel, SMALL_TOP_NODES};
 pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
 pub use frontier::{
@@ -198,6 +198,16 @@ pub enum BitsUpdate {
     Or,
     /// `y = A x`: `y` is cleared first.
     Overwrite,
+}
+
+/// A layout a bit-packed product stores each word of `y` through once
+/// ([`GpuEngine::row_store`]).
+#[derive(Clone, Copy)]
+enum RowStore<'m> {
+    /// The row groups (`GpuOptions::row_groups`).
+    Groups(&'m DeviceGroups),
+    /// The row windows (`GpuOptions::row_windows`).
+    Windows(&'m DeviceWindows),
 }
 
 /// What [`available`] found.
@@ -689,17 +699,15 @@ impl GpuEngine {
         }
         let (plan, layout) = self.bits_plan(m, x.words, traversal);
         let scratch = Scratch::alloc(&self.gpu, &layout)?;
-        let windows = Self::windows_for(m, dir, &x, traversal);
-        let groups = Self::groups_for(m, dir, &x, traversal);
+        let store = Self::row_store(m, dir, &x, traversal);
         let _g = self.guard();
-        let graph = self.capture(|| match (update, groups, windows) {
-            (BitsUpdate::Overwrite, Some(g), _) => self.enqueue_groups(g, &x, &y),
-            (BitsUpdate::Overwrite, None, Some(w)) => self.enqueue_windows(m, w, &x, &y),
-            (BitsUpdate::Overwrite, None, None) => {
+        let graph = self.capture(|| match (update, store) {
+            (BitsUpdate::Overwrite, Some(store)) => self.enqueue_row_store(m, store, &x, &y),
+            (BitsUpdate::Overwrite, None) => {
                 self.enqueue_bits_clear(&y)?;
                 self.enqueue_bits(m, dir, &x, &y, plan, &scratch)
             }
-            (BitsUpdate::Or, _, _) => self.enqueue_bits(m, dir, &x, &y, plan, &scratch),
+            (BitsUpdate::Or, _) => self.enqueue_bits(m, dir, &x, &y, plan, &scratch),
         })?;
         Ok(BitsGraph::new(
             graph,
@@ -824,43 +832,46 @@ impl GpuEngine {
         self.fill_u32(bits.raw(self.gpu.stream()), 0, 2 * bits.len())
     }
 
-    /// Whether a product of bit batch `x` may store `y` through row windows or row
-    /// groups: a dense right product of one word per row.
-    fn stores_rows(dir: Direction, x: &GpuBits, traversal: Traversal) -> bool {
-        x.words == 1 && dir == Direction::Right && traversal == Traversal::Dense
-    }
-
-    /// The row windows a product `y = A x` of bit batch `x` stores through, if it can
-    /// ([`GpuEngine::stores_rows`]) and the matrix is laid out in them.
-    fn windows_for<'m>(
+    /// The layout through which a product `y = A x` of bit batch `x` stores each word of
+    /// `y` once, if it can (a dense right product of one word per row) and the matrix has
+    /// one: its row groups, else its row windows.
+    fn row_store<'m>(
         m: &'m DeviceTree,
         dir: Direction,
         x: &GpuBits,
         traversal: Traversal,
-    ) -> Option<&'m DeviceWindows> {
-        m.windows
-            .as_ref()
-            .filter(|_| Self::stores_rows(dir, x, traversal))
+    ) -> Option<RowStore<'m>> {
+        if x.words != 1 || dir != Direction::Right || traversal != Traversal::Dense {
+            return None;
+        }
+        (m.groups.as_ref().map(RowStore::Groups)).or(m.windows.as_ref().map(RowStore::Windows))
     }
 
-    /// The row groups of `m` when a bit-packed product may read them instead (as
-    /// [`GpuEngine::windows_for`]).
-    fn groups_for<'m>(
-        m: &'m DeviceTree,
-        dir: Direction,
+    /// Enqueues `y = A x` through `store` (the caller holds the engine's lock and checked
+    /// the shapes).
+    fn enqueue_row_store(
+        &self,
+        m: &DeviceTree,
+        store: RowStore,
         x: &GpuBits,
-        traversal: Traversal,
-    ) -> Option<&'m DeviceGroups> {
-        m.groups
-            .as_ref()
-            .filter(|_| Self::stores_rows(dir, x, traversal))
+        y: &GpuBits,
+    ) -> Result<()> {
+        match store {
+            RowStore::Groups(g) => self.enqueue_groups(g, x, y),
+            RowStore::Windows(w) => self.enqueue_windows(m, w, x, y),
+        }
     }
 
-    /// Enqueues the clear of the four words of each of the `count` block rows in `rows`
-    /// (of a batch at `y`, `n` words), before a product that ORs into them.
-    fn enqueue_clear_rows(&self, rows: &CudaSlice<u32>, count: u64, y: u64, n: u64) -> Result<()> {
+    /// Enqueues the clear of the four words of each of the block rows `cleared` (of a
+    /// batch at `y`, `n` words), before a product that ORs into them; nothing when there
+    /// are none.
+    fn enqueue_clear_rows(&self, cleared: &ClearedRows, y: u64, n: u64) -> Result<()> {
+        let Some(rows) = &cleared.rows else {
+            return Ok(());
+        };
         let s = self.gpu.stream();
         let rp = rows.device_ptr(s).0;
+        let count = cleared.count;
         // SAFETY: rows holds `count` block rows; the kernel writes only y's n words.
         unsafe {
             s.launch_builder(self.gpu.function("clear_block_rows")?)
@@ -881,9 +892,7 @@ impl GpuEngine {
         let s = self.gpu.stream();
         let (xp, yp) = (x.raw(s), y.raw(s));
         let (inputs, n) = (x.len(), y.len());
-        if let Some(rows) = &g.shared_rows {
-            self.enqueue_clear_rows(rows, g.shared, yp, n)?;
-        }
+        self.enqueue_clear_rows(&g.shared, yp, n)?;
         // SAFETY: desc holds four u32 per warp (a uint4), cols, cells and rows what desc names;
         // x has `inputs` words and y `n`, and the kernel reads and writes within them.
         unsafe {
@@ -926,10 +935,8 @@ impl GpuEngine {
         let (mut inputs, mut n) = (x.len(), y.len());
         // Only a product after a clear overlaps: without one it is the stream's first
         // kernel after earlier work that may read or write y.
-        let overlapped = w.shared_rows.is_some() && self.overlaps_launches();
-        if let Some(rows) = &w.shared_rows {
-            self.enqueue_clear_rows(rows, w.shared, yp, n)?;
-        }
+        let overlapped = w.shared.rows.is_some() && self.overlaps_launches();
+        self.enqueue_clear_rows(&w.shared, yp, n)?;
         let (_, _, _, mut front) = m.pointers(&self.gpu, Direction::Right);
         let mut windows = w.windows;
         let mut args = [
@@ -1458,14 +1465,7 @@ impl Engine for GpuEngine {
         traversal: Traversal,
     ) -> Result<()> {
         check_bits_shape(&m.tree, dir, x.shape(), y.shape())?;
-        if let Some(g) = Self::groups_for(m, dir, x, traversal) {
-            if x.len() == 0 || y.len() == 0 {
-                return self.bits_clear(y);
-            }
-            let _g = self.guard();
-            return self.enqueue_groups(g, x, y);
-        }
-        let Some(w) = Self::windows_for(m, dir, x, traversal) else {
+        let Some(store) = Self::row_store(m, dir, x, traversal) else {
             self.bits_clear(y)?;
             return self.bool_product(m, dir, x, y, traversal);
         };
@@ -1473,6 +1473,6 @@ impl Engine for GpuEngine {
             return self.bits_clear(y);
         }
         let _g = self.guard();
-        self.enqueue_windows(m, w, x, y)
+        self.enqueue_row_store(m, store, x, y)
     }
 }
