@@ -63,7 +63,8 @@
 #           (GROUPS_COPIES=0: not) and web 200M (GROUPS_WEB=0: not); ROW_GROUPS_ITERS,
 #           ROW_GROUPS_SIGMA and ROW_GROUPS_KERNELS pick the layouts and kernels
 #   profile where cnr-2000's bit-packed right product spends its time, warm: ncu (full set)
-#           of rowwindows_bits inside bench-spmv (nsys is not installed on the device machine)
+#           of rowwindows_bits (PROFILE_KERNEL=rowgroups_bits: the row groups') inside
+#           bench-spmv (nsys is not installed on the device machine)
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -450,12 +451,15 @@ for line in sys.stdin:
         fi ;;
     profile)
         if command -v ncu >/dev/null; then
-            step "ncu: rowwindows_bits on cnr-2000, warm (ncu-rowwin.txt)"
-            timeout 240 ncu --cache-control none --clock-control none --kernel-name rowwindows_bits --launch-skip 4 \
+            # PROFILE_KERNEL: the kernel profiled (default rowwindows_bits; rowgroups_bits is
+            # the `rowgrp` contender's).
+            kernel="${PROFILE_KERNEL:-rowwindows_bits}"
+            step "ncu: $kernel on cnr-2000, warm (ncu-$kernel.txt)"
+            timeout 240 ncu --cache-control none --clock-control none --kernel-name "$kernel" --launch-skip 4 \
                 --launch-count 1 --set full "$k2" bench-spmv --tsv "$cnr" --leaf-kernels tuned --batches 1 \
-                --bit-batches 64 --repeats 3 --warmup 1 --skip-cpu > "$out/ncu-rowwin.txt" 2>&1 || status=1
-            grep -E "Duration|Throughput|Hit Rate|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per|Waves Per SM|Stall|Executed Ipc|Block Limit" \
-                "$out/ncu-rowwin.txt" | head -60 | tee -a "$out/summary.txt"
+                --bit-batches 64 --repeats 3 --warmup 1 --skip-cpu > "$out/ncu-$kernel.txt" 2>&1 || status=1
+            grep -E "Duration|Throughput|Hit Rate|Busy|Bandwidth|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per|Waves Per SM|Stall|Executed Ipc|Block Limit" \
+                "$out/ncu-$kernel.txt" | head -70 | tee -a "$out/summary.txt"
         else
             echo "ncu: not installed" | tee -a "$out/summary.txt"
         fi ;;
