@@ -390,24 +390,36 @@ fn place_runs(lens: impl Iterator<Item = usize>, limit: usize) -> Option<(Vec<us
 /// assert_eq!(row_windows_size(&tree, 0), None);
 /// ```
 pub fn row_windows_size(tree: &K2Tree, max_extra: usize) -> Option<(u64, u64)> {
-    use std::sync::atomic::{AtomicU32, Ordering};
     let block_rows = tree.rows().div_ceil(4);
     if block_rows >= PAD_ROW as u64 || tree.height() > MAX_BLOCK_HEIGHT {
         return None;
     }
+    let lens = block_row_lengths(tree);
+    let limit = lens
+        .iter()
+        .map(|&l| l as usize)
+        .sum::<usize>()
+        .saturating_add(max_extra);
+    let (at, shared_rows) = place_runs(lens.into_iter().map(|l| l as usize), limit)?;
+    Some((at[block_rows as usize] as u64, shared_rows.len() as u64))
+}
+
+/// The entries of each block row of `tree`'s `RowBlocks` frontier (one per frontier
+/// node), counted from the frontier's codes without building the entries.
+pub(super) fn block_row_lengths(tree: &K2Tree) -> Vec<u32> {
+    use std::sync::atomic::{AtomicU32, Ordering};
     let codes: &[u64] = if tree.nodes() == 0 {
         &[]
     } else {
         tree.frontier()
     };
-    let counts: Vec<AtomicU32> = (0..block_rows).map(|_| AtomicU32::new(0)).collect();
+    let counts: Vec<AtomicU32> = (0..tree.rows().div_ceil(4))
+        .map(|_| AtomicU32::new(0))
+        .collect();
     codes.par_iter().for_each(|&code| {
         counts[morton::decode(code).0 as usize].fetch_add(1, Ordering::Relaxed);
     });
-    let limit = codes.len().saturating_add(max_extra);
-    let lens = counts.into_iter().map(|c| c.into_inner() as usize);
-    let (at, shared_rows) = place_runs(lens, limit)?;
-    Some((at[block_rows as usize] as u64, shared_rows.len() as u64))
+    counts.into_iter().map(AtomicU32::into_inner).collect()
 }
 
 #[cfg(test)]

@@ -1243,13 +1243,10 @@ impl Engine for GpuEngine {
                     .map_or(layout.copies() * s.frontier_bytes, |(entries, shared)| {
                         8 * entries + 4 * shared
                     });
-                // Row groups: planned here to be counted exactly (an option, off by
+                // Row groups: planned from the block rows' lengths (an option, off by
                 // default).
-                let groups =
-                    (layout == FrontierLayout::RowBlocks && self.options.row_groups).then(|| {
-                        let entries = block_entries(tree, layout);
-                        row_groups_bytes(&entries, tree.rows().div_ceil(4) as u32).unwrap_or(0)
-                    });
+                let groups = (layout == FrontierLayout::RowBlocks && self.options.row_groups)
+                    .then(|| row_groups_bytes(tree).unwrap_or(0));
                 frontier + groups.unwrap_or(0)
             } else {
                 TopLevel::for_tree(tree, self.options.top_nodes).bytes(tree)

@@ -17,7 +17,10 @@
 //! slower (the bins scatter neighbouring rows, whose gathers share lines; row windows
 //! keep them together): docs/BENCHMARKS.md, session 31.
 
-use super::frontier::{block_entry, block_entry_parts};
+use std::ops::Range;
+
+use super::frontier::{block_entry, block_entry_parts, block_row_lengths};
+use crate::k2tree::K2Tree;
 
 /// The most iterations a warp runs: each lane reads at most this many entries.
 pub const GROUP_ITERATIONS: u32 = 8;
@@ -78,15 +81,15 @@ fn layout_bytes(slots: usize, warps: usize, rows: usize) -> u64 {
     6 * slots as u64 + 16 * warps as u64 + 4 * rows as u64
 }
 
-/// One warp before layout: `log2 g`, its groups (a row, or [`NO_ROW`], and its entries),
-/// and whether it is one of a block's warps that share a row.
-struct Warp<'a> {
+/// One warp before layout: `log2 g`, its groups (a row, or [`NO_ROW`], and the range of
+/// its entries), and whether it is one of a block's warps that share a row.
+struct Warp {
     lg: u32,
-    groups: Vec<(u32, &'a [u64])>,
+    groups: Vec<(u32, Range<usize>)>,
     block: bool,
 }
 
-impl Warp<'_> {
+impl Warp {
     fn iterations(&self) -> u32 {
         let longest = self.groups.iter().map(|g| g.1.len()).max().unwrap_or(0);
         longest.div_ceil(1 << self.lg) as u32
@@ -100,8 +103,8 @@ impl Warp<'_> {
 
 /// Where every row goes (its warps, in launch order) before any slot is filled: what both
 /// the layout and its size are made from.
-struct Plan<'a> {
-    warps: Vec<Warp<'a>>,
+struct Plan {
+    warps: Vec<Warp>,
     shared_rows: Vec<u32>,
     /// Slots of all warps; `None` when they would not fit the kernel's 32-bit indices.
     slots: Option<usize>,
@@ -112,19 +115,29 @@ struct Plan<'a> {
 /// fit the kernel's 32-bit indices.
 ///
 /// ```
-/// use k2rpq::engine::gpu::{block_entry, row_groups, row_groups_bytes};
-/// // Block row 0: two entries; block row 1: none; block row 2: one.
-/// let entries = [block_entry(0, 0, 1), block_entry(0, 3, 2), block_entry(2, 1, 4)];
+/// use k2rpq::engine::gpu::{block_entries, row_groups, row_groups_bytes, FrontierLayout};
+/// use k2rpq::k2tree::K2Tree;
+/// // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
+/// let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
+/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
 /// let g = row_groups(&entries, 3).unwrap();
 /// // Every row is some group's, and every entry is in a slot.
 /// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
 /// assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
 /// assert!(g.shared_rows.is_empty());
-/// // Its size is known without laying it out.
-/// assert_eq!(row_groups_bytes(&entries, 3), Some(g.bytes()));
+/// // Its size is known from the tree without laying it out.
+/// assert_eq!(row_groups_bytes(&tree), Some(g.bytes()));
 /// ```
 pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
-    let plan = Plan::new(entries, block_rows);
+    debug_assert!(entries.is_sorted_by_key(|&e| block_entry_parts(e).0));
+    let mut lens = vec![0u32; block_rows as usize];
+    for &e in entries {
+        match lens.get_mut(block_entry_parts(e).0 as usize) {
+            Some(len) => *len += 1,
+            None => debug_assert!(false, "an entry past the last block row"),
+        }
+    }
+    let plan = Plan::new(&lens);
     let slots = plan.slots?;
     let mut out = RowGroups {
         cols: vec![0; slots],
@@ -139,14 +152,14 @@ pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
         let flags = w.lg | if w.block { BLOCK_ROW } else { 0 };
         out.desc
             .push([first as u32, it, flags, out.rows.len() as u32]);
-        for (gi, &(row, run)) in w.groups.iter().enumerate() {
-            for (e, &entry) in run.iter().enumerate() {
+        for (gi, (row, run)) in w.groups.iter().enumerate() {
+            for (e, &entry) in entries[run.clone()].iter().enumerate() {
                 let (_, col, cells) = block_entry_parts(entry);
                 let at = first + (e / g) * 32 + gi * g + e % g;
                 out.cols[at] = col;
                 out.cells[at] = cells;
             }
-            out.rows.push(row);
+            out.rows.push(*row);
         }
         out.rows
             .resize(out.rows.len() + w.row_slots() - w.groups.len(), NO_ROW);
@@ -155,10 +168,12 @@ pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
     Some(out)
 }
 
-/// Device bytes of [`row_groups`]`(entries, block_rows)` ([`RowGroups::bytes`]),
-/// counted without laying the slots out; `None` as `row_groups` gives `None`.
-pub fn row_groups_bytes(entries: &[u64], block_rows: u32) -> Option<u64> {
-    let plan = Plan::new(entries, block_rows);
+/// Device bytes of [`row_groups`] of `tree`'s `RowBlocks` entries ([`RowGroups::bytes`]),
+/// counted from the lengths of its block rows without building the entries or laying
+/// them out: what the row groups take on the device, for its memory budget. `None` as
+/// `row_groups` gives `None`.
+pub fn row_groups_bytes(tree: &K2Tree) -> Option<u64> {
+    let plan = Plan::new(&block_row_lengths(tree));
     let rows: usize = plan.warps.iter().map(Warp::row_slots).sum();
     Some(layout_bytes(
         plan.slots?,
@@ -167,45 +182,45 @@ pub fn row_groups_bytes(entries: &[u64], block_rows: u32) -> Option<u64> {
     ))
 }
 
-impl<'a> Plan<'a> {
-    fn new(entries: &'a [u64], block_rows: u32) -> Plan<'a> {
+impl Plan {
+    /// The plan for block rows of `lens[row]` entries each, stored row after row.
+    fn new(lens: &[u32]) -> Plan {
         let cap = 32 * GROUP_ITERATIONS as usize;
         let block_cap = GROUP_WARPS as usize * cap;
-        let mut bins: Vec<Vec<(u32, &[u64])>> = vec![Vec::new(); 6];
+        let mut bins: Vec<Vec<(u32, Range<usize>)>> = vec![Vec::new(); 6];
         let (mut block_warps, mut shared_rows) = (Vec::new(), Vec::new());
-        let mut rest = entries;
-        for row in 0..block_rows {
-            let len = rest
-                .iter()
-                .take_while(|&&e| block_entry_parts(e).0 == row)
-                .count();
-            let (run, after) = rest.split_at(len);
-            rest = after;
+        let mut start = 0usize;
+        for (row, &len) in (0u32..).zip(lens) {
+            let len = len as usize;
+            let run = start..start + len;
+            start += len;
             if len <= cap {
                 let lg = (0..=5u32)
                     .find(|&lg| len.div_ceil(1 << lg) <= GROUP_ITERATIONS as usize)
                     .expect("32 lanes take `cap` entries");
                 bins[lg as usize].push((row, run));
             } else if len <= block_cap {
-                let mut pieces = run.chunks(len.div_ceil(GROUP_WARPS as usize));
-                for _ in 0..GROUP_WARPS {
-                    let piece = pieces.next().unwrap_or(&[]);
+                let piece = len.div_ceil(GROUP_WARPS as usize);
+                for k in 0..GROUP_WARPS as usize {
+                    let from = (run.start + k * piece).min(run.end);
                     block_warps.push(Warp {
                         lg: 5,
-                        groups: vec![(row, piece)],
+                        groups: vec![(row, from..(from + piece).min(run.end))],
                         block: true,
                     });
                 }
             } else {
                 shared_rows.push(row);
-                let pieces = run.chunks(cap).map(|p| (row | SHARED_PART, p));
+                let end = run.end;
+                let pieces = run
+                    .step_by(cap)
+                    .map(|from| (row | SHARED_PART, from..(from + cap).min(end)));
                 bins[5].extend(pieces);
             }
         }
-        debug_assert!(rest.is_empty(), "entries past the last block row");
         let mut warps = Vec::new();
         for (lg, mut bin) in bins.into_iter().enumerate() {
-            bin.sort_by_key(|&(_, run)| std::cmp::Reverse(run.len()));
+            bin.sort_by_key(|(_, run)| std::cmp::Reverse(run.len()));
             for groups in bin.chunks(32 >> lg) {
                 warps.push(Warp {
                     lg: lg as u32,
@@ -232,7 +247,7 @@ impl<'a> Plan<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::gpu::block_entry;
+    use crate::engine::gpu::{block_entries, FrontierLayout};
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
     /// `y = A x` from the layout, lane by lane as `rowgroups_bits` computes it.
@@ -307,23 +322,30 @@ mod tests {
         let lens = [
             0usize, 1, 3, 9, 17, 70, 255, 256, 257, 900, 2048, 2049, 5000,
         ];
-        let mut entries = Vec::new();
+        // The matrix's cells, block row by block row, then its tree's `RowBlocks` entries.
+        let mut cells = Vec::new();
         for row in 0..block_rows {
             let len = lens[row as usize % lens.len()];
             let mut cols: Vec<u32> = (0..len as u32 * 3).collect();
             cols.retain(|_| rng.random_bool(0.34));
             cols.truncate(len);
-            entries.extend(
-                cols.iter()
-                    .map(|&c| block_entry(row, c, rng.random_range(1..=u16::MAX))),
-            );
+            for c in cols {
+                let bm: u16 = rng.random_range(1..=u16::MAX);
+                cells.extend(
+                    (0..16u32)
+                        .filter(|b| bm >> b & 1 != 0)
+                        .map(|b| (4 * row + b / 4, 4 * c + b % 4)),
+                );
+            }
         }
         let n = (4 * block_rows) as usize;
-        let cols = entries
-            .iter()
-            .map(|&e| block_entry_parts(e).1 as usize * 4 + 4)
-            .max()
-            .unwrap_or(0);
+        let cols = 4 * 3 * lens.iter().max().unwrap();
+        let tree = K2Tree::from_edges(n as u64, cols as u64, cells);
+        let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+        assert_eq!(row_groups_bytes(&tree).unwrap(), {
+            let g = row_groups(&entries, block_rows).unwrap();
+            g.bytes()
+        });
         let x: Vec<u64> = (0..cols).map(|_| rng.random()).collect();
         let mut want = vec![0u64; n];
         for &e in &entries {
@@ -341,7 +363,6 @@ mod tests {
             .flat_map(|w| (0..32 * gr.desc[w][1] as usize).filter_map(move |s| gr.entry(w, s)))
             .collect();
         assert_eq!(seen.len(), g.cells.iter().filter(|&&c| c != 0).count());
-        assert_eq!(row_groups_bytes(&entries, block_rows), Some(g.bytes()));
         seen.sort_unstable();
         let mut all = entries.clone();
         all.sort_unstable();
@@ -364,7 +385,8 @@ mod tests {
     fn no_entries_give_groups_of_empty_rows() {
         let g = row_groups(&[], 5).unwrap();
         assert!(g.cols.is_empty() && g.cells.is_empty());
-        assert_eq!(row_groups_bytes(&[], 5), Some(g.bytes()));
+        let tree = K2Tree::from_edges(20, 20, Vec::new());
+        assert_eq!(row_groups_bytes(&tree), Some(g.bytes()));
         assert_eq!(g.rows.iter().filter(|&&r| r != NO_ROW).count(), 5);
         assert_eq!(product(&g, &[], 20), vec![0; 20]);
     }
