@@ -89,6 +89,78 @@ pub struct TreeStats {
     pub bits_per_edge: f64,
 }
 
+impl TreeStats {
+    /// The sizes of a tree of a `rows × cols` matrix with `nnz` cells and `level_nodes`
+    /// nodes per level (root to leaves), its directory at the default period.
+    fn of_levels(rows: u64, cols: u64, nnz: u64, level_nodes: Vec<u64>) -> TreeStats {
+        let levels = level_nodes.len() as u32;
+        let nodes: u64 = level_nodes.iter().sum();
+        let internal = nodes - level_nodes.last().copied().unwrap_or(0);
+        let frontier_bytes = if levels >= 2 && nodes > 0 {
+            level_nodes[levels as usize - 2] * 8
+        } else {
+            0
+        };
+        TreeStats {
+            rows,
+            cols,
+            nnz,
+            levels,
+            level_nodes,
+            nodes,
+            tree_bytes: nodes.div_ceil(16) * 8,
+            directory_bytes: (internal / DEFAULT_SAMPLE as u64 + 1) * 8,
+            frontier_bytes,
+            bits_per_edge: if nnz == 0 {
+                0.0
+            } else {
+                nodes as f64 * 4.0 / nnz as f64
+            },
+        }
+    }
+
+    /// The sizes of the tree [`K2Tree::from_codes`] builds from `codes` (sorted, distinct
+    /// Morton codes of a `rows × cols` matrix's cells), counted without building it: a
+    /// node of level `d` is a distinct prefix of `d` base-4 digits, so a code starts one
+    /// at every level below the digits it shares with the code before it.
+    ///
+    /// ```
+    /// use k2rpq::k2tree::{morton, K2Tree, TreeStats};
+    /// let mut codes: Vec<u64> = [(0, 0), (1, 1), (7, 2), (30, 31)]
+    ///     .iter()
+    ///     .map(|&(r, c)| morton::encode(r, c))
+    ///     .collect();
+    /// codes.sort_unstable();
+    /// let counted = TreeStats::of_codes(32, 32, &codes);
+    /// let tree = K2Tree::from_codes(32, 32, &mut codes).unwrap();
+    /// assert_eq!(counted, tree.stats());
+    /// ```
+    pub fn of_codes(rows: u64, cols: u64, codes: &[u64]) -> TreeStats {
+        use rayon::prelude::*;
+        let height = height_for(rows, cols);
+        // How many codes share exactly `k` leading digits with the code before them.
+        let shared = codes
+            .par_windows(2)
+            .fold(
+                || vec![0u64; height as usize],
+                |mut hist, w| {
+                    let bits = (w[0] ^ w[1]).leading_zeros() - (64 - 2 * height);
+                    hist[(bits / 2) as usize] += 1;
+                    hist
+                },
+            )
+            .reduce(
+                || vec![0u64; height as usize],
+                |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
+            );
+        let first = u64::from(!codes.is_empty());
+        let level_nodes = (0..height as usize)
+            .map(|d| first + shared[..d].iter().sum::<u64>())
+            .collect();
+        TreeStats::of_levels(rows, cols, codes.len() as u64, level_nodes)
+    }
+}
+
 /// Error for inconsistent parts passed to [`K2Tree::from_parts`].
 #[derive(Debug, thiserror::Error)]
 #[error("inconsistent k²-tree: {0}")]
@@ -390,34 +462,13 @@ impl K2Tree {
 
     /// Sizes: nodes, levels, bits per edge, bytes of tree, directory and frontier.
     pub fn stats(&self) -> TreeStats {
-        let nodes = self.nodes();
-        let tree_bytes = nodes.div_ceil(16) * 8;
+        let levels = (0..self.height).map(|d| self.level_nodes(d)).collect();
+        let mut s = TreeStats::of_levels(self.rows, self.cols, self.nnz, levels);
         // The attached directory if any, else what one at the default period would take.
-        let directory_bytes = match self.directory.get() {
-            Some(d) => d.bytes(),
-            None => (self.internal_nodes() / DEFAULT_SAMPLE as u64 + 1) * 8,
-        };
-        let frontier_bytes = if self.height >= 2 && nodes > 0 {
-            self.level_nodes(self.height - 2) * 8
-        } else {
-            0
-        };
-        TreeStats {
-            rows: self.rows,
-            cols: self.cols,
-            nnz: self.nnz,
-            levels: self.height,
-            level_nodes: (0..self.height).map(|d| self.level_nodes(d)).collect(),
-            nodes,
-            tree_bytes,
-            directory_bytes,
-            frontier_bytes,
-            bits_per_edge: if self.nnz == 0 {
-                0.0
-            } else {
-                nodes as f64 * 4.0 / self.nnz as f64
-            },
+        if let Some(d) = self.directory.get() {
+            s.directory_bytes = d.bytes();
         }
+        s
     }
 
     /// Every non-zero cell `(row, col)`, in Morton order.

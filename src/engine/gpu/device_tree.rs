@@ -15,7 +15,7 @@ use super::row_groups::row_groups;
 use super::tile_plan::{Bottom, TilePlan, TileSizes};
 use super::{GpuOptions, OffsetSource};
 use crate::engine::{Direction, EngineError, MatrixConfig, Result};
-use crate::k2tree::K2Tree;
+use crate::k2tree::{K2Tree, TreeStats};
 
 /// A matrix loaded into the [`super::GpuEngine`]. Device memory is freed on drop.
 pub struct DeviceTree {
@@ -81,38 +81,43 @@ impl TopLevel {
     /// beside a 1.46 MB tree), four expand launches fewer than level 12 and the level of
     /// its octet leaf steps ([`super::tile_plan::Bottom::Octets`]).
     pub fn for_tree(tree: &K2Tree, top_nodes: u64) -> TopLevel {
-        if tree.nodes() == 0 {
+        Self::for_stats(&tree.stats(), top_nodes)
+    }
+
+    /// [`TopLevel::for_tree`] from a tree's sizes alone (e.g. those of a tree not yet
+    /// built, [`TreeStats::of_codes`]).
+    pub fn for_stats(s: &TreeStats, top_nodes: u64) -> TopLevel {
+        if s.nodes == 0 {
             return TopLevel {
                 level: 0,
                 narrow: false,
             };
         }
-        let s = tree.stats();
         let own = s.tree_bytes + s.directory_bytes;
-        (0..=tree.height() - 2)
+        (0..=s.levels - 2)
             .rev()
-            .map(|level| Self::at(tree, level))
+            .map(|level| Self::at(s.levels, level))
             .find(|t| {
-                let nodes = tree.level_nodes(t.level);
-                nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || t.bytes(tree) <= own)
+                let nodes = s.level_nodes[t.level as usize];
+                nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || t.bytes(s) <= own)
             })
-            .unwrap_or(Self::at(tree, 0))
+            .unwrap_or(Self::at(s.levels, 0))
     }
 
-    /// Level `level` of `tree` as a top level.
-    fn at(tree: &K2Tree, level: u32) -> TopLevel {
+    /// Level `level` of a tree of `height` levels as a top level.
+    fn at(height: u32, level: u32) -> TopLevel {
         TopLevel {
             level,
-            narrow: level + 2 < tree.height() && 2 * level <= 32,
+            narrow: level + 2 < height && 2 * level <= 32,
         }
     }
 
-    /// Bytes of its codes on the device.
-    pub fn bytes(self, tree: &K2Tree) -> u64 {
-        if tree.nodes() == 0 {
+    /// Bytes of its codes on the device, for a tree of sizes `s`.
+    pub fn bytes(self, s: &TreeStats) -> u64 {
+        if s.nodes == 0 {
             return 0;
         }
-        tree.level_nodes(self.level) * if self.narrow { 4 } else { 8 }
+        s.level_nodes[self.level as usize] * if self.narrow { 4 } else { 8 }
     }
 }
 
@@ -198,7 +203,8 @@ impl DeviceTree {
             tile_nodes,
             ..
         } = *options;
-        let split = Self::lone_split(tree, config, options)?;
+        let split = lone_cells(tree, Self::lone_paths(config, options))
+            .map_err(|e| EngineError::Unsupported(format!("taking out lone cells: {e}")))?;
         let lone = match &split {
             Some(l) => Some(DeviceLone {
                 by_row: gpu.upload(&l.by_row, "lone cells by row")?,
@@ -214,7 +220,8 @@ impl DeviceTree {
         let nibbles = gpu.upload(&tree.nibbles()[..words], "tree signatures")?;
         let dir = tree.directory();
         let ranks = gpu.upload(&dir.ranks[..], "sampled directory")?;
-        let top = TopLevel::for_tree(tree, top_nodes);
+        let stats = tree.stats();
+        let top = TopLevel::for_stats(&stats, top_nodes);
         let top_codes = if config == MatrixConfig::TreeOnly && tree.nodes() > 0 {
             let codes = tree.level_codes(top.level);
             Some(if top.narrow {
@@ -275,7 +282,7 @@ impl DeviceTree {
             }
         };
         let tree_only = 8 * (nibbles.len() + ranks.len()) as u64
-            + top_codes.as_ref().map_or(0, |_| top.bytes(tree))
+            + top_codes.as_ref().map_or(0, |_| top.bytes(&stats))
             + split.as_ref().map_or(0, |l| l.list_bytes());
         let bytes = tree_only
             + 8 * [&frontier, &frontier_by_col]
@@ -338,19 +345,14 @@ impl DeviceTree {
         })
     }
 
-    /// The lone cells a matrix loaded with `config` and `options` takes out of the tree it
-    /// descends (tree-only matrices with `lone_paths` > 0 only): the one rule of both
-    /// [`DeviceTree::load`] and the engine's `load_bytes`.
-    pub(super) fn lone_split(
-        tree: &K2Tree,
-        config: MatrixConfig,
-        options: &GpuOptions,
-    ) -> Result<Option<super::LoneCells>> {
-        if config != MatrixConfig::TreeOnly {
-            return Ok(None);
+    /// The `min_path` of the lone cells a matrix loaded with `config` and `options` takes
+    /// out of the tree it descends (tree-only matrices only; 0: none): the one rule of
+    /// both [`DeviceTree::load`] and the engine's `load_bytes`.
+    pub(super) fn lone_paths(config: MatrixConfig, options: &GpuOptions) -> u32 {
+        match config {
+            MatrixConfig::TreeOnly => options.lone_paths,
+            MatrixConfig::CachedFrontier => 0,
         }
-        lone_cells(tree, options.lone_paths)
-            .map_err(|e| EngineError::Unsupported(format!("taking out lone cells: {e}")))
     }
 
     /// Uploads a frontier's row groups (every buffer at least one element long).
@@ -509,9 +511,9 @@ mod tests {
             for top_nodes in [1, 4, 1 << 10, 1 << 16, 1 << 18, u64::MAX] {
                 let top = TopLevel::for_tree(&t, top_nodes);
                 let fits = |d: u32| {
-                    let at = TopLevel::at(&t, d);
+                    let at = TopLevel::at(h, d);
                     let nodes = t.level_nodes(d);
-                    nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || at.bytes(&t) <= own)
+                    nodes <= top_nodes && (nodes <= SMALL_TOP_NODES || at.bytes(&s) <= own)
                 };
                 assert!(top.level <= h - 2);
                 assert!(top.level == 0 || fits(top.level), "{n} {m} {top_nodes}");
@@ -521,10 +523,10 @@ mod tests {
                 );
                 assert_eq!(top.narrow, top.level + 2 < h && top.level <= 16);
                 let width = if top.narrow { 4 } else { 8 };
-                assert_eq!(top.bytes(&t), width * t.level_nodes(top.level));
+                assert_eq!(top.bytes(&s), width * t.level_nodes(top.level));
             }
         }
         let empty = K2Tree::from_edges(4, 4, vec![]);
-        assert_eq!(TopLevel::for_tree(&empty, 1).bytes(&empty), 0);
+        assert_eq!(TopLevel::for_tree(&empty, 1).bytes(&empty.stats()), 0);
     }
 }

@@ -17,7 +17,7 @@
 
 use rayon::prelude::*;
 
-use crate::k2tree::{morton, InvalidTree, K2Tree};
+use crate::k2tree::{morton, InvalidTree, K2Tree, TreeStats};
 
 /// A tree-only matrix split for the device: the tree it descends and its lone cells.
 #[derive(Debug)]
@@ -39,8 +39,30 @@ impl LoneCells {
 
     /// Device bytes of both copies.
     pub fn list_bytes(&self) -> u64 {
-        4 * (self.by_row.len() + self.by_col.len()) as u64
+        list_bytes(self.count())
     }
+}
+
+/// What [`lone_cells`] would take out of a tree, counted without splitting it
+/// ([`lone_count`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoneCount {
+    /// How many cells the lists would hold.
+    pub cells: u64,
+    /// The sizes of the tree left ([`LoneCells::tree`]'s `stats()`).
+    pub kept: TreeStats,
+}
+
+impl LoneCount {
+    /// Device bytes of both copies of the list ([`LoneCells::list_bytes`]).
+    pub fn list_bytes(&self) -> u64 {
+        list_bytes(self.cells)
+    }
+}
+
+/// Device bytes of the two lists of `cells` cells: a pair of `u32` per cell in each.
+fn list_bytes(cells: u64) -> u64 {
+    16 * cells
 }
 
 /// The nodes of the unary path each cell of `codes` (sorted, distinct Morton codes of a
@@ -82,19 +104,9 @@ pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
 /// Splits `tree` into the cells that hang alone below a path of at least `min_path` nodes
 /// and a tree of the others; `None` when no cell does (or `min_path` is 0).
 pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, InvalidTree> {
-    if min_path == 0 || tree.nnz() == 0 {
+    let Some((codes, paths)) = coded_paths(tree, min_path) else {
         return Ok(None);
-    }
-    let mut codes: Vec<u64> = tree
-        .cells()
-        .into_par_iter()
-        .map(|(r, c)| morton::encode(r, c))
-        .collect();
-    codes.par_sort_unstable();
-    let paths = path_lengths(&codes, tree.height());
-    if !paths.par_iter().any(|&p| p >= min_path) {
-        return Ok(None);
-    }
+    };
     let (lone, mut kept): (Vec<u64>, Vec<u64>) = codes
         .par_iter()
         .zip(paths.par_iter())
@@ -132,11 +144,59 @@ pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, Inv
     }))
 }
 
+/// What [`lone_cells`]`(tree, min_path)` takes out, counted without building the tree left
+/// or the lists (what a load under a memory budget asks first); `None` as `lone_cells`
+/// gives `None`.
+///
+/// ```
+/// use k2rpq::engine::gpu::{lone_cells, lone_count};
+/// use k2rpq::k2tree::K2Tree;
+/// // Four cells together in one corner, one far away.
+/// let tree = K2Tree::from_edges(64, 64, vec![(0, 0), (0, 1), (1, 0), (1, 1), (60, 3)]);
+/// let count = lone_count(&tree, 3).unwrap();
+/// let split = lone_cells(&tree, 3).unwrap().unwrap();
+/// assert_eq!((count.cells, count.list_bytes()), (split.count(), split.list_bytes()));
+/// assert_eq!(count.kept, split.tree.stats());
+/// ```
+pub fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
+    let (codes, paths) = coded_paths(tree, min_path)?;
+    let kept: Vec<u64> = codes
+        .par_iter()
+        .zip(paths.par_iter())
+        .filter(|&(_, &p)| p < min_path)
+        .map(|(&c, _)| c)
+        .collect();
+    Some(LoneCount {
+        cells: (codes.len() - kept.len()) as u64,
+        kept: TreeStats::of_codes(tree.rows(), tree.cols(), &kept),
+    })
+}
+
+/// The cells of `tree` as sorted Morton codes and the path each hangs below
+/// ([`path_lengths`]), when some path has at least `min_path` nodes (`min_path` > 0).
+fn coded_paths(tree: &K2Tree, min_path: u32) -> Option<(Vec<u64>, Vec<u32>)> {
+    if min_path == 0 || tree.nnz() == 0 {
+        return None;
+    }
+    let mut codes: Vec<u64> = tree
+        .cells()
+        .into_par_iter()
+        .map(|(r, c)| morton::encode(r, c))
+        .collect();
+    codes.par_sort_unstable();
+    let paths = path_lengths(&codes, tree.height());
+    paths
+        .par_iter()
+        .any(|&p| p >= min_path)
+        .then_some((codes, paths))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+    use crate::engine::gpu::TopLevel;
 
     /// The list and the smaller tree hold the original cells exactly once each; every
     /// listed cell's path is long enough, and the smaller tree keeps the matrix's shape.
@@ -161,10 +221,23 @@ mod tests {
             let paths = path_lengths(&codes, tree.height());
             for min_path in [1u32, 3, 6, 40] {
                 let split = lone_cells(&tree, min_path).unwrap();
+                let count = lone_count(&tree, min_path);
                 let Some(split) = split else {
                     assert!(paths.iter().all(|&p| p < min_path), "{n} {m} {min_path}");
+                    assert_eq!(count, None);
                     continue;
                 };
+                // Counted without the split: the same cells, the same tree left.
+                let count = count.expect("a count where there is a split");
+                assert_eq!(count.cells, split.count(), "{n} {m} {min_path}");
+                assert_eq!(count.list_bytes(), split.list_bytes());
+                assert_eq!(count.kept, split.tree.stats(), "{n} {m} {min_path}");
+                for top_nodes in [1, 1 << 10, u64::MAX] {
+                    assert_eq!(
+                        TopLevel::for_stats(&count.kept, top_nodes),
+                        TopLevel::for_tree(&split.tree, top_nodes)
+                    );
+                }
                 assert_eq!(split.tree.rows(), tree.rows());
                 assert_eq!(split.tree.height(), tree.height());
                 let mut both: Vec<(u32, u32)> = split.tree.cells();
@@ -205,6 +278,10 @@ mod tests {
         assert_eq!(split.by_row, vec![3, 900]);
         assert_eq!(split.by_col, vec![900, 3]);
         assert_eq!(split.tree.nnz(), 0);
+        // Nothing left: an empty tree, counted as built.
+        let count = lone_count(&one, one.height() - 1).unwrap();
+        assert_eq!((count.cells, count.kept.nodes), (1, 0));
+        assert_eq!(count.kept, split.tree.stats());
         assert!(lone_cells(&one, one.height()).unwrap().is_none());
         let pair = K2Tree::from_edges(1 << 10, 1 << 10, vec![(0, 0), (1, 1)]);
         assert!(lone_cells(&pair, 1).unwrap().is_none());

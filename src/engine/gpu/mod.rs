@@ -48,7 +48,7 @@ pub use frontier::{
     FrontierLayout, RowWindows, MAX_BLOCK_HEIGHT, MAX_WINDOW_GROWTH, PAD_ROW, WINDOW_ENTRIES,
 };
 pub use launch::{LeafKernel, LeafOp};
-pub use lone_cells::{lone_cells, path_lengths, LoneCells};
+pub use lone_cells::{lone_cells, lone_count, path_lengths, LoneCells, LoneCount};
 pub use product_graph::{BitsGraph, ProductGraph};
 pub use row_groups::{row_groups, row_groups_bytes, RowGroups, GROUP_ITERATIONS};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
@@ -1219,13 +1219,10 @@ impl Engine for GpuEngine {
     fn load_bytes(&self, tree: &K2Tree, config: MatrixConfig) -> u64 {
         // What `DeviceTree::load` uploads: signatures, directory and, tree-only, the
         // host-expanded top level or, with `CachedFrontier`, the frontier.
-        // Lone cells: taken out here to be counted exactly (an option, off by default).
-        let split = DeviceTree::lone_split(tree, config, &self.options)
-            .ok()
-            .flatten();
-        let lone_bytes = split.as_ref().map_or(0, |l| l.list_bytes());
-        let tree: &K2Tree = split.as_ref().map_or(tree, |l| &l.tree);
-        let s = tree.stats();
+        // Lone cells (an option, off by default): counted without splitting the tree.
+        let lone = lone_count(tree, DeviceTree::lone_paths(config, &self.options));
+        let lone_bytes = lone.as_ref().map_or(0, LoneCount::list_bytes);
+        let s = lone.map_or_else(|| tree.stats(), |l| l.kept);
         lone_bytes
             + s.tree_bytes
             + s.directory_bytes
@@ -1249,7 +1246,7 @@ impl Engine for GpuEngine {
                     .then(|| row_groups_bytes(tree).unwrap_or(0));
                 frontier + groups.unwrap_or(0)
             } else {
-                TopLevel::for_tree(tree, self.options.top_nodes).bytes(tree)
+                TopLevel::for_stats(&s, self.options.top_nodes).bytes(&s)
             }
     }
 
