@@ -191,13 +191,13 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // (g a power of two, the same for the warp), and every lane of the warp runs the same
 // iterations (its rows were binned by length). Lane k of a group reads entries k, k + g,
 // ... of its row from slot j * 32 + lane (a slot: cols[] and cells[], the entry's block
-// column and bitmap, each loaded coalesced per iteration), ORs their
-// cells' x words into four words, and the group combines them by shuffles; its first lane
-// stores the row. No run logic crosses lanes, so a warp issues 42 % fewer instructions
-// than over row windows (cnr-2000, session 31). A block whose warps are marked BLOCK_ROW
-// holds one long row (the layout puts such blocks first, whole): its warps combine their
-// words in shared memory and one stores the row, so it needs no clear. Longer rows are cut
-// into pieces of a warp (SHARED_PART: cleared first, atomic ORs, as `store_run`).
+// column and bitmap, each loaded coalesced per iteration), ORs their cells' x words into
+// four words, and the group combines them by shuffles; its first lane stores the row. No
+// run logic crosses lanes, so a warp issues 42 % fewer instructions than over row windows
+// (cnr-2000, session 31). A block whose warps are marked BLOCK_ROW holds one long row (the
+// layout puts such blocks first, whole): its warps combine their words in shared memory
+// and one stores the row, so it needs no clear. Longer rows are cut into pieces of a warp
+// (SHARED_PART: cleared first, atomic ORs, as `store_run`).
 // desc[w] = (first slot, iterations, log2 g | BLOCK_ROW, first entry of rows[]).
 #define GROUP_WARPS 8
 #define BLOCK_ROW 0x100u

@@ -34,7 +34,9 @@
 //! block of its own (its warps combine in shared memory, so cnr-2000 needs no clear at
 //! all): 0.0078 ms against the engine's 0.0112 replayed (0.70x). That layout (8
 //! iterations, sorted, blocks, `groups_u2`) is the engine's `RowGroups`
-//! (`GpuOptions::row_groups`, `rowgroups_bits`), an option beside the row windows.
+//! (`GpuOptions::row_groups`, `rowgroups_bits`), an option beside the row windows; since
+//! session 33 the engine's slots are 6 bytes (block column and bitmap in two arrays)
+//! where these are the 8-byte block entries.
 //!
 //! Each product's `y` is checked word for word against the engine's (whose products the
 //! GPU tests check against the CPU engine), from a `y` filled with garbage; before any GPU

@@ -194,9 +194,9 @@ fn coded_paths(tree: &K2Tree, min_path: u32) -> Option<(Vec<u64>, Vec<u32>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::gpu::TopLevel;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    use crate::engine::gpu::TopLevel;
 
     /// The list and the smaller tree hold the original cells exactly once each; every
     /// listed cell's path is long enough, and the smaller tree keeps the matrix's shape.

@@ -4,18 +4,18 @@
 //!
 //! Block rows are binned by length. A row of `len` entries gets a group of `g` lanes, the
 //! smallest power of two with `⌈len / g⌉ ≤` [`GROUP_ITERATIONS`]; a warp takes `32 / g`
-//! rows of one bin, sorted by length, so that its lanes run the same number of iterations.
-//! Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that each
-//! iteration of the warp loads 32 slots coalesced (an ELL layout per warp, with empty
-//! slots where a row is shorter than the warp's longest; a slot is a block column and a
-//! bitmap, in two arrays). The group combines its
-//! lanes' words by shuffles and stores its row once: no run logic, no clear, no atomics.
-//! A row too long for one warp but not for [`GROUP_WARPS`] takes a block of its own,
-//! whose warps combine in shared memory; a longer one is cut into pieces of a warp each,
-//! its words cleared first and ORed into. On cnr-2000 the product took 0.70x the time of
-//! the one over row windows, but on graphs whose `x` does not stay in L2 it was 1.0-1.3x
-//! slower (the bins scatter neighbouring rows, whose gathers share lines; row windows
-//! keep them together): docs/BENCHMARKS.md, session 31.
+//! rows of one bin, sorted by length, so that its lanes run the same number of
+//! iterations. Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that
+//! each iteration of the warp loads 32 slots coalesced (an ELL layout per warp, with
+//! empty slots where a row is shorter than the warp's longest; a slot is a block column
+//! and a bitmap, in two arrays). The group combines its lanes' words by shuffles and
+//! stores its row once: no run logic, no clear, no atomics. A row too long for one warp
+//! but not for [`GROUP_WARPS`] takes a block of its own, whose warps combine in shared
+//! memory; a longer one is cut into pieces of a warp each, its words cleared first and
+//! ORed into. On cnr-2000 the product took 0.70x the time of the one over row windows,
+//! but on graphs whose `x` does not stay in L2 it was 1.0-1.3x slower (the bins scatter
+//! neighbouring rows, whose gathers share lines; row windows keep them together):
+//! docs/BENCHMARKS.md, session 31.
 
 use std::ops::Range;
 
