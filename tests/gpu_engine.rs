@@ -405,8 +405,9 @@ fn check_matrix(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str, exact: bool, b
             gpu.matrix_bytes(&gm),
             gpu.product_bytes(&gm, Direction::Right, 1, 4, None).matrix
         );
-        // With lone cells the engine predicts the bytes by splitting the tree again (a
-        // descended tree left empty still takes a word on the device).
+        // With lone cells the engine predicts the bytes by counting what the split leaves
+        // (`lone_count`), without splitting (a descended tree left empty still takes a
+        // word on the device).
         let lone = gm.lone_cells();
         if lone > 0 {
             assert!(gpu.options().lone_paths > 0 && config == MatrixConfig::TreeOnly);

@@ -60,10 +60,10 @@ pub struct DeviceArgs {
     /// made tree-only products 22-35 % faster for 63-104 MB more per relation.
     #[arg(long, value_parser = parse_top_nodes)]
     pub top_nodes: Option<u64>,
-    /// Also keep a `rowblocks` frontier's entries in row groups (about as many bytes
-    /// again), which bit-packed right products read instead of the row windows: faster on
-    /// relations whose vectors stay in the GPU's L2 cache (cnr-2000: 0.70x the time),
-    /// slower on larger ones.
+    /// Also keep a `rowblocks` frontier's entries in row groups (6 bytes per entry and its
+    /// pads, beside the windows' 8), which bit-packed right products read instead of the
+    /// row windows: faster on relations whose vectors stay in the GPU's L2 cache (cnr-2000:
+    /// 0.70x the time), slower on larger ones.
     #[arg(long)]
     pub row_groups: bool,
     /// Tree-only relations keep each cell that hangs alone below a path of at least this

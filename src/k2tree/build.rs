@@ -101,30 +101,21 @@ fn sort(codes: &mut [u64]) -> &[u64] {
     codes
 }
 
-/// Level of the first differing bit pair of two distinct codes, for a tree of `height`.
-#[inline]
-fn divergence(height: u32, a: u64, b: u64) -> u32 {
-    let msb = 63 - (a ^ b).leading_zeros();
-    height - 1 - msb / 2
+/// Ranges of sorted codes the builder's passes take in parallel.
+fn chunks(len: usize) -> Vec<(usize, usize)> {
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = len.div_ceil(threads * 4).max(1 << 14);
+    (0..len)
+        .step_by(chunk)
+        .map(|a| (a, (a + chunk).min(len)))
+        .collect()
 }
 
-/// Builds the tree from sorted codes (duplicates allowed).
-pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree, InvalidTree> {
-    let height = height_for(rows, cols);
+/// Pass 1: per chunk of sorted `codes`, the new nodes opened at each level (`opened[d]`
+/// counts codes with D < d; code 0 opens one node at every level) and the distinct codes.
+fn opened(height: u32, codes: &[u64], chunks: &[(usize, usize)]) -> Vec<(Vec<u64>, u64)> {
     let h = height as usize;
-    if codes.is_empty() {
-        return K2Tree::from_parts(rows, cols, 0, &vec![0; h], Words::owned(Vec::new()));
-    }
-    let threads = rayon::current_num_threads().max(1);
-    let chunk = codes.len().div_ceil(threads * 4).max(1 << 14);
-    let chunks: Vec<(usize, usize)> = (0..codes.len())
-        .step_by(chunk)
-        .map(|a| (a, (a + chunk).min(codes.len())))
-        .collect();
-
-    // Pass 1: per chunk, new nodes opened at each level (`opened[d]` counts codes with
-    // D < d; code 0 opens one node at every level) and distinct codes.
-    let counts: Vec<(Vec<u64>, u64)> = chunks
+    chunks
         .par_iter()
         .map(|&(a, b)| {
             let mut hist = vec![0u64; h + 1];
@@ -134,7 +125,7 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
                     hist[0] += 1;
                     distinct += 1;
                 } else if codes[i] != codes[i - 1] {
-                    hist[divergence(height, codes[i - 1], codes[i]) as usize + 1] += 1;
+                    hist[morton::divergence(height, codes[i - 1], codes[i]) as usize + 1] += 1;
                     distinct += 1;
                 }
             }
@@ -147,17 +138,43 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
             }
             (opened, distinct)
         })
-        .collect();
+        .collect()
+}
 
+/// Nodes per level and distinct codes of the whole tree, from the chunks' pass 1.
+fn totals(height: u32, counts: &[(Vec<u64>, u64)]) -> (Vec<u64>, u64) {
+    let h = height as usize;
     let mut level_nodes = vec![0u64; h];
     let mut nnz = 0;
-    for (opened, distinct) in &counts {
+    for (opened, distinct) in counts {
         for d in 0..h {
             level_nodes[d] += opened[d];
         }
         nnz += distinct;
     }
-    level_nodes[0] = 1;
+    if nnz > 0 {
+        level_nodes[0] = 1;
+    }
+    (level_nodes, nnz)
+}
+
+/// Nodes per level and non-zero cells of the tree of `height` levels that
+/// [`build_sorted`] builds from sorted `codes` (duplicates allowed), counted by its first
+/// pass alone.
+pub(super) fn level_nodes(height: u32, codes: &[u64]) -> (Vec<u64>, u64) {
+    totals(height, &opened(height, codes, &chunks(codes.len())))
+}
+
+/// Builds the tree from sorted codes (duplicates allowed).
+pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree, InvalidTree> {
+    let height = height_for(rows, cols);
+    let h = height as usize;
+    if codes.is_empty() {
+        return K2Tree::from_parts(rows, cols, 0, &vec![0; h], Words::owned(Vec::new()));
+    }
+    let chunks = chunks(codes.len());
+    let counts = opened(height, codes, &chunks);
+    let (level_nodes, nnz) = totals(height, &counts);
     let mut level_start = vec![0u64; h + 1];
     for d in 0..h {
         level_start[d + 1] = level_start[d] + level_nodes[d];
@@ -198,7 +215,7 @@ pub(super) fn build_sorted(rows: u64, cols: u64, codes: &[u64]) -> Result<K2Tree
                 } else if m == codes[i - 1] {
                     continue;
                 } else {
-                    let dv = divergence(height, codes[i - 1], m) as usize;
+                    let dv = morton::divergence(height, codes[i - 1], m) as usize;
                     for c in cur.iter_mut().skip(dv + 1) {
                         *c += 1;
                     }

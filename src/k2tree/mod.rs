@@ -119,10 +119,10 @@ impl TreeStats {
         }
     }
 
-    /// The sizes of the tree [`K2Tree::from_codes`] builds from `codes` (sorted, distinct
-    /// Morton codes of a `rows × cols` matrix's cells), counted without building it: a
-    /// node of level `d` is a distinct prefix of `d` base-4 digits, so a code starts one
-    /// at every level below the digits it shares with the code before it.
+    /// The sizes of the tree [`K2Tree::from_codes`] builds from `codes` (sorted Morton
+    /// codes of a `rows × cols` matrix's cells), counted by the builder's first pass
+    /// without building it: a code opens a node at every level below the digits it
+    /// shares with the code before it ([`morton::divergence`]).
     ///
     /// ```
     /// use k2rpq::k2tree::{morton, K2Tree, TreeStats};
@@ -136,28 +136,8 @@ impl TreeStats {
     /// assert_eq!(counted, tree.stats());
     /// ```
     pub fn of_codes(rows: u64, cols: u64, codes: &[u64]) -> TreeStats {
-        use rayon::prelude::*;
-        let height = height_for(rows, cols);
-        // How many codes share exactly `k` leading digits with the code before them.
-        let shared = codes
-            .par_windows(2)
-            .fold(
-                || vec![0u64; height as usize],
-                |mut hist, w| {
-                    let bits = (w[0] ^ w[1]).leading_zeros() - (64 - 2 * height);
-                    hist[(bits / 2) as usize] += 1;
-                    hist
-                },
-            )
-            .reduce(
-                || vec![0u64; height as usize],
-                |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
-            );
-        let first = u64::from(!codes.is_empty());
-        let level_nodes = (0..height as usize)
-            .map(|d| first + shared[..d].iter().sum::<u64>())
-            .collect();
-        TreeStats::of_levels(rows, cols, codes.len() as u64, level_nodes)
+        let (level_nodes, nnz) = build::level_nodes(height_for(rows, cols), codes);
+        TreeStats::of_levels(rows, cols, nnz, level_nodes)
     }
 }
 

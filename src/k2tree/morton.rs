@@ -39,6 +39,21 @@ pub fn decode(code: u64) -> (u32, u32) {
     (compact(code >> 1), compact(code))
 }
 
+/// Level of the first differing bit pair of two distinct codes of a tree of `height`
+/// levels: the base-4 digits (levels below the root) they share from the top.
+///
+/// ```
+/// use k2rpq::k2tree::morton::{divergence, encode};
+/// // In a 16x16 matrix (4 levels), (0, 0) and (1, 1) share a leaf's parent, 3 levels.
+/// assert_eq!(divergence(4, encode(0, 0), encode(1, 1)), 3);
+/// assert_eq!(divergence(4, encode(0, 0), encode(15, 3)), 0);
+/// ```
+#[inline]
+pub fn divergence(height: u32, a: u64, b: u64) -> u32 {
+    let msb = 63 - (a ^ b).leading_zeros();
+    height - 1 - msb / 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -355,24 +355,15 @@ impl DeviceTree {
         }
     }
 
-    /// Uploads a frontier's row groups (every buffer at least one element long).
+    /// Uploads a frontier's row groups (`GpuContext::upload` gives an empty buffer one
+    /// zeroed element, so the kernel's arguments are never null).
     fn upload_groups(gpu: &GpuContext, g: &super::RowGroups) -> Result<DeviceGroups> {
-        let desc: Vec<u32> = g.desc.concat();
-        let at_least_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
-        let cells = if g.cells.is_empty() {
-            &[0][..]
-        } else {
-            &g.cells
-        };
         Ok(DeviceGroups {
-            cols: gpu.upload(
-                &at_least_one(&g.cols),
-                "cached frontier (row groups' columns)",
-            )?,
-            cells: gpu.upload(cells, "cached frontier (row groups' bitmaps)")?,
-            desc: gpu.upload(&at_least_one(&desc), "row groups' warps")?,
+            cols: gpu.upload(&g.cols, "cached frontier (row groups' columns)")?,
+            cells: gpu.upload(&g.cells, "cached frontier (row groups' bitmaps)")?,
+            desc: gpu.upload(g.desc.as_flattened(), "row groups' warps")?,
             warps: g.desc.len() as u32,
-            rows: gpu.upload(&at_least_one(&g.rows), "row groups' rows")?,
+            rows: gpu.upload(&g.rows, "row groups' rows")?,
             shared: ClearedRows::upload(gpu, &g.shared_rows, "row groups' cut rows")?,
             bytes: g.bytes(),
         })

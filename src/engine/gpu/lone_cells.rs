@@ -79,7 +79,7 @@ fn list_bytes(cells: u64) -> u64 {
 /// ```
 pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
     // Base-4 digits two codes share from the top (a code has `height` digits).
-    let shared = |a: u64, b: u64| ((a ^ b).leading_zeros() - (64 - 2 * height)) / 2;
+    let shared = |a, b| morton::divergence(height, a, b);
     let n = codes.len();
     (0..n)
         .into_par_iter()

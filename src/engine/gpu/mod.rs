@@ -138,10 +138,10 @@ pub struct GpuOptions {
     /// product reads the windows as row-sorted entries. Default `true`.
     pub row_windows: bool,
     /// Also keep a `RowBlocks` frontier's entries in [`RowGroups`] (a second copy of the
-    /// entries, about as large), which bit-packed right products of one word per row that
-    /// overwrite `y` then read instead of the row windows: on cnr-2000 0.70x their time,
-    /// on graphs whose `x` does not stay in L2 1.0-1.3x (docs/BENCHMARKS.md, session 31).
-    /// Default `false`.
+    /// entries, 6 bytes per entry and its pads: cnr-2000 4.5 MB), which bit-packed right
+    /// products of one word per row that overwrite `y` then read instead of the row
+    /// windows: on cnr-2000 0.70x their time, on graphs whose `x` does not stay in L2
+    /// 1.0-1.3x (docs/BENCHMARKS.md, session 31). Default `false`.
     pub row_groups: bool,
     /// End tree-only descents one level above the leaves' parents with leaf steps in
     /// which a thread owns a node's 8x8 block of cells ([`tile_plan::Bottom::Octets`]):
@@ -844,7 +844,10 @@ impl GpuEngine {
         if x.words != 1 || dir != Direction::Right || traversal != Traversal::Dense {
             return None;
         }
-        (m.groups.as_ref().map(RowStore::Groups)).or(m.windows.as_ref().map(RowStore::Windows))
+        m.groups
+            .as_ref()
+            .map(RowStore::Groups)
+            .or(m.windows.as_ref().map(RowStore::Windows))
     }
 
     /// Enqueues `y = A x` through `store` (the caller holds the engine's lock and checked
