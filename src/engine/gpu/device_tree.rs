@@ -239,11 +239,13 @@ impl DeviceTree {
         };
         let mut windows = None;
         let mut groups = None;
-        let (frontier, frontier_by_col) = match (config, layout) {
-            (MatrixConfig::TreeOnly, _) => (None, None),
+        // `frontier_words`: the words uploaded from the host into the frontier's copies.
+        let (frontier, frontier_by_col, frontier_words) = match (config, layout) {
+            (MatrixConfig::TreeOnly, _) => (None, None, 0),
             (_, FrontierLayout::Codes) => (
                 Some(gpu.upload(&tree.frontier()[..], "cached frontier")?),
                 None,
+                tree.frontier().len(),
             ),
             (_, l) => {
                 let mut entries = block_entries(tree, l);
@@ -255,7 +257,7 @@ impl DeviceTree {
                 }
                 let laid = Self::window_allowance(options, l, entries.len())
                     .and_then(|max_extra| row_windows(&entries, block_rows, max_extra));
-                let frontier = match laid {
+                let (frontier, entry_words) = match laid {
                     Some(laid) => {
                         let frontier =
                             gpu.upload(&laid.entries, "cached frontier (row windows)")?;
@@ -267,9 +269,12 @@ impl DeviceTree {
                                 "shared rows of the row windows",
                             )?,
                         });
-                        frontier
+                        (frontier, laid.entries.len())
                     }
-                    None => gpu.upload(&entries, "cached frontier (blocks)")?,
+                    None => (
+                        gpu.upload(&entries, "cached frontier (blocks)")?,
+                        entries.len(),
+                    ),
                 };
                 // `Both`: the column-sorted copy from the same entries, re-sorted.
                 let by_col = if l == FrontierLayout::Both {
@@ -278,17 +283,18 @@ impl DeviceTree {
                 } else {
                     None
                 };
-                (Some(frontier), by_col)
+                let copies = if by_col.is_some() { 2 } else { 1 };
+                (Some(frontier), by_col, copies * entry_words)
             }
         };
-        let tree_only = 8 * (nibbles.len() + ranks.len()) as u64
+        // The bytes of the host's data, as `load_bytes` counts them: not the word an empty
+        // buffer is given on the device (`GpuContext::upload`), which an empty tree, or one
+        // whose cells are all lone, would otherwise add.
+        let tree_only = 8 * (words + dir.ranks.len()) as u64
             + top_codes.as_ref().map_or(0, |_| top.bytes(&stats))
             + split.as_ref().map_or(0, |l| l.list_bytes());
         let bytes = tree_only
-            + 8 * [&frontier, &frontier_by_col]
-                .iter()
-                .map(|f| f.as_ref().map_or(0, |f| f.len()) as u64)
-                .sum::<u64>()
+            + 8 * frontier_words as u64
             + 4 * windows.as_ref().map_or(0, |w| w.shared.count)
             + groups.as_ref().map_or(0, |g: &DeviceGroups| g.bytes);
         // Octet leaf steps run their own kernel, so a variant measured as a baseline
