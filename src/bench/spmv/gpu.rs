@@ -18,7 +18,7 @@ use crate::engine::baseline::{Device, DeviceProduct, Timing};
 use crate::engine::gpu::tile_plan::MAX_SUBTREE_LEVELS;
 use crate::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
-    OffsetSource, ProductGraph,
+    OffsetSource, ProductGraph, GROUP_ITERATIONS,
 };
 use crate::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
@@ -60,6 +60,9 @@ pub struct GpuContender {
     windows: bool,
     /// Whether it also keeps the entries in row groups (named `rowgrp`).
     groups: bool,
+    /// `GpuOptions::row_group_iterations` (named ` I<cap>` when not the default, for
+    /// row groups only).
+    group_iterations: u32,
 }
 
 /// `directory` or `scan`.
@@ -99,6 +102,7 @@ impl GpuContender {
                     subtree_levels: options.subtree_levels,
                     octets: options.octets,
                     lone_paths: options.lone_paths,
+                    group_iterations: options.row_group_iterations,
                 });
             }
             Ok(())
@@ -212,14 +216,20 @@ impl GpuContender {
             &[CachedFrontier],
         )?;
         // The row windows with row groups beside them (`rowgrp`), which bit-packed right
-        // products of one word read instead (every other product reads the windows).
-        load(
-            GpuOptions {
-                row_groups: true,
-                ..options(default, (dir, RowBlocks), tile)
-            },
-            &[CachedFrontier],
-        )?;
+        // products of one word read instead (every other product reads the windows); also
+        // with warps of up to 10 and 12 iterations (` I10`, ` I12`) against the default 8:
+        // fewer warps (cnr-2000: one wave of the H200's resident warps from 10 on) with
+        // longer chains (docs/BENCHMARKS.md, session 33).
+        for row_group_iterations in [GROUP_ITERATIONS, 10, 12] {
+            load(
+                GpuOptions {
+                    row_groups: true,
+                    row_group_iterations,
+                    ..options(default, (dir, RowBlocks), tile)
+                },
+                &[CachedFrontier],
+            )?;
+        }
         // A tree-only descent with a launch per level (` L1`), against the default expand
         // steps of up to three small or thin levels.
         load(
@@ -325,6 +335,9 @@ impl Contender for GpuContender {
         }
         if self.lone_paths != GpuOptions::default().lone_paths {
             name.push_str(&format!(" P{}", self.lone_paths));
+        }
+        if self.groups && self.group_iterations != GpuOptions::default().row_group_iterations {
+            name.push_str(&format!(" I{}", self.group_iterations));
         }
         if !self.octets && self.config == MatrixConfig::TreeOnly {
             name.push_str(" 4x4");

@@ -251,7 +251,7 @@ impl DeviceTree {
                 let mut entries = block_entries(tree, l);
                 let block_rows = tree.rows().div_ceil(4) as u32;
                 if l == FrontierLayout::RowBlocks && options.row_groups {
-                    groups = row_groups(&entries, block_rows)
+                    groups = row_groups(&entries, block_rows, options.row_group_iterations)
                         .map(|g| Self::upload_groups(gpu, &g))
                         .transpose()?;
                 }

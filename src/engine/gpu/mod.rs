@@ -50,7 +50,9 @@ pub use frontier::{
 pub use launch::{LeafKernel, LeafOp};
 pub use lone_cells::{lone_cells, lone_count, path_lengths, LoneCells, LoneCount};
 pub use product_graph::{BitsGraph, ProductGraph};
-pub use row_groups::{row_groups, row_groups_bytes, RowGroups, GROUP_ITERATIONS};
+pub use row_groups::{
+    row_groups, row_groups_bytes, RowGroups, GROUP_ITERATIONS, MAX_GROUP_ITERATIONS,
+};
 pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
 
 use context::cuda_err;
@@ -143,6 +145,12 @@ pub struct GpuOptions {
     /// windows: on cnr-2000 0.70x their time, on graphs whose `x` does not stay in L2
     /// 1.0-1.3x (docs/BENCHMARKS.md, session 31). Default `false`.
     pub row_groups: bool,
+    /// The most iterations a warp of the [`RowGroups`] runs (1 to
+    /// [`MAX_GROUP_ITERATIONS`]; others are clamped): a block row of up to 32 times as many
+    /// entries takes one warp, a longer one a block of warps or pieces. A larger cap makes
+    /// fewer warps (cnr-2000: 4,544 at 8, 3,846 at 10, 3,400 at 12) with longer chains of
+    /// loads. Default [`GROUP_ITERATIONS`] (8).
+    pub row_group_iterations: u32,
     /// End tree-only descents one level above the leaves' parents with leaf steps in
     /// which a thread owns a node's 8x8 block of cells ([`tile_plan::Bottom::Octets`]):
     /// the widest internal level then needs neither a launch nor scratch, and children
@@ -183,6 +191,7 @@ impl Default for GpuOptions {
             subtree_levels: 0,
             row_windows: true,
             row_groups: false,
+            row_group_iterations: GROUP_ITERATIONS,
             octets: true,
             warp_chunks: 0,
             lone_paths: 0,
@@ -1245,8 +1254,10 @@ impl Engine for GpuEngine {
                     });
                 // Row groups: planned from the block rows' lengths (an option, off by
                 // default).
-                let groups = (layout == FrontierLayout::RowBlocks && self.options.row_groups)
-                    .then(|| row_groups_bytes(tree).unwrap_or(0));
+                let groups =
+                    (layout == FrontierLayout::RowBlocks && self.options.row_groups).then(|| {
+                        row_groups_bytes(tree, self.options.row_group_iterations).unwrap_or(0)
+                    });
                 frontier + groups.unwrap_or(0)
             } else {
                 TopLevel::for_stats(&s, self.options.top_nodes).bytes(&s)

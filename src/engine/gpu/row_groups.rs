@@ -3,7 +3,8 @@
 //! `cuda/windows.cu`).
 //!
 //! Block rows are binned by length. A row of `len` entries gets a group of `g` lanes, the
-//! smallest power of two with `⌈len / g⌉ ≤` [`GROUP_ITERATIONS`]; a warp takes `32 / g`
+//! smallest power of two with `⌈len / g⌉ ≤` the iteration cap (`GpuOptions::
+//! row_group_iterations`, default [`GROUP_ITERATIONS`]); a warp takes `32 / g`
 //! rows of one bin, sorted by length, so that its lanes run the same number of
 //! iterations. Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that
 //! each iteration of the warp loads 32 slots coalesced (an ELL layout per warp, with
@@ -22,8 +23,12 @@ use std::ops::Range;
 use super::frontier::{block_entry, block_entry_parts, block_row_lengths};
 use crate::k2tree::K2Tree;
 
-/// The most iterations a warp runs: each lane reads at most this many entries.
+/// The default iteration cap: a warp runs at most this many iterations, each lane
+/// reading at most this many entries (measured best of 4, 8 and 16 on cnr-2000:
+/// docs/BENCHMARKS.md, session 31).
 pub const GROUP_ITERATIONS: u32 = 8;
+/// The largest iteration cap a layout takes (larger ones are clamped to it).
+pub const MAX_GROUP_ITERATIONS: u32 = 64;
 /// Warps per block of `rowgroups_bits` (`GROUP_WARPS` there).
 pub const GROUP_WARPS: u32 = 8;
 /// A group without a row (`NO_ROW` in `cuda/windows.cu`).
@@ -111,24 +116,27 @@ struct Plan {
 }
 
 /// Lays out `entries` (sorted by block row, as [`super::block_entries`] gives a
-/// `RowBlocks` frontier) for block rows `0 .. block_rows`. `None` when the slots would not
-/// fit the kernel's 32-bit indices.
+/// `RowBlocks` frontier) for block rows `0 .. block_rows`, a warp running at most
+/// `iterations` iterations (clamped to `1 ..=` [`MAX_GROUP_ITERATIONS`]). `None` when the
+/// slots would not fit the kernel's 32-bit indices.
 ///
 /// ```
-/// use k2rpq::engine::gpu::{block_entries, row_groups, row_groups_bytes, FrontierLayout};
+/// use k2rpq::engine::gpu::{
+///     block_entries, row_groups, row_groups_bytes, FrontierLayout, GROUP_ITERATIONS,
+/// };
 /// use k2rpq::k2tree::K2Tree;
 /// // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
 /// let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
 /// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-/// let g = row_groups(&entries, 3).unwrap();
+/// let g = row_groups(&entries, 3, GROUP_ITERATIONS).unwrap();
 /// // Every row is some group's, and every entry is in a slot.
 /// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
 /// assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
 /// assert!(g.shared_rows.is_empty());
 /// // Its size is known from the tree without laying it out.
-/// assert_eq!(row_groups_bytes(&tree), Some(g.bytes()));
+/// assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
 /// ```
-pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
+pub fn row_groups(entries: &[u64], block_rows: u32, iterations: u32) -> Option<RowGroups> {
     debug_assert!(entries.is_sorted_by_key(|&e| block_entry_parts(e).0));
     let mut lens = vec![0u32; block_rows as usize];
     for &e in entries {
@@ -137,7 +145,7 @@ pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
             None => debug_assert!(false, "an entry past the last block row"),
         }
     }
-    let plan = Plan::new(&lens);
+    let plan = Plan::new(&lens, iterations);
     let slots = plan.slots?;
     let mut out = RowGroups {
         cols: vec![0; slots],
@@ -168,12 +176,12 @@ pub fn row_groups(entries: &[u64], block_rows: u32) -> Option<RowGroups> {
     Some(out)
 }
 
-/// Device bytes of [`row_groups`] of `tree`'s `RowBlocks` entries ([`RowGroups::bytes`]),
-/// counted from the lengths of its block rows without building the entries or laying
-/// them out: what the row groups take on the device, for its memory budget. `None` as
-/// `row_groups` gives `None`.
-pub fn row_groups_bytes(tree: &K2Tree) -> Option<u64> {
-    let plan = Plan::new(&block_row_lengths(tree));
+/// Device bytes of [`row_groups`] of `tree`'s `RowBlocks` entries with the same
+/// `iterations` ([`RowGroups::bytes`]), counted from the lengths of its block rows without
+/// building the entries or laying them out: what the row groups take on the device, for
+/// its memory budget. `None` as `row_groups` gives `None`.
+pub fn row_groups_bytes(tree: &K2Tree, iterations: u32) -> Option<u64> {
+    let plan = Plan::new(&block_row_lengths(tree), iterations);
     let rows: usize = plan.warps.iter().map(Warp::row_slots).sum();
     Some(layout_bytes(
         plan.slots?,
@@ -183,9 +191,11 @@ pub fn row_groups_bytes(tree: &K2Tree) -> Option<u64> {
 }
 
 impl Plan {
-    /// The plan for block rows of `lens[row]` entries each, stored row after row.
-    fn new(lens: &[u32]) -> Plan {
-        let cap = 32 * GROUP_ITERATIONS as usize;
+    /// The plan for block rows of `lens[row]` entries each, stored row after row, a warp
+    /// running at most `iterations` iterations (clamped as [`row_groups`] says).
+    fn new(lens: &[u32], iterations: u32) -> Plan {
+        let iterations = iterations.clamp(1, MAX_GROUP_ITERATIONS) as usize;
+        let cap = 32 * iterations;
         let block_cap = GROUP_WARPS as usize * cap;
         let mut bins: Vec<Vec<(u32, Range<usize>)>> = vec![Vec::new(); 6];
         let (mut block_warps, mut shared_rows) = (Vec::new(), Vec::new());
@@ -196,7 +206,7 @@ impl Plan {
             start += len;
             if len <= cap {
                 let lg = (0..=5u32)
-                    .find(|&lg| len.div_ceil(1 << lg) <= GROUP_ITERATIONS as usize)
+                    .find(|&lg| len.div_ceil(1 << lg) <= iterations)
                     .expect("32 lanes take `cap` entries");
                 bins[lg as usize].push((row, run));
             } else if len <= block_cap {
@@ -342,10 +352,6 @@ mod tests {
         let cols = 4 * 3 * lens.iter().max().unwrap();
         let tree = K2Tree::from_edges(n as u64, cols as u64, cells);
         let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-        assert_eq!(row_groups_bytes(&tree).unwrap(), {
-            let g = row_groups(&entries, block_rows).unwrap();
-            g.bytes()
-        });
         let x: Vec<u64> = (0..cols).map(|_| rng.random()).collect();
         let mut want = vec![0u64; n];
         for &e in &entries {
@@ -356,37 +362,57 @@ mod tests {
                 }
             }
         }
-        let g = row_groups(&entries, block_rows).unwrap();
-        assert_eq!(product(&g, &x, n), want);
-        let gr = &g;
-        let mut seen: Vec<u64> = (0..g.desc.len())
-            .flat_map(|w| (0..32 * gr.desc[w][1] as usize).filter_map(move |s| gr.entry(w, s)))
-            .collect();
-        assert_eq!(seen.len(), g.cells.iter().filter(|&&c| c != 0).count());
-        seen.sort_unstable();
         let mut all = entries.clone();
         all.sort_unstable();
-        assert_eq!(seen, all, "every entry in exactly one slot");
-        // 2049 and 5000 entries need pieces; 257-2048 take a block.
-        assert!(g
-            .shared_rows
-            .iter()
-            .all(|&r| lens[r as usize % lens.len()] > 2048));
+        let mut row_lens = vec![0usize; block_rows as usize];
+        for &e in &entries {
+            row_lens[block_entry_parts(e).0 as usize] += 1;
+        }
+        // The default cap, those around it, the smallest, and one past the largest.
+        for iterations in [GROUP_ITERATIONS, 1, 10, 12, MAX_GROUP_ITERATIONS + 1] {
+            let at = format!("{iterations} iterations");
+            let g = row_groups(&entries, block_rows, iterations).unwrap();
+            assert_eq!(row_groups_bytes(&tree, iterations), Some(g.bytes()), "{at}");
+            assert_eq!(product(&g, &x, n), want, "{at}");
+            let gr = &g;
+            let mut seen: Vec<u64> = (0..g.desc.len())
+                .flat_map(|w| (0..32 * gr.desc[w][1] as usize).filter_map(move |s| gr.entry(w, s)))
+                .collect();
+            assert_eq!(seen.len(), g.cells.iter().filter(|&&c| c != 0).count());
+            seen.sort_unstable();
+            assert_eq!(seen, all, "{at}: every entry in exactly one slot");
+            // A row longer than a warp takes (32 lanes x the cap) gets a block of 8 warps,
+            // one longer than a block takes is cut into pieces.
+            let cap = 32 * iterations.clamp(1, MAX_GROUP_ITERATIONS) as usize;
+            let block_cap = GROUP_WARPS as usize * cap;
+            let row_len = |r: u32| row_lens[r as usize];
+            let mut cut = g.shared_rows.clone();
+            cut.sort_unstable();
+            let want_cut: Vec<u32> = (0..block_rows)
+                .filter(|&r| row_len(r) > block_cap)
+                .collect();
+            assert_eq!(cut, want_cut, "{at}: the rows cut into pieces");
+            let blocked = g.desc.iter().take_while(|d| d[2] & BLOCK_ROW != 0).count();
+            let block_rows_held = (0..block_rows)
+                .filter(|&r| (cap + 1..=block_cap).contains(&row_len(r)))
+                .count();
+            assert_eq!(blocked, GROUP_WARPS as usize * block_rows_held, "{at}");
+            // The blocks' warps come first, in whole blocks.
+            assert!(g.desc[blocked..].iter().all(|d| d[2] & BLOCK_ROW == 0));
+            assert!(g.desc.iter().all(|d| d[1] as usize <= cap / 32), "{at}");
+        }
+        // The default cap (8: a warp's 256 entries, a block's 2,048) both cuts and blocks.
+        let g = row_groups(&entries, block_rows, GROUP_ITERATIONS).unwrap();
         assert!(!g.shared_rows.is_empty());
         assert!(g.desc.iter().any(|d| d[2] & BLOCK_ROW != 0));
-        // The blocks' warps come first, in whole blocks.
-        let blocked = g.desc.iter().take_while(|d| d[2] & BLOCK_ROW != 0).count();
-        assert_eq!(blocked % GROUP_WARPS as usize, 0);
-        assert!(g.desc[blocked..].iter().all(|d| d[2] & BLOCK_ROW == 0));
-        assert!(g.desc.iter().all(|d| d[1] <= GROUP_ITERATIONS));
     }
 
     #[test]
     fn no_entries_give_groups_of_empty_rows() {
-        let g = row_groups(&[], 5).unwrap();
+        let g = row_groups(&[], 5, GROUP_ITERATIONS).unwrap();
         assert!(g.cols.is_empty() && g.cells.is_empty());
         let tree = K2Tree::from_edges(20, 20, Vec::new());
-        assert_eq!(row_groups_bytes(&tree), Some(g.bytes()));
+        assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
         assert_eq!(g.rows.iter().filter(|&&r| r != NO_ROW).count(), 5);
         assert_eq!(product(&g, &[], 20), vec![0; 20]);
     }
