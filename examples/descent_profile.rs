@@ -85,7 +85,10 @@ fn main() {
                 ..GpuOptions::default()
             },
         )
-        .expect("GPU");
+        .unwrap_or_else(|e| {
+            eprintln!("descent_profile needs a GPU: {e}");
+            std::process::exit(2)
+        });
         let m = gpu.load(&tree, MatrixConfig::TreeOnly).expect("load");
         let plan = m.dense_plan(OffsetSource::Directory);
         // (level, levels per step, leaf step) -> (launches, nodes)

@@ -476,7 +476,10 @@ fn main() {
             ..GpuOptions::default()
         },
     )
-    .expect("GPU");
+    .unwrap_or_else(|e| {
+        eprintln!("header_runs needs a GPU: {e}");
+        std::process::exit(2)
+    });
     let m = gpu.load(&tree, MatrixConfig::CachedFrontier).expect("load");
     let xb = gpu
         .bits_upload(&BitMatrix::from_words(n as usize, 1, words.clone()))

@@ -93,7 +93,10 @@ fn main() {
                 ..GpuOptions::default()
             },
         )
-        .expect("GPU");
+        .unwrap_or_else(|e| {
+            eprintln!("profile_leaves needs a GPU: {e}");
+            std::process::exit(2)
+        });
         let m = gpu.load(&tree, MatrixConfig::CachedFrontier).expect("load");
         let x = gpu.upload(&vec![1.0f32; n as usize]).expect("x");
         let mut y = gpu.zeros::<f32>(n as usize).expect("y");

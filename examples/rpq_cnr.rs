@@ -108,7 +108,10 @@ fn main() {
 
     match std::env::var("RPQ_ENGINE").as_deref() {
         Ok("gpu") => {
-            let gpu = k2rpq::engine::gpu::GpuEngine::new(0).expect("GPU engine");
+            let gpu = k2rpq::engine::gpu::GpuEngine::new(0).unwrap_or_else(|e| {
+                eprintln!("rpq_cnr: RPQ_ENGINE=gpu needs a GPU: {e}");
+                std::process::exit(2)
+            });
             run(&gpu, &graph, &store, p, k, timeout);
         }
         _ => run(&CpuEngine::new(), &graph, &store, p, k, timeout),
