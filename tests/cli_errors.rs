@@ -155,37 +155,32 @@ fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
     );
 }
 
-/// `k2rpq rpq --engine cpu` of `<a> p+ ?y` over `g.nt` in `dir`, with `flag value`.
-fn rpq_with(dir: &Path, flag: &str, value: &str) -> Output {
-    let query = "<http://e/a> <http://e/p>+ ?y";
-    let args = ["rpq", "--engine", "cpu", "--nt", "g.nt", flag, value, query];
-    k2rpq(&args, dir)
+/// `k2rpq rpq --engine cpu` of `<a> p+ ?y` over a small graph with `flag bad` fails,
+/// naming `message`, and with `flag good` runs and finds `<c>`.
+fn refused_then_runs(flag: &str, bad: &str, message: &str, good: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let rpq = |value: &str| {
+        let query = "<http://e/a> <http://e/p>+ ?y";
+        let args = ["rpq", "--engine", "cpu", "--nt", "g.nt", flag, value, query];
+        k2rpq(&args, dir.path())
+    };
+    let stderr = failed(&rpq(bad));
+    assert!(stderr.contains(message), "{stderr}");
+    let out = rpq(good);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("http://e/c"), "{stdout}");
 }
 
 #[test]
 fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    graph(dir.path());
-    let rpq = |top: &str| rpq_with(dir.path(), "--top-nodes", top);
-    let stderr = failed(&rpq("2^41"));
-    assert!(stderr.contains("invalid top-level size"), "{stderr}");
     // Accepted by every engine (the CPU engine has no device top level to expand).
-    let out = rpq("2^24");
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("http://e/c"), "{stdout}");
+    refused_then_runs("--top-nodes", "2^41", "invalid top-level size", "2^24");
 }
 
 #[test]
 fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    graph(dir.path());
-    let rpq = |nodes: &str| rpq_with(dir.path(), "--lone-paths", nodes);
-    let stderr = failed(&rpq("many"));
-    assert!(stderr.contains("--lone-paths"), "{stderr}");
     // Accepted by every engine (the CPU engine descends its own tree).
-    let out = rpq("4");
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("http://e/c"), "{stdout}");
+    refused_then_runs("--lone-paths", "many", "--lone-paths", "4");
 }

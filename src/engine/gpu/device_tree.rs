@@ -242,11 +242,14 @@ impl DeviceTree {
         // `frontier_words`: the words uploaded from the host into the frontier's copies.
         let (frontier, frontier_by_col, frontier_words) = match (config, layout) {
             (MatrixConfig::TreeOnly, _) => (None, None, 0),
-            (_, FrontierLayout::Codes) => (
-                Some(gpu.upload(&tree.frontier()[..], "cached frontier")?),
-                None,
-                tree.frontier().len(),
-            ),
+            (_, FrontierLayout::Codes) => {
+                let codes = &tree.frontier()[..];
+                (
+                    Some(gpu.upload(codes, "cached frontier")?),
+                    None,
+                    codes.len(),
+                )
+            }
             (_, l) => {
                 let mut entries = block_entries(tree, l);
                 let block_rows = tree.rows().div_ceil(4) as u32;
@@ -277,14 +280,14 @@ impl DeviceTree {
                     ),
                 };
                 // `Both`: the column-sorted copy from the same entries, re-sorted.
-                let by_col = if l == FrontierLayout::Both {
+                let (by_col, by_col_words) = if l == FrontierLayout::Both {
                     sort_entries(&mut entries, FrontierLayout::ColBlocks);
-                    Some(gpu.upload(&entries, "cached frontier (column-sorted blocks)")?)
+                    let copy = gpu.upload(&entries, "cached frontier (column-sorted blocks)")?;
+                    (Some(copy), entries.len())
                 } else {
-                    None
+                    (None, 0)
                 };
-                let copies = if by_col.is_some() { 2 } else { 1 };
-                (Some(frontier), by_col, copies * entry_words)
+                (Some(frontier), by_col, entry_words + by_col_words)
             }
         };
         // The bytes of the host's data, as `load_bytes` counts them: not the word an empty
