@@ -9,6 +9,8 @@ mod cli;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 /// k²-tree compressed RDF relations on the GPU: property paths and regular path queries
@@ -49,7 +51,7 @@ enum Command {
     Query(cli::query::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     // Exit quietly when stdout is closed early (`k2rpq info DIR | head`), like other Unix
     // tools, instead of panicking on a broken pipe.
     #[cfg(unix)]
@@ -58,7 +60,7 @@ fn main() -> anyhow::Result<()> {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Bench(a) => cli::bench::run(a),
         Command::BuildTree(a) => cli::build_tree::run(a),
         Command::BenchBuild(a) => cli::bench_build::run(a),
@@ -71,5 +73,27 @@ fn main() -> anyhow::Result<()> {
         Command::Rpq(a) => cli::rpq::run(a),
         Command::Explain(a) => cli::explain::run(a),
         Command::Query(a) => cli::query::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", error_report(&e));
+            ExitCode::FAILURE
+        }
     }
+}
+
+/// What the user sees of a failed command: the error and its causes, one per line. No
+/// backtrace even where `RUST_BACKTRACE` is set (anyhow's `Debug` would print one): the
+/// errors are about the input, not the program. For a bug report, `K2RPQ_BACKTRACE=1`
+/// (with `RUST_BACKTRACE=1`) adds where the error arose.
+fn error_report(e: &anyhow::Error) -> String {
+    let mut report = format!("k2rpq: error: {e}\n");
+    for cause in e.chain().skip(1) {
+        report.push_str(&format!("  caused by: {cause}\n"));
+    }
+    if std::env::var_os("K2RPQ_BACKTRACE").is_some_and(|v| v == "1") {
+        report.push_str(&format!("backtrace:\n{}\n", e.backtrace()));
+    }
+    report
 }

@@ -581,6 +581,17 @@ fn many_candidates_walk_in_chunks_and_agree_with_products() {
         assert_eq!(chunked.pairs, dense.pairs, "{path:?}");
         assert!(chunked.trace.sparse > 0, "some chunks were walked");
         assert_eq!(chunked.trace.loads, 1, "one chunk fell back to products");
+        // Each walk and each fallen-back batch is a batch of the trace, numbered in order.
+        let mut numbers: Vec<u64> = chunked.trace.steps.iter().map(|s| s.batch).collect();
+        assert!(numbers.is_sorted(), "{numbers:?}");
+        assert_eq!(
+            chunked.trace.total_steps,
+            numbers.len() as u64,
+            "every step logged"
+        );
+        numbers.dedup();
+        assert_eq!(numbers.len() as u64, chunked.trace.batches);
+        assert!(chunked.trace.batches > 2, "several walks");
         for limit in [1u64, 5_000, 100_000] {
             let opts = |traversal| EvalOptions {
                 traversal,

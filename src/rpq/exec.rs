@@ -396,6 +396,12 @@ fn joint_walk_chunks<E: Engine>(
         for (c, w) in wave.iter().zip(walked) {
             let part = match w {
                 Some(mut part) => {
+                    // A walk is one batch: its steps are numbered as the batches are.
+                    part.trace
+                        .steps
+                        .iter_mut()
+                        .for_each(|s| s.batch = batch_index);
+                    batch_index += 1;
                     part.trace.engine = engine.name().to_string();
                     part
                 }
