@@ -627,7 +627,24 @@ impl Database {
     /// ```
     pub fn query(&self, text: &str) -> Result<(QueryAnswer, &'static str), SparqlError> {
         let q = spargebra::SparqlParser::new().parse_query(text)?;
-        // A SPARQL query evaluates its paths on one engine: the least busy GPU.
+        self.answer(SparqlWork::Query(&q))
+    }
+
+    /// Answers a graph pattern over the whole store and returns every visible variable it
+    /// binds, choosing the engine as [`Database::query`] does: what the Oxigraph embedding
+    /// asks of a store for each `SERVICE` pattern its rewrite made
+    /// ([`crate::oxigraph::StorePaths`]).
+    pub fn evaluate_pattern(
+        &self,
+        pattern: &spargebra::algebra::GraphPattern,
+    ) -> Result<(QueryAnswer, &'static str), SparqlError> {
+        self.answer(SparqlWork::Pattern(pattern))
+    }
+
+    /// Runs `work` on the least busy GPU, with relations from its cache, when the
+    /// relations it reads are large enough (or always, with [`EngineChoice::Gpu`]); else
+    /// on the CPU engine.
+    fn answer(&self, work: SparqlWork<'_>) -> Result<(QueryAnswer, &'static str), SparqlError> {
         let least_busy = || {
             self.gpus
                 .iter()
@@ -636,7 +653,7 @@ impl Database {
         let on_gpu = match self.choice {
             _ if self.gpus.is_empty() => None,
             EngineChoice::Gpu => least_busy(),
-            _ => least_busy().filter(|_| self.query_edges(&q) >= AUTO_GPU_MIN_EDGES),
+            _ => least_busy().filter(|_| self.pattern_edges(work.pattern()) >= AUTO_GPU_MIN_EDGES),
         };
         let answer = match on_gpu {
             Some(d) => {
@@ -647,15 +664,13 @@ impl Database {
                     store: &self.store,
                     config: MatrixConfig::default(),
                 };
-                let r = sparql::evaluate_query_with(
-                    cache.engine().as_ref(),
-                    &self.dataset,
-                    &q,
-                    &provider,
-                );
-                (r, "gpu")
+                let engine = cache.engine().as_ref();
+                (work.run(engine, &self.dataset, &provider), "gpu")
             }
-            None => (sparql::evaluate_query(&self.cpu, &self.dataset, &q), "cpu"),
+            None => {
+                let provider = sparql::PerQueryProvider(&self.cpu);
+                (work.run(&self.cpu, &self.dataset, &provider), "cpu")
+            }
         };
         if let Some(e) = self.dataset.take_error() {
             return Err(SparqlError::Store(e));
@@ -663,14 +678,8 @@ impl Database {
         Ok((answer.0?, answer.1))
     }
 
-    /// Edges of the relations a query may read, over every graph.
-    fn query_edges(&self, q: &spargebra::Query) -> u64 {
-        let pattern = match q {
-            spargebra::Query::Select { pattern, .. }
-            | spargebra::Query::Ask { pattern, .. }
-            | spargebra::Query::Construct { pattern, .. }
-            | spargebra::Query::Describe { pattern, .. } => pattern,
-        };
+    /// Edges of the relations a pattern may read, over every graph.
+    fn pattern_edges(&self, pattern: &spargebra::algebra::GraphPattern) -> u64 {
         let used = crate::sparql::rewrite::predicates_read(pattern);
         (0..self.store.graphs().len())
             .flat_map(|g| self.store.predicates(g))
@@ -680,6 +689,40 @@ impl Database {
             })
             .map(|p| p.edges)
             .sum()
+    }
+}
+
+/// What [`Database::answer`] evaluates: a whole query, or a pattern of one.
+#[derive(Clone, Copy)]
+enum SparqlWork<'q> {
+    Query(&'q spargebra::Query),
+    Pattern(&'q spargebra::algebra::GraphPattern),
+}
+
+impl SparqlWork<'_> {
+    /// The pattern whose relations the work reads.
+    fn pattern(&self) -> &spargebra::algebra::GraphPattern {
+        match self {
+            SparqlWork::Pattern(p) => p,
+            SparqlWork::Query(
+                spargebra::Query::Select { pattern, .. }
+                | spargebra::Query::Ask { pattern, .. }
+                | spargebra::Query::Construct { pattern, .. }
+                | spargebra::Query::Describe { pattern, .. },
+            ) => pattern,
+        }
+    }
+
+    fn run<'a, E: Engine>(
+        self,
+        engine: &'a E,
+        dataset: &'a dyn sparql::PathDataset,
+        relations: &'a dyn RelationProvider<'a, E>,
+    ) -> Result<QueryAnswer, SparqlError> {
+        match self {
+            SparqlWork::Query(q) => sparql::evaluate_query_with(engine, dataset, q, relations),
+            SparqlWork::Pattern(p) => sparql::evaluate_pattern_with(engine, dataset, p, relations),
+        }
     }
 }
 

@@ -40,10 +40,12 @@ use oxigraph::store::{StorageError, Store};
 use oxrdf::{NamedNode, Variable};
 use spargebra::algebra::GraphPattern;
 
+use crate::database::Database;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::Engine;
 use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
 use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
+use crate::store::StoreError;
 
 /// Errors of the embedding.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,13 @@ pub enum OxigraphError {
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// Reading the k2rpq store that [`copy_store`] copies failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The k2rpq store contradicts itself (a cell names a term its dictionary lacks, or a
+    /// literal subject): [`copy_store`] stops rather than copy part of it.
+    #[error("copying the store into Oxigraph: {0}")]
+    Copy(String),
 }
 
 impl From<spargebra::SparqlSyntaxError> for OxigraphError {
@@ -212,26 +221,45 @@ impl<E: Engine + 'static> K2Paths<E> {
         store: &Store,
         query: &str,
     ) -> Result<QueryResults<'static>, OxigraphError> {
-        let parsed = spargebra::SparqlParser::new().parse_query(query)?;
-        let has_dataset = match &parsed {
-            spargebra::Query::Select { dataset, .. }
-            | spargebra::Query::Construct { dataset, .. }
-            | spargebra::Query::Describe { dataset, .. }
-            | spargebra::Query::Ask { dataset, .. } => dataset.is_some(),
-        };
-        if has_dataset {
-            return Ok(SparqlEvaluator::new()
-                .for_query(parsed)
-                .on_store(store)
-                .execute()?);
-        }
-        let rewritten = wrap_paths_in_service(&parsed);
-        Ok(self
-            .evaluator(store)?
-            .for_query(rewritten)
-            .on_store(store)
-            .execute()?)
+        execute(store, query, || Ok(self.evaluator(store)?))
     }
+}
+
+/// Parses `query` and runs it on `store` with its paths rewritten into `SERVICE` calls
+/// that the evaluator `paths` gives answers; a query with its own dataset (`FROM`,
+/// `FROM NAMED`) runs on Oxigraph unchanged.
+fn execute(
+    store: &Store,
+    query: &str,
+    paths: impl FnOnce() -> Result<SparqlEvaluator, OxigraphError>,
+) -> Result<QueryResults<'static>, OxigraphError> {
+    let parsed = spargebra::SparqlParser::new().parse_query(query)?;
+    let has_dataset = match &parsed {
+        spargebra::Query::Select { dataset, .. }
+        | spargebra::Query::Construct { dataset, .. }
+        | spargebra::Query::Describe { dataset, .. }
+        | spargebra::Query::Ask { dataset, .. } => dataset.is_some(),
+    };
+    if has_dataset {
+        return Ok(SparqlEvaluator::new()
+            .for_query(parsed)
+            .on_store(store)
+            .execute()?);
+    }
+    let rewritten = wrap_paths_in_service(&parsed);
+    Ok(paths()?.for_query(rewritten).on_store(store).execute()?)
+}
+
+/// The service's answer as Oxigraph's solutions.
+fn solutions(answer: QueryAnswer) -> Result<QuerySolutionIter<'static>, SparqlError> {
+    let QueryAnswer::Solutions { variables, rows } = answer else {
+        return Err(SparqlError::Unsupported("ASK inside SERVICE".into()));
+    };
+    let variables: Arc<[Variable]> = variables.into();
+    Ok(QuerySolutionIter::from_tuples(
+        variables,
+        rows.into_iter().map(Ok),
+    ))
 }
 
 /// The `SERVICE <urn:k2rpq:paths>` handler: evaluates the service's pattern on a
@@ -249,14 +277,189 @@ impl<E: Engine + 'static> ServiceHandler for PathService<E> {
         pattern: &GraphPattern,
         _base_iri: Option<&oxiri::Iri<String>>,
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let answer = evaluate_pattern(&*self.engine, &self.snapshot.dataset, pattern)?;
-        let QueryAnswer::Solutions { variables, rows } = answer else {
-            return Err(SparqlError::Unsupported("ASK inside SERVICE".into()));
-        };
-        let variables: Arc<[Variable]> = variables.into();
-        Ok(QuerySolutionIter::from_tuples(
-            variables,
-            rows.into_iter().map(Ok),
-        ))
+        solutions(evaluate_pattern(
+            &*self.engine,
+            &self.snapshot.dataset,
+            pattern,
+        )?)
     }
+}
+
+/// Any SPARQL query over a k2rpq store: its property paths answered from the store's own
+/// trees (on the GPU through its device cache, as [`Database::query`] chooses), the rest
+/// by Oxigraph over a copy of the same data ([`copy_store`]). This is what
+/// `k2rpq query --oxigraph --store DIR` runs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k2rpq::database::{Database, DatabaseOptions};
+/// use k2rpq::oxigraph::{copy_store, StorePaths};
+/// let db = Arc::new(Database::open("codex.store".as_ref(), &DatabaseOptions::default())?);
+/// let copy = copy_store(db.store(), false)?;
+/// let paths = StorePaths::new(Arc::clone(&db));
+/// let results = paths.evaluate(&copy.store,
+///     "SELECT ?x ?label WHERE { ?x <http://www.wikidata.org/prop/direct/P31>+ ?c \
+///      OPTIONAL { ?x <http://www.w3.org/2000/01/rdf-schema#label> ?label } }")?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct StorePaths {
+    db: Arc<Database>,
+}
+
+impl StorePaths {
+    /// Paths from the store `db` opened.
+    pub fn new(db: Arc<Database>) -> Self {
+        StorePaths { db }
+    }
+
+    /// Answers `query` over `store`, which must hold the same quads as the database's
+    /// store (its [`copy_store`]): the `SERVICE` patterns' rows come from the database, the
+    /// joins with everything else from Oxigraph.
+    pub fn evaluate(
+        &self,
+        store: &Store,
+        query: &str,
+    ) -> Result<QueryResults<'static>, OxigraphError> {
+        execute(store, query, || {
+            Ok(SparqlEvaluator::new().with_service_handler(
+                NamedNode::new_unchecked(SERVICE_IRI),
+                StoreService(Arc::clone(&self.db)),
+            ))
+        })
+    }
+}
+
+/// The `SERVICE <urn:k2rpq:paths>` handler of [`StorePaths`].
+struct StoreService(Arc<Database>);
+
+impl ServiceHandler for StoreService {
+    type Error = SparqlError;
+
+    fn handle(
+        &self,
+        pattern: &GraphPattern,
+        _base_iri: Option<&oxiri::Iri<String>>,
+    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
+        solutions(self.0.evaluate_pattern(pattern)?.0)
+    }
+}
+
+/// An in-memory Oxigraph copy of a k2rpq store ([`copy_store`]), and what making it cost.
+pub struct StoreCopy {
+    /// The copy.
+    pub store: Store,
+    /// Triples (quads) inserted.
+    pub triples: u64,
+    /// Terms decoded from the store's dictionary.
+    pub terms: u64,
+    /// Seconds to decode every term of the dictionary (in parallel).
+    pub decode_s: f64,
+    /// Seconds to extract and sort the relations' cells and insert the quads (one thread:
+    /// Oxigraph's in-memory store takes one writer at a time).
+    pub insert_s: f64,
+}
+
+/// Quads inserted per Oxigraph transaction: bounds the transaction's undo log (an `Arc`
+/// per quad) without paying a commit per relation chunk more than a few times.
+const QUADS_PER_TRANSACTION: usize = 1 << 22;
+
+/// Copies every quad of a k2rpq store (all graphs) into a new in-memory Oxigraph store,
+/// with a progress bar on stderr if `progress`: what [`StorePaths`] and `k2rpq bench`'s
+/// Oxigraph peer evaluate on. It takes minutes for 100 M triples (Oxigraph's insertion,
+/// one thread) and Oxigraph's memory for them.
+///
+/// Nothing is re-parsed: every term of the dictionary is decoded once, in parallel, into
+/// a table; the relations' `(subject, object)` cells are extracted in parallel and sorted
+/// by subject, so that consecutive inserts hit the same entries of Oxigraph's indexes;
+/// the calling thread inserts borrowed quads (`QuadRef`s into that table) through
+/// Oxigraph's transaction API, whose memory backend serialises writers.
+pub fn copy_store(store: &crate::store::Store, progress: bool) -> Result<StoreCopy, OxigraphError> {
+    use oxigraph::model::{GraphNameRef, NamedNodeRef, NamedOrBlankNodeRef, QuadRef, Term};
+    use rayon::prelude::*;
+    use std::time::Instant;
+
+    let ox = Store::new()?;
+    let dict = store.dictionary();
+    let missing = |id: u32| OxigraphError::Copy(format!("node id {id} not in the dictionary"));
+
+    let t = Instant::now();
+    let terms: Vec<Term> = (0..dict.len())
+        .into_par_iter()
+        .map(|id| dict.term(id).ok_or_else(|| missing(id)))
+        .collect::<Result<_, _>>()?;
+    let decode_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let mut relations = Vec::new();
+    for (g, info) in store.graphs().iter().enumerate() {
+        for p in store.predicates(g) {
+            relations.push((g, info.name.clone(), p.id, p.iri.clone()));
+        }
+    }
+    let cells: Vec<Vec<(u32, u32)>> = relations
+        .par_iter()
+        .map(|(g, _, pid, _)| {
+            Ok(store
+                .relation(*g, *pid)?
+                .map(|t| t.cells())
+                .unwrap_or_default())
+        })
+        .collect::<Result<_, StoreError>>()?;
+    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(cells.iter().map(Vec::len).sum());
+    for (r, c) in cells.into_iter().enumerate() {
+        all.extend(c.into_iter().map(|(s, o)| (s, r as u32, o)));
+    }
+    all.par_sort_unstable();
+    let preds: Vec<NamedNodeRef<'_>> = relations
+        .iter()
+        .map(|(_, _, _, iri)| NamedNodeRef::new_unchecked(iri))
+        .collect();
+    let graphs: Vec<GraphNameRef<'_>> = relations
+        .iter()
+        .map(|(_, name, _, _)| match name {
+            None => GraphNameRef::DefaultGraph,
+            Some(n) => n.as_ref().into(),
+        })
+        .collect();
+    let bar = crate::store::progress_bar(
+        progress,
+        Some(all.len() as u64),
+        "copying into Oxigraph [{elapsed_precise}] {bar:40} {human_pos}/{human_len} quads ({per_sec}, ETA {eta})",
+    );
+    let mut txn = ox.start_transaction()?;
+    let mut pending = 0usize;
+    for (k, &(s, r, o)) in all.iter().enumerate() {
+        let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
+            return Err(missing(s.max(o)));
+        };
+        let subject = match s {
+            Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
+            Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
+            _ => return Err(OxigraphError::Copy(format!("literal subject {s}"))),
+        };
+        txn.insert(QuadRef::new(
+            subject,
+            preds[r as usize],
+            o.as_ref(),
+            graphs[r as usize],
+        ));
+        pending += 1;
+        if pending >= QUADS_PER_TRANSACTION {
+            txn.commit()?;
+            txn = ox.start_transaction()?;
+            pending = 0;
+        }
+        if k % (1 << 16) == 0 {
+            bar.set_position(k as u64);
+        }
+    }
+    txn.commit()?;
+    bar.finish_and_clear();
+    Ok(StoreCopy {
+        store: ox,
+        triples: all.len() as u64,
+        terms: terms.len() as u64,
+        decode_s,
+        insert_s: t.elapsed().as_secs_f64(),
+    })
 }

@@ -3,7 +3,7 @@
 //! query returns the same rows on k2rpq and Oxigraph, and overlapping the copy with the
 //! k2rpq runs changes no answer.
 
-use k2rpq::bench::rpq::{oxigraph_copy, run_bench, BenchEngine, BenchOptions, RunStatus};
+use k2rpq::bench::rpq::{run_bench, BenchEngine, BenchOptions, RunStatus};
 use k2rpq::bench::workload::read_workload;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::rdf::gen::{wikidata_like_workload, write_wikidata_like, GenOptions};
@@ -38,7 +38,7 @@ fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
     .unwrap();
 
     let edges: u64 = db.store().graphs().iter().map(|g| g.edges).sum();
-    let copy = oxigraph_copy(&db).unwrap();
+    let copy = k2rpq::oxigraph::copy_store(db.store(), false).unwrap();
     assert_eq!(copy.triples, edges);
     assert_eq!(copy.store.len().unwrap() as u64, edges);
     assert_eq!(copy.terms, db.store().node_count() as u64);

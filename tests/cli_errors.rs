@@ -1,25 +1,14 @@
 //! What the command line says about bad input: a query file with a bad line stops before
 //! any query runs, an invalid SPARQL query is shown with a caret at the parser's position,
-//! and a corrupt relation file is named once. No panics, a failing exit status.
+//! and a corrupt relation file is named once. No panics, no backtraces, a failing exit
+//! status.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn k2rpq(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k2rpq"))
-        .args(args)
-        .current_dir(dir)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap()
-}
-
-fn failed(out: &Output) -> String {
-    assert!(!out.status.success(), "succeeded: {out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    stderr
-}
+#[path = "cli_run/mod.rs"]
+mod cli_run;
+use cli_run::{failed, k2rpq};
 
 fn graph(dir: &Path) {
     std::fs::write(
@@ -110,6 +99,22 @@ fn a_corrupt_relation_file_is_named_once() {
     let name = tree.file_name().unwrap().to_str().unwrap();
     assert_eq!(stderr.matches(name).count(), 1, "{stderr}");
     assert!(stderr.contains("corrupt"), "{stderr}");
+}
+
+#[test]
+fn an_error_shows_its_causes_and_no_backtrace_where_rust_backtrace_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(["info", "nothere"])
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("K2RPQ_BACKTRACE")
+        .output()
+        .unwrap();
+    let stderr = failed(&out);
+    assert!(stderr.starts_with("k2rpq: error: "), "{stderr}");
+    assert!(stderr.contains("\n  caused by: "), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
 }
 
 #[test]

@@ -4,13 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use oxigraph::model::{GraphNameRef, NamedNodeRef, NamedOrBlankNodeRef, QuadRef, Term};
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
-use rayon::prelude::*;
-
-use super::rpq::BenchError;
-use crate::database::Database;
 
 impl OxigraphOutcome {
     /// Distinct solutions, each as its bound values in variable order (N-Triples terms,
@@ -147,121 +142,4 @@ pub fn run_query(
     out.timed_out |= cancelled;
     out.time = start.elapsed();
     Ok(out)
-}
-
-/// An in-memory Oxigraph copy of a store, and what making it cost.
-pub struct OxigraphCopy {
-    /// The store.
-    pub store: Store,
-    /// Triples (quads) inserted.
-    pub triples: u64,
-    /// Terms decoded from the store's dictionary.
-    pub terms: u64,
-    /// Seconds to decode every term of the dictionary (in parallel).
-    pub decode_s: f64,
-    /// Seconds to extract and sort the relations' cells and insert the quads (one thread:
-    /// Oxigraph's in-memory store takes one writer at a time).
-    pub insert_s: f64,
-}
-
-/// Quads inserted per Oxigraph transaction: bounds the transaction's undo log (an `Arc`
-/// per quad) without paying a commit per relation chunk more than a few times.
-const QUADS_PER_TRANSACTION: usize = 1 << 22;
-
-/// Copies every triple of the store (all graphs) into an in-memory Oxigraph store.
-///
-/// Nothing is re-parsed: every term of the dictionary is decoded once, in parallel, into
-/// a table; the relations' `(subject, object)` cells are extracted in parallel and sorted
-/// by subject; the calling thread inserts borrowed quads (`QuadRef`s into that table)
-/// through Oxigraph's transaction API. Oxigraph 0.5's memory store serialises writers
-/// (one transaction at a time; its bulk loader is the same single-threaded insert for
-/// this backend), so the insertion is the floor; everything else is taken off that
-/// thread. The former version looked both terms of every triple up in the dictionary (a
-/// front-coded block scan and a fresh `Term` each) and built owned quads on the
-/// inserting thread.
-pub fn oxigraph_copy(db: &Database) -> Result<OxigraphCopy, BenchError> {
-    let err = |e: &dyn std::fmt::Display| BenchError::Oxigraph(e.to_string());
-    let ox = Store::new().map_err(|e| err(&e))?;
-    let store = db.store();
-    let dict = store.dictionary();
-
-    let t = Instant::now();
-    let terms: Vec<Term> = (0..dict.len())
-        .into_par_iter()
-        .map(|id| {
-            dict.term(id)
-                .ok_or_else(|| BenchError::Oxigraph(format!("node id {id} not in the dictionary")))
-        })
-        .collect::<Result<_, _>>()?;
-    let decode_s = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let mut relations = Vec::new();
-    for (g, info) in store.graphs().iter().enumerate() {
-        for p in store.predicates(g) {
-            relations.push((g, info.name.clone(), p.id, p.iri.clone()));
-        }
-    }
-    // Every (subject, relation, object), sorted by subject: consecutive inserts then hit
-    // the same subject entries of Oxigraph's indexes (its per-subject list head and the
-    // subject's string), which stay in cache.
-    let cells: Vec<Vec<(u32, u32)>> = relations
-        .par_iter()
-        .map(|(g, _, pid, _)| match store.relation(*g, *pid) {
-            Ok(Some(tree)) => Ok(tree.cells()),
-            Ok(None) => Ok(Vec::new()),
-            Err(e) => Err(BenchError::Oxigraph(e.to_string())),
-        })
-        .collect::<Result<_, _>>()?;
-    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(cells.iter().map(Vec::len).sum());
-    for (r, c) in cells.into_iter().enumerate() {
-        all.extend(c.into_iter().map(|(s, o)| (s, r as u32, o)));
-    }
-    all.par_sort_unstable();
-    let preds: Vec<NamedNodeRef<'_>> = relations
-        .iter()
-        .map(|(_, _, _, iri)| NamedNodeRef::new_unchecked(iri))
-        .collect();
-    let graphs: Vec<GraphNameRef<'_>> = relations
-        .iter()
-        .map(|(_, name, _, _)| match name {
-            None => GraphNameRef::DefaultGraph,
-            Some(n) => n.as_ref().into(),
-        })
-        .collect();
-    let mut txn = ox.start_transaction().map_err(|e| err(&e))?;
-    let mut pending = 0usize;
-    for &(s, r, o) in &all {
-        let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
-            return Err(BenchError::Oxigraph(format!(
-                "node id {s} or {o} not in the dictionary"
-            )));
-        };
-        let subject = match s {
-            Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
-            Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
-            _ => return Err(BenchError::Oxigraph(format!("literal subject {s}"))),
-        };
-        txn.insert(QuadRef::new(
-            subject,
-            preds[r as usize],
-            o.as_ref(),
-            graphs[r as usize],
-        ));
-        pending += 1;
-        if pending >= QUADS_PER_TRANSACTION {
-            txn.commit().map_err(|e| err(&e))?;
-            txn = ox.start_transaction().map_err(|e| err(&e))?;
-            pending = 0;
-        }
-    }
-    txn.commit().map_err(|e| err(&e))?;
-    let triples = all.len() as u64;
-    Ok(OxigraphCopy {
-        store: ox,
-        triples,
-        terms: terms.len() as u64,
-        decode_s,
-        insert_s: t.elapsed().as_secs_f64(),
-    })
 }

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrdf::Term;
 
-pub use super::oxigraph_runner::oxigraph_copy;
 use super::oxigraph_runner::run_query;
 use super::stats::{geomean, Summary};
 use super::svg::{LogLogPlot, Series};
@@ -403,7 +402,8 @@ pub fn run_bench(
     };
     let load = || -> Result<_, BenchError> {
         let t = Instant::now();
-        let copy = oxigraph_copy(cpu_db)?;
+        let copy = crate::oxigraph::copy_store(cpu_db.store(), false)
+            .map_err(|e| BenchError::Oxigraph(e.to_string()))?;
         let load = (t.elapsed().as_secs_f64(), copy.decode_s);
         Ok((copy.store, copy.triples, load))
     };

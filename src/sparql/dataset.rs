@@ -125,53 +125,7 @@ impl MemoryDataset {
     /// Loads an RDF file in memory: N-Triples (`.nt`), N-Quads (`.nq`), Turtle (`.ttl`)
     /// or TriG (`.trig`), each optionally gzipped (`.gz`).
     pub fn load_file(path: &std::path::Path) -> Result<Self, SparqlError> {
-        use std::io::Read;
-        let file = path.display().to_string();
-        let io_err = |e: std::io::Error| SparqlError::Load {
-            file: file.clone(),
-            line: None,
-            reason: e.to_string(),
-        };
-        let raw = std::fs::File::open(path).map_err(io_err)?;
-        let name = path.to_string_lossy();
-        let stem = name.strip_suffix(".gz").unwrap_or(&name).to_owned();
-        let reader: Box<dyn Read> = if name.ends_with(".gz") {
-            Box::new(flate2::read::MultiGzDecoder::new(raw))
-        } else {
-            Box::new(raw)
-        };
-        let reader = std::io::BufReader::new(reader);
-        let err = |e: oxttl::TurtleParseError| SparqlError::Load {
-            file: file.clone(),
-            line: match &e {
-                oxttl::TurtleParseError::Syntax(s) => Some(s.location().start.line + 1),
-                _ => None,
-            },
-            reason: e.to_string(),
-        };
-        let quads: Vec<oxrdf::Quad> = if stem.ends_with(".nq") {
-            oxttl::NQuadsParser::new()
-                .for_reader(reader)
-                .collect::<Result<_, _>>()
-                .map_err(err)?
-        } else if stem.ends_with(".trig") {
-            oxttl::TriGParser::new()
-                .for_reader(reader)
-                .collect::<Result<_, _>>()
-                .map_err(err)?
-        } else if stem.ends_with(".ttl") {
-            oxttl::TurtleParser::new()
-                .for_reader(reader)
-                .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
-                .collect::<Result<_, _>>()
-                .map_err(err)?
-        } else {
-            oxttl::NTriplesParser::new()
-                .for_reader(reader)
-                .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
-                .collect::<Result<_, _>>()
-                .map_err(err)?
-        };
+        let quads = read_quads(path)?;
         Ok(Self::from_quads(quads.iter().map(|q| q.as_ref())))
     }
 
@@ -182,6 +136,60 @@ impl MemoryDataset {
         let quads: Vec<oxrdf::Quad> = store.iter().collect::<Result<_, _>>()?;
         Ok(Self::from_quads(quads.iter().map(|q| q.as_ref())))
     }
+}
+
+/// Reads the quads of an RDF file: N-Triples (`.nt`), N-Quads (`.nq`), Turtle (`.ttl`) or
+/// TriG (`.trig`), each optionally gzipped (`.gz`); triples are in the default graph. A
+/// syntax error names the file and line.
+pub fn read_quads(path: &std::path::Path) -> Result<Vec<oxrdf::Quad>, SparqlError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let io_err = |e: std::io::Error| SparqlError::Load {
+        file: file.clone(),
+        line: None,
+        reason: e.to_string(),
+    };
+    let raw = std::fs::File::open(path).map_err(io_err)?;
+    let name = path.to_string_lossy();
+    let stem = name.strip_suffix(".gz").unwrap_or(&name).to_owned();
+    let reader: Box<dyn Read> = if name.ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(raw))
+    } else {
+        Box::new(raw)
+    };
+    let reader = std::io::BufReader::new(reader);
+    let err = |e: oxttl::TurtleParseError| SparqlError::Load {
+        file: file.clone(),
+        line: match &e {
+            oxttl::TurtleParseError::Syntax(s) => Some(s.location().start.line + 1),
+            _ => None,
+        },
+        reason: e.to_string(),
+    };
+    let quads: Vec<oxrdf::Quad> = if stem.ends_with(".nq") {
+        oxttl::NQuadsParser::new()
+            .for_reader(reader)
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+    } else if stem.ends_with(".trig") {
+        oxttl::TriGParser::new()
+            .for_reader(reader)
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+    } else if stem.ends_with(".ttl") {
+        oxttl::TurtleParser::new()
+            .for_reader(reader)
+            .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+    } else {
+        oxttl::NTriplesParser::new()
+            .for_reader(reader)
+            .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+    };
+    Ok(quads)
 }
 
 impl PathDataset for MemoryDataset {

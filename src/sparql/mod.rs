@@ -11,12 +11,12 @@ pub mod results;
 pub mod rewrite;
 pub mod semantics;
 
-pub use dataset::{MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
+pub use dataset::{read_quads, MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
 pub use query::{
-    evaluate_pattern, evaluate_query, evaluate_query_with, query, PerQueryProvider, QueryAnswer,
-    RelationProvider,
+    evaluate_pattern, evaluate_pattern_with, evaluate_query, evaluate_query_with, query,
+    PerQueryProvider, QueryAnswer, RelationProvider,
 };
-pub use results::{write_answer, ResultFormat};
+pub use results::{write_answer, write_triples, ResultFormat};
 
 /// Errors of the SPARQL layer.
 #[derive(Debug, thiserror::Error)]

@@ -159,8 +159,17 @@ pub fn evaluate_pattern<E: Engine>(
     dataset: &dyn PathDataset,
     pattern: &GraphPattern,
 ) -> Result<QueryAnswer, SparqlError> {
-    let provider = PerQueryProvider(engine);
-    let ctx = Context::new(engine, dataset, &provider);
+    evaluate_pattern_with(engine, dataset, pattern, &PerQueryProvider(engine))
+}
+
+/// [`evaluate_pattern`] with relations from `relations` (a device cache, say).
+pub fn evaluate_pattern_with<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    pattern: &GraphPattern,
+    relations: &'a dyn RelationProvider<'a, E>,
+) -> Result<QueryAnswer, SparqlError> {
+    let ctx = Context::new(engine, dataset, relations);
     let table = ctx.eval(pattern, Active::Default, None)?;
     let variables = table
         .vars

@@ -1,4 +1,6 @@
-//! Writing answers: SPARQL JSON, XML, CSV and TSV through sparesults, or an aligned table.
+//! Writing answers: SPARQL JSON, XML, CSV and TSV through sparesults, or an aligned table;
+//! the triples of a CONSTRUCT or DESCRIBE (through the Oxigraph embedding) as N-Triples or
+//! Turtle through oxttl.
 
 use std::io::Write;
 use std::str::FromStr;
@@ -21,6 +23,10 @@ pub enum ResultFormat {
     Csv,
     /// SPARQL 1.1 Query Results TSV.
     Tsv,
+    /// N-Triples: for the triples of a CONSTRUCT or DESCRIBE ([`write_triples`]).
+    NTriples,
+    /// Turtle: for the triples of a CONSTRUCT or DESCRIBE ([`write_triples`]).
+    Turtle,
 }
 
 impl FromStr for ResultFormat {
@@ -32,9 +38,11 @@ impl FromStr for ResultFormat {
             "xml" => ResultFormat::Xml,
             "csv" => ResultFormat::Csv,
             "tsv" => ResultFormat::Tsv,
+            "nt" | "ntriples" => ResultFormat::NTriples,
+            "ttl" | "turtle" => ResultFormat::Turtle,
             other => {
                 return Err(format!(
-                    "unknown format `{other}` (table, json, xml, csv, tsv)"
+                    "unknown format `{other}` (table, json, xml, csv, tsv; nt, ttl for CONSTRUCT and DESCRIBE)"
                 ))
             }
         })
@@ -61,6 +69,13 @@ pub fn write_answer(
         ResultFormat::Xml => QueryResultsFormat::Xml,
         ResultFormat::Csv => QueryResultsFormat::Csv,
         ResultFormat::Tsv => QueryResultsFormat::Tsv,
+        ResultFormat::NTriples | ResultFormat::Turtle => {
+            return Err(SparqlError::Results(
+                "N-Triples and Turtle are formats of CONSTRUCT and DESCRIBE results; \
+                 a SELECT or ASK answer is written as table, json, xml, csv or tsv"
+                    .into(),
+            ))
+        }
     };
     let serializer = QueryResultsSerializer::from_format(sparesults_format);
     match answer {
@@ -86,6 +101,56 @@ pub fn write_answer(
         }
     }
     Ok(())
+}
+
+/// Writes the triples of a CONSTRUCT or DESCRIBE result to `out`: N-Triples for
+/// [`ResultFormat::NTriples`] and [`ResultFormat::Table`] (one triple a line is the
+/// readable form), Turtle for [`ResultFormat::Turtle`]. Returns the triples written; the
+/// first error of `triples` stops the writing and is returned.
+///
+/// ```
+/// use k2rpq::sparql::{write_triples, ResultFormat};
+/// use oxrdf::{NamedNode, Triple};
+/// let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
+/// let t = Triple::new(n("a"), n("p"), n("b"));
+/// let mut out = Vec::new();
+/// let written = write_triples([Ok::<_, String>(t)], ResultFormat::NTriples, &mut out).unwrap();
+/// assert_eq!(written, 1);
+/// assert_eq!(String::from_utf8(out).unwrap(), "<http://e/a> <http://e/p> <http://e/b> .\n");
+/// ```
+pub fn write_triples<E: std::fmt::Display>(
+    triples: impl IntoIterator<Item = Result<oxrdf::Triple, E>>,
+    format: ResultFormat,
+    out: &mut dyn Write,
+) -> Result<u64, SparqlError> {
+    let err = |e: std::io::Error| SparqlError::Results(e.to_string());
+    let failed = |e: E| SparqlError::Results(e.to_string());
+    let mut written = 0u64;
+    match format {
+        ResultFormat::NTriples | ResultFormat::Table => {
+            let mut w = oxttl::NTriplesSerializer::new().for_writer(out);
+            for t in triples {
+                w.serialize_triple(&t.map_err(failed)?).map_err(err)?;
+                written += 1;
+            }
+            w.finish();
+        }
+        ResultFormat::Turtle => {
+            let mut w = oxttl::TurtleSerializer::new().for_writer(out);
+            for t in triples {
+                w.serialize_triple(&t.map_err(failed)?).map_err(err)?;
+                written += 1;
+            }
+            w.finish().map_err(err)?;
+        }
+        other => {
+            return Err(SparqlError::Results(format!(
+                "a CONSTRUCT or DESCRIBE result is RDF: write it as nt or ttl (or table), not {}",
+                format!("{other:?}").to_lowercase()
+            )))
+        }
+    }
+    Ok(written)
 }
 
 fn write_table(answer: &QueryAnswer, out: &mut dyn Write) -> std::io::Result<()> {

@@ -343,7 +343,7 @@ fn peak_rss() -> Option<u64> {
 }
 
 /// A progress bar in `template`'s style, hidden unless `show`.
-pub(super) fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
+pub(crate) fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
