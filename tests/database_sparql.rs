@@ -8,7 +8,7 @@ use k2rpq::store::{load, Input, LoadOptions};
 
 #[path = "answers/mod.rs"]
 mod answers;
-use answers::multiset;
+use answers::{multiset, oxigraph_multiset};
 
 const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
@@ -59,34 +59,6 @@ fn database_query_matches_the_sparql_layer() {
         Err(SparqlError::Syntax(e)) => assert!(!e.to_string().is_empty()),
         other => panic!("expected a syntax error, got {other:?}"),
     }
-}
-
-/// The rows of Oxigraph results as a multiset (a graph result: its triples, as
-/// N-Triples lines).
-fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> answers::Multiset {
-    use oxigraph::sparql::QueryResults;
-    let mut m = answers::Multiset::new();
-    let mut add = |key: String| *m.entry(key).or_default() += 1;
-    match results {
-        QueryResults::Boolean(b) => add(b.to_string()),
-        QueryResults::Solutions(rows) => {
-            for row in rows {
-                let row = row.unwrap();
-                let key: Vec<String> = row
-                    .values()
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                add(key.join("\t"));
-            }
-        }
-        QueryResults::Graph(triples) => {
-            for t in triples {
-                add(t.unwrap().to_string());
-            }
-        }
-    }
-    m
 }
 
 #[test]

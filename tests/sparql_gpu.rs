@@ -9,11 +9,10 @@ use k2rpq::oxigraph::K2Paths;
 use k2rpq::sparql::{query, MemoryDataset};
 use k2rpq::store::{load, Input, LoadOptions};
 use oxigraph::io::RdfFormat;
-use oxigraph::sparql::QueryResults;
 
 #[path = "answers/mod.rs"]
 mod answers;
-use answers::{multiset, Multiset};
+use answers::{multiset, oxigraph_multiset};
 
 const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
@@ -26,22 +25,6 @@ const QUERIES: &[&str] = &[
     "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> !(<http://www.wikidata.org/prop/direct/P530>|^<http://www.wikidata.org/prop/direct/P463>) ?y }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://www.wikidata.org/prop/direct/P131>*/<http://www.wikidata.org/prop/direct/P17> ?c }",
 ];
-
-fn oxigraph_multiset(results: QueryResults<'_>) -> Multiset {
-    let mut m = Multiset::new();
-    if let QueryResults::Solutions(s) = results {
-        for row in s {
-            let row = row.expect("solution");
-            let key: Vec<String> = row
-                .values()
-                .iter()
-                .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                .collect();
-            *m.entry(key.join("\t")).or_default() += 1;
-        }
-    }
-    m
-}
 
 fn standalone_gpu_matches_cpu() {
     let gpu = GpuEngine::new(0).expect("GPU");
@@ -121,6 +104,48 @@ fn database_gpu_matches_cpu() {
     }
 }
 
+/// `query --oxigraph --store`: Oxigraph over a copy of the store, the paths from a GPU
+/// [`Database`] (its device cache) against the same from the CPU engine, for queries
+/// outside the standalone subset too.
+fn store_paths_gpu_match_cpu() {
+    use k2rpq::oxigraph::{copy_store, StorePaths};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    load(
+        &[Input::Path(CODEX_M.into())],
+        &store,
+        &LoadOptions::default(),
+    )
+    .expect("load");
+    let open = |engine| {
+        let options = DatabaseOptions {
+            engine,
+            ..DatabaseOptions::default()
+        };
+        Arc::new(Database::open(&store, &options).expect("open"))
+    };
+    let (cpu, gpu) = (open(EngineChoice::Cpu), open(EngineChoice::Gpu));
+    let copy = copy_store(cpu.store(), false).expect("copy");
+    let optional = "SELECT ?y ?z WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y OPTIONAL { ?y <http://www.wikidata.org/prop/direct/P463> ?z } }";
+    for q in QUERIES.iter().copied().chain([optional]) {
+        let a = oxigraph_multiset(
+            StorePaths::new(Arc::clone(&cpu))
+                .evaluate(&copy.store, q)
+                .expect("cpu"),
+        );
+        let b = oxigraph_multiset(
+            StorePaths::new(Arc::clone(&gpu))
+                .evaluate(&copy.store, q)
+                .expect("gpu"),
+        );
+        assert!(!a.is_empty(), "{q}: empty answer tests nothing");
+        assert_eq!(a, b, "{q}");
+    }
+    let stats = gpu.gpu_stats().expect("GPU stats");
+    assert!(stats.misses > 0, "the GPU served the paths: {stats}");
+}
+
 #[path = "harness/mod.rs"]
 mod harness;
 
@@ -140,6 +165,11 @@ fn main() {
             name: "database_gpu_matches_cpu",
             needs: harness::Needs::Gpu,
             run: database_gpu_matches_cpu,
+        },
+        harness::GpuTest {
+            name: "store_paths_gpu_match_cpu",
+            needs: harness::Needs::Gpu,
+            run: store_paths_gpu_match_cpu,
         },
     ])
 }

@@ -1,4 +1,6 @@
-//! Answers of the SPARQL layer as multisets of rows, for comparisons that ignore order.
+//! Answers of the SPARQL layer and of Oxigraph as multisets of rows, for comparisons that
+//! ignore order.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,34 @@ pub fn multiset(answer: QueryAnswer) -> Multiset {
         }
         QueryAnswer::Boolean(b) => {
             m.insert(b.to_string(), 1);
+        }
+    }
+    m
+}
+
+/// The rows of Oxigraph results as a multiset (a graph result: its triples, as
+/// N-Triples lines).
+pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multiset {
+    use oxigraph::sparql::QueryResults;
+    let mut m = Multiset::new();
+    let mut add = |key: String| *m.entry(key).or_default() += 1;
+    match results {
+        QueryResults::Boolean(b) => add(b.to_string()),
+        QueryResults::Solutions(rows) => {
+            for row in rows {
+                let row = row.unwrap();
+                let key: Vec<String> = row
+                    .values()
+                    .iter()
+                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                    .collect();
+                add(key.join("\t"));
+            }
+        }
+        QueryResults::Graph(triples) => {
+            for t in triples {
+                add(t.unwrap().to_string());
+            }
         }
     }
     m
