@@ -179,6 +179,10 @@ pub fn evaluate_pattern_with<'a, E: Engine>(
     Ok(ctx.answer(&table, variables))
 }
 
+/// The most distinct terms an answer keeps decoded (about 100 bytes each): beyond them a
+/// term is decoded for each cell it fills.
+const DECODED_TERMS: usize = 1 << 20;
+
 /// One solution: a term id (or unbound) per variable of its table.
 type IdRow = Vec<Option<u32>>;
 
@@ -282,14 +286,29 @@ impl<'a, E: Engine> Context<'a, E> {
         }
     }
 
+    /// The rows of `table` as terms. A term is decoded once per answer (up to
+    /// [`DECODED_TERMS`] distinct ones): answers repeat their terms (CoDEx-M's 18,638
+    /// birth-place countries are 132), and a dictionary decode (a front-coded block scan)
+    /// costs a few times a clone.
     fn answer(&self, table: &Table, variables: Vec<Variable>) -> QueryAnswer {
         let cols: Vec<Option<usize>> = variables.iter().map(|v| table.col(v.as_str())).collect();
+        let mut decoded: HashMap<u32, Option<Term>> = HashMap::new();
+        let mut term = |id: u32| match decoded.get(&id) {
+            Some(t) => t.clone(),
+            None => {
+                let t = self.term(id);
+                if decoded.len() < DECODED_TERMS {
+                    decoded.insert(id, t.clone());
+                }
+                t
+            }
+        };
         let rows = table
             .rows
             .iter()
             .map(|r| {
                 cols.iter()
-                    .map(|c| c.and_then(|c| r[c]).and_then(|id| self.term(id)))
+                    .map(|c| c.and_then(|c| r[c]).and_then(&mut term))
                     .collect()
             })
             .collect();
