@@ -55,18 +55,24 @@ fn embedded_gpu_matches_cpu() {
     }
 }
 
-/// A store opened as a [`Database`] on the GPU (paths served from the device cache, under
-/// a budget small enough to evict) against the same store on the CPU engine; the cache's
-/// statistics show the relations were uploaded and then reused.
-fn database_gpu_matches_cpu() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = dir.path().join("store");
+/// CoDEx-M loaded into a store in `dir`; returns its folder.
+fn codex_store(dir: &std::path::Path) -> std::path::PathBuf {
+    let store = dir.join("store");
     load(
         &[Input::Path(CODEX_M.into())],
         &store,
         &LoadOptions::default(),
     )
     .expect("load");
+    store
+}
+
+/// A store opened as a [`Database`] on the GPU (paths served from the device cache, under
+/// a budget small enough to evict) against the same store on the CPU engine; the cache's
+/// statistics show the relations were uploaded and then reused.
+fn database_gpu_matches_cpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = codex_store(dir.path());
     let open = |engine, budget: Option<&str>, frontier| {
         Database::open(
             &store,
@@ -111,13 +117,7 @@ fn store_paths_gpu_match_cpu() {
     use k2rpq::oxigraph::{copy_store, StorePaths};
     use std::sync::Arc;
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = dir.path().join("store");
-    load(
-        &[Input::Path(CODEX_M.into())],
-        &store,
-        &LoadOptions::default(),
-    )
-    .expect("load");
+    let store = codex_store(dir.path());
     let open = |engine| {
         let options = DatabaseOptions {
             engine,
