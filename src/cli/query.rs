@@ -160,7 +160,13 @@ fn run_in_oxigraph(
             let copy = copy_store(db.store(), std::io::stderr().is_terminal())
                 .with_context(|| format!("copying {} into Oxigraph", dir.display()))?;
             let loaded = started.elapsed();
-            let engine = if db.has_gpu() { "gpu" } else { "cpu" };
+            // Each `SERVICE` pattern takes its engine as `Database::query` would: with a
+            // GPU and `auto`, the GPU only for patterns over enough edges.
+            let engine = match (db.has_gpu(), args.engine) {
+                (false, _) | (true, EngineChoice::Cpu) => "cpu",
+                (true, EngineChoice::Gpu) => "gpu",
+                (true, EngineChoice::Auto) => "gpu or cpu per path",
+            };
             let results = StorePaths::new(Arc::clone(&db)).evaluate(&copy.store, text);
             Ok((
                 output_of(results.map_err(syntax)?)?,
@@ -206,9 +212,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let answered = started.elapsed() - loaded;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let rows = match &output {
+    let rows = match output {
         Output::Answer(answer) => {
-            write_answer(answer, args.format, &mut out)?;
+            write_answer(&answer, args.format, &mut out)?;
             if args.format != ResultFormat::Table {
                 writeln!(out)?;
             }
@@ -218,12 +224,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Output::Triples(triples) => {
+            let rows = triples.len();
             write_triples(
-                triples.iter().cloned().map(Ok::<_, String>),
+                triples.into_iter().map(Ok::<_, String>),
                 args.format,
                 &mut out,
             )?;
-            triples.len()
+            rows
         }
     };
     out.flush()?;
