@@ -32,7 +32,9 @@ def main(argv):
             if not m["bit_packed"] or not any(s in m["contender"] for s in matches):
                 continue
             ref = spmm.get((m["direction"], m["batch"]))
-            for v in m["variants"]:
+            # Bit-packed rows are one measurement per variant, with `variants` empty.
+            own = {"variant": m["variant"], "median_ms": m["timing"]["median_ms"]}
+            for v in m["variants"] or [own]:
                 ratio = f"{v['median_ms'] / ref:.5f}x" if ref else "-"
                 print(
                     f"{f}\t{m['contender']}\t{v['variant']}\t{m['direction']}\t{m['batch']}"
