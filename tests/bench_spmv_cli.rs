@@ -94,3 +94,31 @@ fn hold_us_takes_microseconds_and_rejects_the_rest() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--hold-us"));
 }
+
+#[test]
+fn row_group_iterations_take_caps_from_1_to_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let tsv = dir.path().join("g.tsv");
+    std::fs::write(&tsv, "0\t1\n1\t2\n2\t0\n").unwrap();
+    let run = |caps: &str| {
+        k2rpq()
+            .args(["bench-spmv", "--cpu", "--repeats", "1", "--warmup", "0"])
+            .args(["--batches", "1", "--bit-batches", "64"])
+            .args(["--row-group-iterations", caps, "--tsv"])
+            .arg(&tsv)
+            .output()
+            .unwrap()
+    };
+    let out = run("1,8,64");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for bad in ["0", "65", "8,x"] {
+        let out = run(bad);
+        assert!(!out.status.success(), "--row-group-iterations {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--row-group-iterations"), "{bad}: {err}");
+    }
+}

@@ -52,6 +52,10 @@ pub struct SpmvOptions {
     /// GPU leaf-kernel variants run as contenders of their own besides the default
     /// (issue 10); default: all of them.
     pub leaf_kernels: Vec<crate::engine::gpu::LeafKernel>,
+    /// Iteration caps of the row groups (`rowgrp`, named ` I<cap>` when not the default
+    /// [`crate::engine::gpu::GROUP_ITERATIONS`]), each a contender of its own; default 8,
+    /// 10 and 12.
+    pub row_group_iterations: Vec<u32>,
 }
 
 impl Default for SpmvOptions {
@@ -66,6 +70,7 @@ impl Default for SpmvOptions {
             skip_cpu: false,
             progress: false,
             leaf_kernels: crate::engine::gpu::LeafKernel::ALL.to_vec(),
+            row_group_iterations: vec![crate::engine::gpu::GROUP_ITERATIONS, 10, 12],
         }
     }
 }
@@ -298,10 +303,11 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
             report.skip("gpu", None, None, false, r.clone());
             Vec::new()
         }
-        None => gpu::GpuContender::all(tree, &opts.leaf_kernels).unwrap_or_else(|e| {
-            report.skip("gpu", None, None, false, e.to_string());
-            Vec::new()
-        }),
+        None => gpu::GpuContender::all(tree, &opts.leaf_kernels, &opts.row_group_iterations)
+            .unwrap_or_else(|e| {
+                report.skip("gpu", None, None, false, e.to_string());
+                Vec::new()
+            }),
     };
     let mut f32_list: Vec<(&dyn Contender, &[usize])> = f32_contenders
         .iter()

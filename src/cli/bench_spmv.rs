@@ -96,6 +96,11 @@ pub struct Args {
     /// (block entries only; issue 10).
     #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg,window,runs", value_parser = parse_leaf_kernel)]
     pub leaf_kernels: Vec<LeafKernel>,
+    /// Iteration caps of the row groups (`gpu k2+F rowgrp`), each timed as a contender of
+    /// its own (` I<cap>` unless the default, 8): the longest chain a warp runs against the
+    /// number of warps; 1-64.
+    #[arg(long, value_delimiter = ',', default_value = "8,10,12", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub row_group_iterations: Vec<u32>,
 }
 
 fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
@@ -158,6 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         skip_cpu: args.skip_cpu,
         progress: true,
         leaf_kernels: args.leaf_kernels.clone(),
+        row_group_iterations: args.row_group_iterations.clone(),
     };
     if let Some(gpus) = &args.gpus {
         return run_stripes_cmd(&args, gpus, &input);

@@ -18,7 +18,7 @@ use crate::engine::baseline::{Device, DeviceProduct, Timing};
 use crate::engine::gpu::tile_plan::MAX_SUBTREE_LEVELS;
 use crate::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
-    OffsetSource, ProductGraph, GROUP_ITERATIONS,
+    OffsetSource, ProductGraph,
 };
 use crate::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
@@ -78,7 +78,11 @@ impl GpuContender {
     /// kernel over codes, `k2+F` over each block layout, then `k2 dir`, `k2+F dir` and
     /// `k2+F scan` (and the block layouts, for kernels that read them) with each other
     /// variant of `kernels` (all of [`LeafKernel::ALL`] in the benchmark).
-    pub fn all(tree: &Arc<K2Tree>, kernels: &[LeafKernel]) -> Result<Vec<GpuContender>> {
+    pub fn all(
+        tree: &Arc<K2Tree>,
+        kernels: &[LeafKernel],
+        group_caps: &[u32],
+    ) -> Result<Vec<GpuContender>> {
         use FrontierLayout::{Blocks, Both, Codes, ColBlocks, RowBlocks};
         use MatrixConfig::{CachedFrontier, TreeOnly};
         let mut out = Vec::new();
@@ -216,11 +220,10 @@ impl GpuContender {
             &[CachedFrontier],
         )?;
         // The row windows with row groups beside them (`rowgrp`), which bit-packed right
-        // products of one word read instead (every other product reads the windows); also
-        // with warps of up to 10 and 12 iterations (` I10`, ` I12`) against the default 8:
-        // fewer warps (cnr-2000: one wave of the H200's resident warps from 10 on) with
-        // longer chains (docs/BENCHMARKS.md, session 33).
-        for row_group_iterations in [GROUP_ITERATIONS, 10, 12] {
+        // products of one word read instead (every other product reads the windows), once
+        // per iteration cap asked for (` I<cap>` unless the default): fewer, longer warps
+        // against more, shorter ones (docs/BENCHMARKS.md, sessions 33-36).
+        for &row_group_iterations in group_caps {
             load(
                 GpuOptions {
                     row_groups: true,
