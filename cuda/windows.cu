@@ -62,27 +62,27 @@ __device__ __forceinline__ void store_run(u64 *y, u64 n, u32 head, const u64 acc
     }
 }
 
-// x words of block column col that bitmap bm's cells read (0 for the others), only the
-// halves with cells (`rowgroups_bits`). `rowwindows_bits` keeps its own copy of these
-// loads: through a helper its SASS grew by 47 instructions (1161 → 1208), untimed
-// (session 31).
-__device__ __forceinline__ void gather_cells(u32 bm, u64 col, const u64 *x, u64 inputs, u64 xv[4]) {
-    const u64 c0 = col * 4;
-    xv[0] = xv[1] = xv[2] = xv[3] = 0ull;
-    if (bm == 0) return;
-    if (c0 + 4 <= inputs) {
-        if (bm & 0x3333u) {
-            const ulonglong2 p = *(const ulonglong2 *)(x + c0);
-            xv[0] = p.x, xv[1] = p.y;
-        }
-        if (bm & 0xCCCCu) {
-            const ulonglong2 q = *(const ulonglong2 *)(x + c0 + 2);
-            xv[2] = q.x, xv[3] = q.y;
-        }
-    } else {
+// x words p[0], p[1] into (a, b) when `cells` is not 0; otherwise a and b keep what they
+// held. One load under a predicate: the lanes that skip it zero no registers, since
+// `or_cells_under` reads a word only under a cell of its column (`rowgroups_bits`).
+__device__ __forceinline__ void load_half(const u64 *p, u32 cells, u64 &a, u64 &b) {
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q ld.global.v2.u64 {%0, %1}, [%3];\n\t}"
+        : "+l"(a), "+l"(b)
+        : "r"(cells), "l"(p));
+}
+
+// acc[r] |= xv[c] for every cell (r, c) of bitmap bm, each OR under its cell's predicate:
+// one instruction per cell and 32-bit half, and xv[c] read only where column c has a cell.
+// Written as C (`or_cells`), NVRTC selects every word and ORs the selections (~55
+// instructions per entry instead of ~36; session 36).
+__device__ __forceinline__ void or_cells_under(u32 bm, const u64 xv[4], u64 acc[4]) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) xv[c] = c0 + c < inputs ? x[c0 + c] : 0ull;
-    }
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            asm("{\n\t.reg .pred q;\n\t.reg .b32 t;\n\tand.b32 t, %1, %3;\n\tsetp.ne.u32 q, t, 0;\n\t@q or.b64 %0, %0, %2;\n\t}"
+                : "+l"(acc[r])
+                : "r"(bm), "l"(xv[c]), "r"(1u << (4 * r + c)));
 }
 
 // acc[r] |= the x word of column c for every cell (r, c) of bitmap bm.
@@ -202,8 +202,13 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 #define GROUP_WARPS 8
 #define BLOCK_ROW 0x100u
 
-// Two iterations per round: their slot loads, then their gathers, then their sums (the
-// loads of a round in flight together; 4 per round spilled registers and ran 5-7 % slower).
+// Iterations per round: a round's slot loads, then its gathers, then its sums (the loads
+// of a round in flight together).
+#define GROUP_ROUND 2
+
+// Two iterations per round (4 spilled registers and ran 5-7 % slower, session 31). The
+// sums are ORs under predicates and the x halves predicated loads (`or_cells_under`,
+// `load_half`): 113 instructions a round where the C form took 176 (session 36).
 extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
     rowgroups_bits(const u32 *cols, const unsigned short *cells, const uint4 *desc, u32 warps, const u32 *rows,
                    const u64 *x, u64 inputs, u64 *y, u64 n) {
@@ -215,22 +220,37 @@ extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
     // fewer in the chain that ends each warp. (A BLOCK_ROW warp's lanes all read rows[d.w].)
     const u32 lg = d.z & 0xFFu, g = 1u << lg;
     const u32 head = rows[d.w + (lane >> lg)];
+    // Block columns whose four words all lie in x (the last one may not: it is read word by
+    // word). Passed through an empty asm so that ptxas keeps it in a register instead of
+    // computing it again each round (4 instructions a round).
+    u32 whole = inputs / 4 < 0xFFFFFFFFull ? (u32)(inputs / 4) : 0xFFFFFFFFu;
+    asm("mov.u32 %0, %0;" : "+r"(whole));
     const u32 *c = cols + d.x + lane;
     const unsigned short *b = cells + d.x + lane;
     u64 acc[4] = {0ull, 0ull, 0ull, 0ull};
-    for (u32 j = 0; j < d.y; j += 2) {
-        u32 col[2], bm[2];
+    // Each round's x words; a word is set only where its column has a cell (`load_half`).
+    u64 xv[GROUP_ROUND][4];
+    for (u32 j = 0; j < d.y; j += GROUP_ROUND, c += GROUP_ROUND * 32, b += GROUP_ROUND * 32) {
+        u32 col[GROUP_ROUND], bm[GROUP_ROUND];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < GROUP_ROUND; ++u) {
             const bool in = j + u < d.y;
-            col[u] = in ? c[(u64)(j + u) * 32] : 0u;
-            bm[u] = in ? b[(u64)(j + u) * 32] : 0u;
+            col[u] = in ? c[u * 32] : 0u;
+            bm[u] = in ? b[u * 32] : 0u;
         }
-        u64 xv[2][4];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) gather_cells(bm[u], col[u], x, inputs, xv[u]);
+        for (int u = 0; u < GROUP_ROUND; ++u) {
+            const u64 *p = x + (u64)col[u] * 4;
+            const u32 inside = col[u] < whole ? bm[u] : 0u;
+            load_half(p, inside & 0x3333u, xv[u][0], xv[u][1]);
+            load_half(p + 2, inside & 0xCCCCu, xv[u][2], xv[u][3]);
+            if (inside != bm[u]) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) or_cells(bm[u], xv[u], acc);
+                for (int k = 0; k < 4; ++k) xv[u][k] = (u64)col[u] * 4 + k < inputs ? p[k] : 0ull;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < GROUP_ROUND; ++u) or_cells_under(bm[u], xv[u], acc);
     }
     for (u32 off = 1; off < g; off <<= 1)
 #pragma unroll

@@ -61,64 +61,50 @@ fn bad_input_is_a_clear_error() {
     assert!(err.contains("bad.tsv:2"), "{err}");
 }
 
-#[test]
-fn hold_us_takes_microseconds_and_rejects_the_rest() {
+/// `bench-spmv` on a three-edge cycle, CPU only, with `option value`: whether it ran, and
+/// its stderr.
+fn tiny_run(option: &str, value: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let tsv = dir.path().join("g.tsv");
     std::fs::write(&tsv, "0\t1\n1\t2\n2\t0\n").unwrap();
-    let run = |hold: &str| {
-        k2rpq()
-            .args(["bench-spmv", "--cpu", "--repeats", "1", "--warmup", "0"])
-            .args([
-                "--batches",
-                "1",
-                "--bit-batches",
-                "64",
-                "--hold-us",
-                hold,
-                "--tsv",
-            ])
-            .arg(&tsv)
-            .output()
-            .unwrap()
-    };
+    let out = k2rpq()
+        .args(["bench-spmv", "--cpu", "--repeats", "1", "--warmup", "0"])
+        .args([
+            "--batches",
+            "1",
+            "--bit-batches",
+            "64",
+            option,
+            value,
+            "--tsv",
+        ])
+        .arg(&tsv)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hold_us_takes_microseconds_and_rejects_the_rest() {
     for ok in ["0", "200"] {
-        let out = run(ok);
-        assert!(
-            out.status.success(),
-            "--hold-us {ok}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (ran, err) = tiny_run("--hold-us", ok);
+        assert!(ran, "--hold-us {ok}: {err}");
     }
-    let out = run("soon");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--hold-us"));
+    let (ran, err) = tiny_run("--hold-us", "soon");
+    assert!(!ran);
+    assert!(err.contains("--hold-us"), "{err}");
 }
 
 #[test]
 fn row_group_iterations_take_caps_from_1_to_64() {
-    let dir = tempfile::tempdir().unwrap();
-    let tsv = dir.path().join("g.tsv");
-    std::fs::write(&tsv, "0\t1\n1\t2\n2\t0\n").unwrap();
-    let run = |caps: &str| {
-        k2rpq()
-            .args(["bench-spmv", "--cpu", "--repeats", "1", "--warmup", "0"])
-            .args(["--batches", "1", "--bit-batches", "64"])
-            .args(["--row-group-iterations", caps, "--tsv"])
-            .arg(&tsv)
-            .output()
-            .unwrap()
-    };
-    let out = run("1,8,64");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ran, err) = tiny_run("--row-group-iterations", "1,8,64");
+    assert!(ran, "{err}");
     for bad in ["0", "65", "8,x"] {
-        let out = run(bad);
-        assert!(!out.status.success(), "--row-group-iterations {bad}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (ran, err) = tiny_run("--row-group-iterations", bad);
+        assert!(!ran, "--row-group-iterations {bad}");
         assert!(err.contains("--row-group-iterations"), "{bad}: {err}");
     }
 }

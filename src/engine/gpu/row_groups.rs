@@ -13,10 +13,10 @@
 //! stores its row once: no run logic, no clear, no atomics. A row too long for one warp
 //! but not for [`GROUP_WARPS`] takes a block of its own, whose warps combine in shared
 //! memory; a longer one is cut into pieces of a warp each, its words cleared first and
-//! ORed into. On cnr-2000 the product took 0.70x the time of the one over row windows,
-//! but on graphs whose `x` does not stay in L2 it was 1.0-1.3x slower (the bins scatter
-//! neighbouring rows, whose gathers share lines; row windows keep them together):
-//! docs/BENCHMARKS.md, session 31.
+//! ORed into. On cnr-2000 the product takes 0.63x the time of the one over row windows
+//! (docs/BENCHMARKS.md, sessions 31 and 36), but on graphs whose `x` does not stay in L2
+//! it is 1.07-1.2x slower: the bins scatter neighbouring rows, whose gathers share lines,
+//! and row windows keep them together.
 
 use std::ops::Range;
 
