@@ -11,53 +11,31 @@
 //! suite's). Every query runs once untimed on each side, then REPEATS times alternately;
 //! the table gives medians, and the row multisets of both sides must agree.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::oxigraph::{copy_store, StorePaths};
 use k2rpq::store::{load, Input, LoadOptions};
-use oxigraph::sparql::{QueryResults, SparqlEvaluator};
+use oxigraph::sparql::SparqlEvaluator;
 use oxigraph::store::Store;
+
+// The tests' row multisets (`tests/answers/mod.rs`), so that both compare rows alike.
+#[path = "../tests/answers/mod.rs"]
+mod answers;
+use answers::{try_oxigraph_multiset as rows, Multiset};
 
 const DEFAULT_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 const DEFAULT_QUERIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/sparql/codex-m-mixed.rq");
-
-/// The rows of a result as a multiset (a graph result's triples as N-Triples lines), read
-/// in full: reading is part of the time, as a user waits for every row.
-fn rows(results: QueryResults<'_>) -> Result<BTreeMap<String, usize>, String> {
-    let mut m = BTreeMap::new();
-    let mut add = |k: String| *m.entry(k).or_insert(0) += 1;
-    match results {
-        QueryResults::Boolean(b) => add(b.to_string()),
-        QueryResults::Solutions(s) => {
-            for row in s {
-                let row = row.map_err(|e| e.to_string())?;
-                let cells: Vec<String> = row
-                    .values()
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                add(cells.join("\t"));
-            }
-        }
-        QueryResults::Graph(t) => {
-            for t in t {
-                add(t.map_err(|e| e.to_string())?.to_string());
-            }
-        }
-    }
-    Ok(m)
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-/// One side's run of a query: its rows.
-type Run<'a> = dyn Fn() -> Result<BTreeMap<String, usize>, String> + 'a;
+/// One side's run of a query: its rows, read in full (reading is part of the time, as a
+/// user waits for every row).
+type Run<'a> = dyn Fn() -> Result<Multiset, String> + 'a;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();

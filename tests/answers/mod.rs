@@ -30,8 +30,16 @@ pub fn multiset(answer: QueryAnswer) -> Multiset {
 }
 
 /// The rows of Oxigraph results as a multiset (a graph result: its triples, as
-/// N-Triples lines).
+/// N-Triples lines); panics on an error while reading them.
 pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multiset {
+    try_oxigraph_multiset(results).unwrap()
+}
+
+/// [`oxigraph_multiset`], with an error while reading the rows returned (read in full:
+/// `examples/embedding_vs_oxigraph.rs` times it, as a user waits for every row).
+pub fn try_oxigraph_multiset(
+    results: oxigraph::sparql::QueryResults<'_>,
+) -> Result<Multiset, String> {
     use oxigraph::sparql::QueryResults;
     let mut m = Multiset::new();
     let mut add = |key: String| *m.entry(key).or_default() += 1;
@@ -39,7 +47,7 @@ pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multise
         QueryResults::Boolean(b) => add(b.to_string()),
         QueryResults::Solutions(rows) => {
             for row in rows {
-                let row = row.unwrap();
+                let row = row.map_err(|e| e.to_string())?;
                 let key: Vec<String> = row
                     .values()
                     .iter()
@@ -50,9 +58,9 @@ pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multise
         }
         QueryResults::Graph(triples) => {
             for t in triples {
-                add(t.unwrap().to_string());
+                add(t.map_err(|e| e.to_string())?.to_string());
             }
         }
     }
-    m
+    Ok(m)
 }
