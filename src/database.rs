@@ -37,7 +37,7 @@ use crate::sparql::{self, QueryAnswer, RelationProvider, SparqlError};
 use crate::store::{GraphId, Store, StoreError};
 
 /// Which engine evaluates queries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EngineChoice {
     /// The GPU when one is usable, except for queries whose relations hold fewer than
     /// [`AUTO_GPU_MIN_EDGES`] edges (they run on the CPU: there a device round trip costs
@@ -48,6 +48,37 @@ pub enum EngineChoice {
     Cpu,
     /// The GPU engine; an error when no GPU is usable.
     Gpu,
+}
+
+impl EngineChoice {
+    /// Every choice, in the order the CLI lists them.
+    pub const ALL: [EngineChoice; 3] = [EngineChoice::Auto, EngineChoice::Cpu, EngineChoice::Gpu];
+
+    /// Its name: `auto`, `cpu` or `gpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Cpu => "cpu",
+            EngineChoice::Gpu => "gpu",
+        }
+    }
+}
+
+impl std::fmt::Display for EngineChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = DatabaseError;
+
+    fn from_str(s: &str) -> Result<Self, DatabaseError> {
+        EngineChoice::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| DatabaseError::UnknownEngine(s.to_owned()))
+    }
 }
 
 impl EngineChoice {
@@ -120,6 +151,9 @@ pub enum DatabaseError {
     /// A bad `--gpu-budget`.
     #[error("GPU budget: {0}")]
     Budget(String),
+    /// An engine name other than `auto`, `cpu` and `gpu`.
+    #[error("unknown engine {0:?} (one of auto, cpu, gpu)")]
+    UnknownEngine(String),
     /// A bad `--line-memory`.
     #[error("line memory: {0}")]
     LineMemory(String),

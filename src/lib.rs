@@ -7,16 +7,20 @@
 //! Layers, each knowing only the ones below it:
 //! - [`k2tree`]: the compressed matrix format and its file;
 //! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU;
-//! - [`bench`](mod@bench): benchmark drivers, edge-list readers and synthetic graph generators.
+//! - [`cache`]: relations resident on the GPU under a byte budget;
+//! - [`rdf`] and [`store`]: loading RDF into a store of trees and a term dictionary;
+//! - [`rpq`]: path expressions, automata, plans and their evaluation;
+//! - [`sparql`]: SPARQL over a store; [`oxigraph`]: the embedding in an Oxigraph store;
+//! - [`database`]: an opened store with its engines, the entry point.
 #![warn(missing_docs)]
 
-pub mod bench;
 pub mod cache;
 pub mod database;
 pub mod engine;
 pub(crate) mod huge_pages;
 pub mod k2tree;
 pub mod oxigraph;
+pub mod progress;
 pub mod rdf;
 pub mod rpq;
 pub mod sparql;

@@ -43,6 +43,7 @@ use spargebra::algebra::GraphPattern;
 use crate::database::Database;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::Engine;
+use crate::progress::{Progress, Stage, Unit};
 use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
 use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
 use crate::store::StoreError;
@@ -295,7 +296,7 @@ impl<E: Engine + 'static> ServiceHandler for PathService<E> {
 /// use k2rpq::database::{Database, DatabaseOptions};
 /// use k2rpq::oxigraph::{copy_store, StorePaths};
 /// let db = Arc::new(Database::open("codex.store".as_ref(), &DatabaseOptions::default())?);
-/// let copy = copy_store(db.store(), false)?;
+/// let copy = copy_store(db.store(), None)?;
 /// let paths = StorePaths::new(Arc::clone(&db));
 /// let results = paths.evaluate(&copy.store,
 ///     "SELECT ?x ?label WHERE { ?x <http://www.wikidata.org/prop/direct/P31>+ ?c \
@@ -373,7 +374,10 @@ const QUADS_PER_TRANSACTION: usize = 1 << 22;
 /// by subject, so that consecutive inserts hit the same entries of Oxigraph's indexes;
 /// the calling thread inserts borrowed quads (`QuadRef`s into that table) through
 /// Oxigraph's transaction API, whose memory backend serialises writers.
-pub fn copy_store(store: &crate::store::Store, progress: bool) -> Result<StoreCopy, OxigraphError> {
+pub fn copy_store(
+    store: &crate::store::Store,
+    progress: Option<&dyn Progress>,
+) -> Result<StoreCopy, OxigraphError> {
     use oxigraph::model::{GraphNameRef, NamedNodeRef, NamedOrBlankNodeRef, QuadRef, Term};
     use rayon::prelude::*;
     use std::time::Instant;
@@ -421,10 +425,11 @@ pub fn copy_store(store: &crate::store::Store, progress: bool) -> Result<StoreCo
             Some(n) => n.as_ref().into(),
         })
         .collect();
-    let bar = crate::store::progress_bar(
+    let bar = Stage::begin(
         progress,
+        "copying into Oxigraph",
+        Unit::Items,
         Some(all.len() as u64),
-        "copying into Oxigraph [{elapsed_precise}] {bar:40} {human_pos}/{human_len} quads ({per_sec}, ETA {eta})",
     );
     let mut txn = ox.start_transaction()?;
     let mut pending = 0usize;
@@ -450,11 +455,11 @@ pub fn copy_store(store: &crate::store::Store, progress: bool) -> Result<StoreCo
             pending = 0;
         }
         if k % (1 << 16) == 0 {
-            bar.set_position(k as u64);
+            bar.set(k as u64);
         }
     }
     txn.commit()?;
-    bar.finish_and_clear();
+    drop(bar);
     Ok(StoreCopy {
         store: ox,
         triples: all.len() as u64,

@@ -69,7 +69,7 @@ fn store_paths_answer_any_query_as_oxigraph_does() {
 
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(codex_database(dir.path()));
-    let copy = copy_store(db.store(), false).unwrap();
+    let copy = copy_store(db.store(), None).unwrap();
     let edges: u64 = db.store().graphs().iter().map(|g| g.edges).sum();
     assert_eq!(copy.triples, edges);
     assert_eq!(copy.store.len().unwrap() as u64, edges);

@@ -896,22 +896,9 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn cnr_2000() -> Option<Arc<K2Tree>> {
-    // shared/ beside the checkout (CI, main), or beside a folder of worktrees.
-    let rel = "shared/data/cnr-2000/cnr-2000.arcs.tsv.gz";
-    let dir = env!("CARGO_MANIFEST_DIR");
-    let path = std::env::var("K2RPQ_CNR2000").unwrap_or_else(|_| {
-        [format!("{dir}/../{rel}"), format!("{dir}/../../{rel}")]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or_else(|| format!("{dir}/../{rel}"))
-    });
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(_) => {
-            println!("skipped: data not found ({path})");
-            return None;
-        }
-    };
+    let path = data::data_file("cnr-2000/cnr-2000.arcs.tsv.gz")?;
+    let file = std::fs::File::open(&path).expect("open cnr-2000");
+    let path = path.display();
     let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
     let mut edges = Vec::new();
     let mut n = 0u32;
@@ -1103,6 +1090,8 @@ fn cnr_2000_timings() {
     }
 }
 
+#[path = "data/mod.rs"]
+mod data;
 #[path = "harness/mod.rs"]
 mod harness;
 

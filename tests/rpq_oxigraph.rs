@@ -5,11 +5,15 @@
 
 mod rpq_support;
 
+#[path = "data/mod.rs"]
+mod data;
+
+use data::data_file;
 use k2rpq::rpq::{EvalOptions, TraversalPolicy};
 use oxigraph::model::NamedNode;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rpq_support::{data_file, Fixture};
+use rpq_support::Fixture;
 use spargebra::algebra::PropertyPathExpression as Expr;
 
 fn pred(i: usize) -> String {

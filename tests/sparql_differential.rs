@@ -8,8 +8,11 @@
 //! that is not in the graph from zero-length paths. Where a case may meet one of them,
 //! Oxigraph is compared as a set and the multiset comes from the reference.
 
+#[path = "data/mod.rs"]
+mod data;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::oxigraph::K2Paths;
@@ -434,15 +437,6 @@ fn absent_constant_is_returned_by_zero_length_paths() {
     assert!(f.oxigraph(q).is_empty());
 }
 
-/// `shared/data/REL` beside the checkout or beside a folder of worktrees.
-fn data_file(rel: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [root.join("../shared/data"), root.join("../../shared/data")]
-        .into_iter()
-        .map(|d| d.join(rel))
-        .find(|p| p.exists())
-}
-
 fn load_nt_gz(path: &Path) -> Store {
     let store = Store::new().unwrap();
     let reader = flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap());
@@ -458,8 +452,7 @@ fn load_nt_gz(path: &Path) -> Store {
 /// Queries over a real graph: each must give the same multiset three ways (no query here
 /// meets a deviation: alternatives only under closures, constants from the graph).
 fn real_graph(rel: &str, queries: &[&str]) {
-    let Some(path) = data_file(rel) else {
-        eprintln!("skipped: data not found (shared/data/{rel})");
+    let Some(path) = data::data_file(rel) else {
         return;
     };
     let store = load_nt_gz(&path);

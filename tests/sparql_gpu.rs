@@ -126,7 +126,7 @@ fn store_paths_gpu_match_cpu() {
         Arc::new(Database::open(&store, &options).expect("open"))
     };
     let (cpu, gpu) = (open(EngineChoice::Cpu), open(EngineChoice::Gpu));
-    let copy = copy_store(cpu.store(), false).expect("copy");
+    let copy = copy_store(cpu.store(), None).expect("copy");
     let optional = "SELECT ?y ?z WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y OPTIONAL { ?y <http://www.wikidata.org/prop/direct/P463> ?z } }";
     for q in QUERIES.iter().copied().chain([optional]) {
         let a = oxigraph_multiset(

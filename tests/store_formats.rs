@@ -1,8 +1,6 @@
 //! Formats, compression, named graphs, literals and blank nodes as endpoints, stdin.
 
 use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 use k2rpq::store::{load, Format, Input, LoadOptions, Store};
 use oxrdf::{BlankNode, Literal, NamedNode, Term};
@@ -160,76 +158,4 @@ fn explicit_format_overrides_the_name() {
     load(&[Input::Path(f)], &dir.path().join("s"), &options).unwrap();
     let store = Store::open(&dir.path().join("s")).unwrap();
     assert!(has(&store, 0, &iri("a"), "p", &iri("b")));
-}
-
-#[test]
-fn cli_loads_stdin_and_info_prints_the_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = dir.path().join("s");
-    let exe = env!("CARGO_BIN_EXE_k2rpq");
-    let mut child = Command::new(exe)
-        .args(["load", "-", "--format", "nq", "--quiet", "--store"])
-        .arg(&s)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(NQ.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
-    check_quads(&Store::open(&s).unwrap());
-    let out = Command::new(exe).arg("info").arg(&s).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success());
-    assert!(
-        text.contains("http://ex.org/p") && text.contains("bits/edge"),
-        "{text}"
-    );
-    assert!(text.contains("<http://ex.org/g1>"), "{text}");
-    let out = Command::new(exe)
-        .args(["info", "--json"])
-        .arg(&s)
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["format"], "k2rpq-store");
-    // stdin without a format is refused with a clear message.
-    let out = Command::new(exe)
-        .args(["load", "-", "--quiet", "--store"])
-        .arg(dir.path().join("t"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown RDF format"));
-}
-
-#[test]
-fn generated_dump_loads() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("w.nt.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
-        .args(["gen", "wikidata-like", "--triples", "20000", "-o"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = load(
-        &[Input::Path(f)],
-        &dir.path().join("s"),
-        &LoadOptions::default(),
-    )
-    .unwrap();
-    assert_eq!(report.statements, 20000);
-    let store = Store::open(Path::new(&dir.path().join("s"))).unwrap();
-    let p279 = NamedNode::new_unchecked("http://www.wikidata.org/prop/direct/P279");
-    let id = store.dictionary().id(p279.as_ref().into()).unwrap();
-    assert!(store.relation(0, id).unwrap().unwrap().nnz() > 0);
 }

@@ -1,6 +1,9 @@
 //! Round trips: every triple of CoDEx-S, CoDEx-M and WN18RR is found again through the
 //! dictionary and `relation(..).contains`, and the stores hold no extra edge.
 
+#[path = "data/mod.rs"]
+mod data;
+
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -8,22 +11,14 @@ use std::path::{Path, PathBuf};
 use k2rpq::store::{load, Input, LoadOptions, Store};
 use oxrdf::Triple;
 
-/// `REL` under `$K2RPQ_DATA` when set (for checkouts, such as git worktrees, with no
-/// `shared/` beside them), else `../shared/data/` beside the repository, else the
-/// repository's own `fixtures/` (which bundles CoDEx-M).
+/// `REL` under the shared data folder, else the repository's own `fixtures/` (which
+/// bundles CoDEx-M).
 fn data(rel: &str) -> Option<PathBuf> {
-    let here = env!("CARGO_MANIFEST_DIR");
-    let mut roots: Vec<PathBuf> = std::env::var_os("K2RPQ_DATA")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    roots.push(Path::new(here).join("../shared/data"));
-    roots.push(Path::new(here).join("fixtures"));
-    let found = roots.iter().map(|r| r.join(rel)).find(|p| p.exists());
-    if found.is_none() {
-        eprintln!("skipped: {rel} not found under {roots:?}");
+    let fixture = data::repo_file(&format!("fixtures/{rel}"));
+    if fixture.exists() {
+        return Some(fixture);
     }
-    found
+    data::data_file(rel)
 }
 
 fn triples(path: &Path) -> Vec<Triple> {

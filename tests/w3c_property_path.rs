@@ -4,6 +4,9 @@
 //! `query --oxigraph --store`'s [`StorePaths`] over the store's copy in Oxigraph).
 //! Results are compared as multisets of solutions, blank nodes up to renaming.
 
+#[path = "data/mod.rs"]
+mod data;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -27,14 +30,10 @@ const MF: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#";
 const QT: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#";
 const RDF: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#";
 
-/// `shared/` beside the checkout (CI, main) or beside a folder of worktrees.
+/// The W3C property-path tests under the shared folder.
 fn suite_dir() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [root.join("../shared"), root.join("../../shared")]
-        .into_iter()
-        .map(|s| s.join("testsuites/w3c-property-path"))
-        .find(|d| d.join("manifest.ttl").exists())
-        .map(|d| d.canonicalize().expect("canonical path"))
+    data::shared_file("testsuites/w3c-property-path/manifest.ttl")
+        .map(|m| m.parent().unwrap().canonicalize().expect("canonical path"))
 }
 
 fn file_iri(p: &Path) -> String {
@@ -309,10 +308,7 @@ fn k2rpq_store(store: &Store, folder: &Path) -> Database {
         .collect();
     std::fs::write(&nq, text).unwrap();
     let dir = folder.join("store");
-    let options = k2rpq::store::LoadOptions {
-        progress: false,
-        ..Default::default()
-    };
+    let options = k2rpq::store::LoadOptions::default();
     k2rpq::store::load(&[k2rpq::store::Input::Path(nq)], &dir, &options).unwrap();
     let options = DatabaseOptions {
         engine: EngineChoice::Cpu,
@@ -385,7 +381,7 @@ fn w3c_property_path_suite_every_way_in() {
             }
             Err(e) => failures.push(format!("store {}: error {e}", t.name)),
         }
-        let copy = copy_store(db.store(), false).unwrap();
+        let copy = copy_store(db.store(), None).unwrap();
         assert_eq!(
             copy.store.len().unwrap(),
             store.len().unwrap(),

@@ -10,7 +10,6 @@
 //! - Bit-packed Boolean batches ([`BitMatrix`]) hold `64·W` sources, `W` words per node:
 //!   source `s` of node `i` is bit `s % 64` of word `i·W + s / 64`.
 
-pub mod baseline;
 pub mod bits;
 pub mod cpu;
 pub mod gpu;

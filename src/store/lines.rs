@@ -11,18 +11,18 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::load::bar;
 use super::{LineFileInfo, Store, StoreError, MANIFEST};
 use crate::k2tree::file::write_atomically;
 use crate::k2tree::{lines_file, LineBudget, Lines};
+use crate::progress::{ProgressHandle, Stage, Unit};
 
 /// How [`keep_lines`] works.
 #[derive(Clone, Debug, Default)]
 pub struct KeepLinesOptions {
     /// Rewrite files the manifest already lists (by default they are kept).
     pub force: bool,
-    /// Show a progress bar.
-    pub progress: bool,
+    /// Where the build reports its progress; `None`: nowhere.
+    pub progress: ProgressHandle,
     /// Memory for one build, in bytes (default: [`LineBudget::with_default_limit`]).
     pub memory: Option<u64>,
 }
@@ -73,17 +73,18 @@ pub fn keep_lines(dir: &Path, options: &KeepLinesOptions) -> Result<KeepLinesRep
     };
     let mut manifest = store.manifest().clone();
     let relations: usize = manifest.graphs.iter().map(|g| g.predicates.len()).sum();
-    let pb = bar(
-        options.progress,
+    let pb = Stage::begin(
+        options.progress.get(),
+        "line lists",
+        Unit::Items,
         Some(2 * relations as u64),
-        "{spinner} line lists [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg} ETA {eta}",
     );
     let mut report = KeepLinesReport::default();
     for (g, graph) in manifest.graphs.iter_mut().enumerate() {
         for p in &mut graph.predicates {
             report.tree_bytes += p.bytes;
             for by_column in [false, true] {
-                pb.set_message(format!(
+                pb.message(&format!(
                     "{} {}",
                     p.iri,
                     if by_column { "cols" } else { "rows" }
@@ -128,7 +129,7 @@ pub fn keep_lines(dir: &Path, options: &KeepLinesOptions) -> Result<KeepLinesRep
             }
         }
     }
-    pb.finish_and_clear();
+    drop(pb);
     report.bytes = manifest
         .graphs
         .iter()

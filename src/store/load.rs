@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
@@ -49,6 +48,7 @@ use super::{
     FORMAT_VERSION, MANIFEST,
 };
 use crate::k2tree::{height_for, morton, K2Tree};
+use crate::progress::{ProgressHandle, Stage, Unit};
 use crate::rdf::edges::{EdgeCollector, Record, SortedEdges};
 use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
 use crate::rdf::terms;
@@ -66,8 +66,8 @@ pub struct LoadOptions {
     /// budget of the relations whose trees are built concurrently (16 bytes an edge; a
     /// relation over it is built alone).
     pub memory: usize,
-    /// Show progress bars on stderr (hidden when stderr is not a terminal).
-    pub progress: bool,
+    /// Where the load reports its stages (parse, trees); `None`: nowhere.
+    pub progress: ProgressHandle,
     /// Chunk size for parallel N-Triples/N-Quads parsing.
     pub chunk_bytes: usize,
     /// Test hook: fail after writing this many trees, before the swap.
@@ -81,7 +81,7 @@ impl Default for LoadOptions {
             format: None,
             lenient: false,
             memory: default_memory(),
-            progress: false,
+            progress: ProgressHandle::default(),
             chunk_bytes: 4 << 20,
             fail_after_trees: None,
         }
@@ -340,21 +340,6 @@ fn peak_rss() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kb * 1024)
-}
-
-/// A progress bar in `template`'s style, hidden unless `show`.
-pub(crate) fn bar(show: bool, len: Option<u64>, template: &str) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let pb = match len {
-        Some(n) => ProgressBar::new(n),
-        None => ProgressBar::new_spinner(),
-    };
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb
 }
 
 /// Shards of the term table. Every parse task numbers its own batch, taking the shards'
@@ -780,11 +765,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
     let read_bytes = Arc::new(AtomicU64::new(0));
-    let pb = bar(
-        options.progress,
-        sizes,
-        "{spinner} parse [{elapsed_precise}] [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
-    );
+    let pb = Stage::begin(options.progress.get(), "parse", Unit::Bytes, sizes);
     let mut skipped = 0;
     let mut times = parse::ReadTimes::default();
     for input in inputs {
@@ -800,9 +781,9 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
                 edges
                     .add_piece(records)
                     .map_err(|e| format!("spilling edges: {e}"))?;
-                pb.set_position(read_bytes.load(Ordering::Relaxed));
+                pb.set(read_bytes.load(Ordering::Relaxed));
                 let secs = t0.elapsed().as_secs_f64().max(1e-9);
-                pb.set_message(format!(
+                pb.message(&format!(
                     "{statements} statements, {:.2} M/s",
                     (statements - before) as f64 / secs / 1e6
                 ));
@@ -812,7 +793,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         skipped += bad;
         times.add(&t);
     }
-    pb.finish_and_clear();
+    drop(pb);
     let parse_seconds = start.elapsed().as_secs_f64();
     let build_start = Instant::now();
     let runs_spilled = edges.runs();
@@ -1009,10 +990,11 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     for info in new_preds.iter_mut().flat_map(|p| p.values_mut()) {
         info.lines.retain(|l| tmp.path.join(&l.file).exists());
     }
-    let pb = bar(
-        options.progress,
+    let pb = Stage::begin(
+        options.progress.get(),
+        "trees",
+        Unit::Items,
         Some(jobs.len() as u64),
-        "{spinner} trees [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
     );
     let ctx = TreeContext {
         sorted: &sorted,
@@ -1091,7 +1073,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         }
         new_preds[job.gi].insert(job.pid, b.info);
     }
-    pb.finish_and_clear();
+    drop(pb);
 
     // ---- Node bitmaps and graph entries.
     for (gi, g) in graphs.iter_mut().enumerate() {
@@ -1220,7 +1202,7 @@ struct TreeContext<'a, R> {
     n: u32,
     written: AtomicUsize,
     fail_after: Option<usize>,
-    pb: &'a ProgressBar,
+    pb: &'a Stage<'a>,
 }
 
 /// Fewest edges per parallel piece when a small relation's nodes are gathered into

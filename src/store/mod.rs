@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 
 pub use dictionary::Dictionary;
 pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport};
-pub(crate) use load::bar as progress_bar;
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
 use crate::k2tree::{file, height_for, lines_file, K2Tree, LineBudget};

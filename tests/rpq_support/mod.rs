@@ -222,21 +222,6 @@ pub fn sparql_path(e: &Expr) -> String {
     }
 }
 
-/// The data folder shared beside the repository, or `None` (with a notice) when absent.
-/// `K2RPQ_DATA` overrides the folder (a worktree elsewhere than beside `shared/`).
-pub fn data_file(rel: &str) -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("K2RPQ_DATA")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
-    let p = dir.join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: data not found at {}", p.display());
-        None
-    }
-}
-
 /// A random path over predicates 0..3 of nesting depth at most `depth`, negated sets of
 /// 0-2 members (direct or inverse) included.
 pub fn random_path(rng: &mut rand::rngs::StdRng, depth: u32) -> Path {

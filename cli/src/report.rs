@@ -1,0 +1,27 @@
+//! What a user sees of a failed command.
+
+/// The error and its causes, one per line. No backtrace even where `RUST_BACKTRACE` is
+/// set (anyhow's `Debug` would print one): the errors are about the input, not the
+/// program. For a bug report, `K2RPQ_BACKTRACE=1` (with `RUST_BACKTRACE=1`) adds where the
+/// error arose.
+pub fn error_report(e: &anyhow::Error) -> String {
+    let mut report = format!("k2rpq: error: {e}\n");
+    for cause in e.chain().skip(1) {
+        report.push_str(&format!("  caused by: {cause}\n"));
+    }
+    if std::env::var_os("K2RPQ_BACKTRACE").is_some_and(|v| v == "1") {
+        report.push_str(&format!("backtrace:\n{}\n", e.backtrace()));
+    }
+    report
+}
+
+/// Restores the default disposition of SIGPIPE, so that a command whose stdout is closed
+/// early (`k2rpq info DIR | head`) exits quietly, like other Unix tools, instead of
+/// panicking on a broken pipe. Call before any thread starts.
+pub fn exit_quietly_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called at the start of `main`, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

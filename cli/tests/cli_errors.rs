@@ -1,0 +1,188 @@
+//! What the command line says about bad input: a query file with a bad line stops before
+//! any query runs, an invalid SPARQL query is shown with a caret at the parser's position,
+//! and a corrupt relation file is named once. No panics, no backtraces, a failing exit
+//! status.
+
+use std::path::Path;
+use std::process::Command;
+
+#[path = "cli_run/mod.rs"]
+mod cli_run;
+use cli_run::{failed, k2rpq};
+
+fn graph(dir: &Path) {
+    std::fs::write(
+        dir.join("g.nt"),
+        "<http://e/a> <http://e/p> <http://e/b> .\n<http://e/b> <http://e/p> <http://e/c> .\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_bad_line_in_a_query_file_stops_before_any_query() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    std::fs::write(
+        dir.path().join("q.rpq"),
+        "<http://e/a> <http://e/p>+ ?y\n# a comment\n<http://e/a> (<http://e/p> ?y\n",
+    )
+    .unwrap();
+    let out = k2rpq(
+        &["rpq", "--engine", "cpu", "--nt", "g.nt", "--file", "q.rpq"],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    assert!(stderr.contains("q.rpq line 3"), "{stderr}");
+    assert!(stderr.contains("expected `)`"), "{stderr}");
+    // The first query did not run.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!stderr.contains("pairs in"), "{stderr}");
+}
+
+#[test]
+fn invalid_sparql_is_shown_with_a_caret() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(
+        &[
+            "query",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "SELECT ?x\nWHERE { ?x <http://e/p>+ }",
+        ],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    assert_eq!(stderr.matches("error at 2:").count(), 1, "{stderr}");
+    let line = "line 2: WHERE { ?x <http://e/p>+ }";
+    let at = stderr.find(line).expect("the query's line");
+    let caret = stderr[at + line.len()..]
+        .lines()
+        .nth(1)
+        .expect("a caret line");
+    // The parser stops at the closing brace, where the object is missing.
+    assert_eq!(caret.find('^'), Some(line.len() - 1), "{stderr}");
+}
+
+#[test]
+fn a_corrupt_relation_file_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(&["load", "g.nt", "--store", "s"], dir.path());
+    assert!(out.status.success(), "{out:?}");
+    let tree = std::fs::read_dir(dir.path().join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "k2"))
+        .expect("a relation file");
+    let mut bytes = std::fs::read(&tree).unwrap();
+    bytes[20] ^= 0xFF;
+    std::fs::write(&tree, bytes).unwrap();
+    let out = k2rpq(
+        &[
+            "rpq",
+            "--engine",
+            "cpu",
+            "--store",
+            "s",
+            "<http://e/a> <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    let name = tree.file_name().unwrap().to_str().unwrap();
+    assert_eq!(stderr.matches(name).count(), 1, "{stderr}");
+    assert!(stderr.contains("corrupt"), "{stderr}");
+}
+
+#[test]
+fn an_error_shows_its_causes_and_no_backtrace_where_rust_backtrace_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(["info", "nothere"])
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("K2RPQ_BACKTRACE")
+        .output()
+        .unwrap();
+    let stderr = failed(&out);
+    assert!(stderr.starts_with("k2rpq: error: "), "{stderr}");
+    assert!(stderr.contains("\n  caused by: "), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+}
+
+#[test]
+fn a_missing_file_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let args = ["load", "nothere.nt", "--store", "s"];
+        let stderr = failed(&k2rpq(&args, dir.path()));
+        // The OS's reason once: an error that shows its cause is not also its source.
+        assert_eq!(stderr.matches("nothere").count(), 1, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("No such file").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    assert!(k2rpq(&["load", "g.nt", "--store", "s"], dir.path())
+        .status
+        .success());
+    let stderr = failed(&k2rpq(
+        &[
+            "rpq",
+            "--store",
+            "s",
+            "--gpu-budget",
+            "12XB",
+            "<http://e/a> <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    ));
+    assert!(
+        stderr.contains("GPU budget") && stderr.contains("XB"),
+        "{stderr}"
+    );
+}
+
+/// `k2rpq rpq --engine cpu` of `<a> p+ ?y` over a small graph with `flag bad` fails,
+/// naming `message`, and with `flag good` runs and finds `<c>`.
+fn refused_then_runs(flag: &str, bad: &str, message: &str, good: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let rpq = |value: &str| {
+        let query = "<http://e/a> <http://e/p>+ ?y";
+        let args = ["rpq", "--engine", "cpu", "--nt", "g.nt", flag, value, query];
+        k2rpq(&args, dir.path())
+    };
+    let stderr = failed(&rpq(bad));
+    assert!(stderr.contains(message), "{stderr}");
+    let out = rpq(good);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("http://e/c"), "{stdout}");
+}
+
+#[test]
+fn a_bad_top_level_size_is_refused_and_a_good_one_runs() {
+    // Accepted by every engine (the CPU engine has no device top level to expand).
+    refused_then_runs("--top-nodes", "2^41", "invalid top-level size", "2^24");
+}
+
+#[test]
+fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
+    // Accepted by every engine (the CPU engine descends its own tree).
+    refused_then_runs("--lone-paths", "many", "--lone-paths", "4");
+}
