@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use oxrdf::{NamedNodeRef, Term, TermRef};
 use roaring::RoaringBitmap;
 
-use crate::cache::{budget_or_default, CacheError, CacheOptions, CacheStats, DeviceCache};
+use crate::cache::{
+    CacheError, CacheOptions, CacheStats, DeviceCache, MemoryBudget, DEFAULT_BUDGET,
+};
 use crate::engine::cpu::CpuEngine;
 use crate::engine::gpu::{open_or_notice_with, DevicesError, GpuEngine, GpuOptions, GpuSelection};
 use crate::engine::{Engine, MatrixConfig};
@@ -120,9 +122,9 @@ pub struct DatabaseOptions {
     /// Engine selection.
     pub engine: EngineChoice,
     /// Device memory for resident relations plus query working memory (`8GiB`, `60%` of
-    /// the free memory, ...); default [`crate::cache::DEFAULT_BUDGET`]. Applies to each
-    /// GPU on its own (each has its own cache under this budget).
-    pub gpu_budget: Option<String>,
+    /// the free memory, ...); default [`DEFAULT_BUDGET`]. Applies to each GPU on its own
+    /// (each has its own cache under this budget).
+    pub gpu_budget: Option<MemoryBudget>,
     /// The GPUs (`--gpus`); `None`: GPU 0 only, as a single-GPU build. With
     /// [`EngineChoice::Auto`], `None` and `all` fall back to the CPU with a notice when no
     /// GPU is usable, and an explicit list naming an absent device is an error.
@@ -130,7 +132,7 @@ pub struct DatabaseOptions {
     /// Host memory for the line lists of the store's relations (`2GiB`, `512MB`, `10%`
     /// of physical memory, `0` for none); default [`crate::k2tree::DEFAULT_LINE_MEMORY`].
     /// See [`crate::k2tree::K2Tree::lines_after`] for when lists are built.
-    pub line_memory: Option<String>,
+    pub line_memory: Option<MemoryBudget>,
     /// Tunables of the GPU engines (e.g. [`GpuOptions::frontier`], the layout of the
     /// resident relations' cached frontiers).
     pub gpu_options: GpuOptions,
@@ -138,6 +140,7 @@ pub struct DatabaseOptions {
 
 /// Errors of the database layer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DatabaseError {
     /// The store cannot be opened or read.
     #[error(transparent)]
@@ -148,28 +151,38 @@ pub enum DatabaseError {
     /// The GPU was asked for and is not usable.
     #[error("no usable GPU: {0}")]
     NoGpu(String),
-    /// A bad `--gpu-budget`.
+    /// A GPU budget that grants no memory.
     #[error("GPU budget: {0}")]
-    Budget(String),
+    Budget(#[source] crate::cache::BudgetError),
     /// An engine name other than `auto`, `cpu` and `gpu`.
     #[error("unknown engine {0:?} (one of auto, cpu, gpu)")]
     UnknownEngine(String),
-    /// A bad `--line-memory`.
+    /// A line memory budget that cannot be applied.
     #[error("line memory: {0}")]
-    LineMemory(String),
+    LineMemory(#[source] crate::cache::BudgetError),
     /// A `--gpus` list naming a device that is absent or unusable.
     #[error(transparent)]
     Gpus(#[from] DevicesError),
 }
 
-/// Reads a line memory budget: `0` (no lists), a byte count with a unit, or a
-/// percentage of [`crate::k2tree::physical_memory`].
-pub fn parse_line_memory(text: &str) -> Result<u64, DatabaseError> {
-    if text.trim() == "0" {
-        return Ok(0);
+/// The bytes of a line memory budget: a share is taken of
+/// [`crate::k2tree::physical_memory`]; `0` builds no lists.
+pub fn line_memory_bytes(budget: MemoryBudget) -> Result<u64, DatabaseError> {
+    budget
+        .bytes_of(crate::k2tree::physical_memory())
+        .map_err(DatabaseError::LineMemory)
+}
+
+/// The bytes of a GPU budget on a device with `free` bytes free; zero is refused.
+fn gpu_budget_bytes(budget: Option<MemoryBudget>, free: u64) -> Result<u64, DatabaseError> {
+    let budget = budget.unwrap_or(DEFAULT_BUDGET);
+    match budget.bytes_of(free).map_err(DatabaseError::Budget)? {
+        0 => Err(DatabaseError::Budget(crate::cache::BudgetError {
+            text: budget.to_string(),
+            reason: "a GPU budget must be at least one byte".into(),
+        })),
+        bytes => Ok(bytes),
     }
-    crate::cache::parse_bytes(text, crate::k2tree::physical_memory())
-        .map_err(|e| DatabaseError::LineMemory(e.to_string()))
 }
 
 /// Whether a GPU is usable here; the reason when not.
@@ -367,13 +380,12 @@ impl Database {
     /// Opens the store in `dir` and, unless the CPU is asked for, the GPU engine: with
     /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
-        // A malformed budget is an error even where no GPU will use it (`auto` on a host
-        // without one), so that a command line means the same on every host.
-        budget_or_default(options.gpu_budget.as_deref(), 1 << 30)
-            .map_err(|e| DatabaseError::Budget(e.to_string()))?;
+        // A budget that grants nothing is an error even where no GPU will use it (`auto`
+        // on a host without one), so that a command line means the same on every host.
+        gpu_budget_bytes(options.gpu_budget, 1 << 30)?;
         let store = Arc::new(Store::open(dir)?);
-        if let Some(text) = &options.line_memory {
-            store.line_budget().set_limit(parse_line_memory(text)?);
+        if let Some(budget) = options.line_memory {
+            store.line_budget().set_limit(line_memory_bytes(budget)?);
         }
         let engines = options
             .engine
@@ -387,8 +399,7 @@ impl Database {
                 .mem_get_info()
                 .map(|(free, _)| free as u64)
                 .unwrap_or(engine.device().total_memory);
-            let budget = budget_or_default(options.gpu_budget.as_deref(), free)
-                .map_err(|e| DatabaseError::Budget(e.to_string()))?;
+            let budget = gpu_budget_bytes(options.gpu_budget, free)?;
             gpus.push(Device {
                 cache: DeviceCache::new(Arc::new(engine), CacheOptions::with_budget(budget)),
                 busy: AtomicUsize::new(0),

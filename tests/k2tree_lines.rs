@@ -162,11 +162,12 @@ fn empty_tree_lists() {
 
 #[test]
 fn line_memory_option_parses() {
-    use k2rpq::database::parse_line_memory;
-    assert_eq!(parse_line_memory("0").unwrap(), 0);
-    assert_eq!(parse_line_memory("2GiB").unwrap(), 2 << 30);
-    assert!(parse_line_memory("10%").unwrap() > 0);
-    assert!(parse_line_memory("lots").is_err());
+    use k2rpq::database::line_memory_bytes;
+    let bytes = |text: &str| line_memory_bytes(text.parse().unwrap()).unwrap();
+    assert_eq!(bytes("0"), 0);
+    assert_eq!(bytes("2GiB"), 2 << 30);
+    assert!(bytes("10%") > 0);
+    assert!("lots".parse::<k2rpq::cache::MemoryBudget>().is_err());
 }
 
 #[test]

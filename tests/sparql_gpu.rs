@@ -78,7 +78,7 @@ fn database_gpu_matches_cpu() {
             &store,
             &DatabaseOptions {
                 engine,
-                gpu_budget: budget.map(str::to_owned),
+                gpu_budget: budget.map(|b| b.parse().unwrap()),
                 gpus: None,
                 line_memory: None,
                 gpu_options: GpuOptions {

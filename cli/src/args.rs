@@ -2,6 +2,7 @@
 //! [`Database`], the engine choice, counts.
 
 use anyhow::Context;
+use k2rpq::cache::MemoryBudget;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
 
@@ -16,15 +17,15 @@ pub struct DeviceArgs {
     /// GPU memory for resident relations plus query working memory, per GPU (`8GiB`,
     /// `512MB`, `60%` of free device memory; default 75% of free device memory). Over a
     /// `--store`, relations stay resident across the queries of a run.
-    #[arg(long)]
-    pub gpu_budget: Option<String>,
+    #[arg(long, value_name = "BYTES|PERCENT")]
+    pub gpu_budget: Option<MemoryBudget>,
     /// Host memory for the decoded line lists of the store's relations, which make host
     /// walks read a frontier node's edges instead of descending the k²-tree (`2GiB`,
     /// `512MB`, `10%` of physical memory; default 25%). A relation's lists are built once
     /// walks have spent a share of their build on descents; builds that do not fit are
     /// skipped (the walks keep descending). `0` builds none.
-    #[arg(long)]
-    pub line_memory: Option<String>,
+    #[arg(long, value_name = "BYTES|PERCENT")]
+    pub line_memory: Option<MemoryBudget>,
     /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
     /// time, peak bytes) at the end (over a `--store`).
     #[arg(long)]
@@ -95,9 +96,9 @@ impl DeviceArgs {
     pub fn database_options(&self, engine: EngineChoice) -> DatabaseOptions {
         DatabaseOptions {
             engine,
-            gpu_budget: self.gpu_budget.clone(),
+            gpu_budget: self.gpu_budget,
             gpus: self.gpus.clone(),
-            line_memory: self.line_memory.clone(),
+            line_memory: self.line_memory,
             gpu_options: self.gpu_options(),
         }
     }
@@ -135,9 +136,9 @@ impl DeviceArgs {
     /// Errors out when a store-only option is given for another source; for another
     /// source, `--line-memory` sets the process-wide budget of its trees' lists.
     pub fn check_store_only(&self, has_store: bool) -> anyhow::Result<()> {
-        if let (false, Some(text)) = (has_store, &self.line_memory) {
+        if let (false, Some(budget)) = (has_store, self.line_memory) {
             k2rpq::k2tree::LineBudget::global()
-                .set_limit(k2rpq::database::parse_line_memory(text)?);
+                .set_limit(k2rpq::database::line_memory_bytes(budget)?);
         }
         if !has_store && (self.gpu_budget.is_some() || self.stats) {
             anyhow::bail!(

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use k2rpq::cache::MemoryBudget;
 use k2rpq::store::{self, KeepLinesOptions, KeepLinesReport};
 
 /// Arguments of `k2rpq lines`.
@@ -16,8 +17,8 @@ pub struct Args {
     pub force: bool,
     /// Host memory for one list's build (`2GiB`, `512MB`, `10%` of physical memory;
     /// default 25%).
-    #[arg(long)]
-    pub line_memory: Option<String>,
+    #[arg(long, value_name = "BYTES|PERCENT")]
+    pub line_memory: Option<MemoryBudget>,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -25,12 +26,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let report = keep(
-        &args.store,
-        args.force,
-        args.line_memory.as_deref(),
-        args.quiet,
-    )?;
+    let report = keep(&args.store, args.force, args.line_memory, args.quiet)?;
     eprintln!("{report}");
     Ok(())
 }
@@ -39,14 +35,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 pub fn keep(
     dir: &std::path::Path,
     force: bool,
-    line_memory: Option<&str>,
+    line_memory: Option<MemoryBudget>,
     quiet: bool,
 ) -> anyhow::Result<KeepLinesReport> {
     let options = KeepLinesOptions {
         force,
         progress: crate::progress::Bars::handle(quiet),
         memory: line_memory
-            .map(k2rpq::database::parse_line_memory)
+            .map(k2rpq::database::line_memory_bytes)
             .transpose()?,
     };
     store::keep_lines(dir, &options)

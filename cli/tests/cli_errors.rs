@@ -152,7 +152,7 @@ fn a_malformed_gpu_budget_is_an_error_with_or_without_a_gpu() {
         dir.path(),
     ));
     assert!(
-        stderr.contains("GPU budget") && stderr.contains("XB"),
+        stderr.contains("--gpu-budget") && stderr.contains("XB"),
         "{stderr}"
     );
 }

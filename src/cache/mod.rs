@@ -36,9 +36,9 @@
 //!   *not* stream: a relation whose cached frontier does not fit runs tree-only, and one
 //!   whose tree alone exceeds the whole budget is an error ([`CacheError::TooLarge`]).
 //!   Streaming tiles from pinned host memory is left open.
-//! - **Budget.** Given in bytes; [`parse_bytes`] reads what users write (`8GiB`, `512MB`,
-//!   `10%` of free memory) and [`budget_or_default`] applies [`DEFAULT_BUDGET`] (75% of the
-//!   memory free at start: device memory for the GPU, [`available_host_memory`] for the CPU).
+//! - **Budget.** Given in bytes; a [`MemoryBudget`] reads what users write (`8GiB`,
+//!   `512MB`, `10%` of free memory), and [`DEFAULT_BUDGET`] is 75% of the memory free at
+//!   start (device memory for the GPU, [`available_host_memory`] for the CPU).
 //! - **Threads.** One cache is shared by any number of threads ([`DeviceCache`] is a cheap
 //!   handle: clone it). A mutex guards the LRU and the byte counts; loads, frees and the
 //!   caller's tree function run outside it. A relation being loaded has a placeholder, so
@@ -74,9 +74,7 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-pub use budget::{
-    available_host_memory, budget_or_default, human_bytes, parse_bytes, BudgetError, DEFAULT_BUDGET,
-};
+pub use budget::{available_host_memory, human_bytes, BudgetError, MemoryBudget, DEFAULT_BUDGET};
 pub use stats::CacheStats;
 
 use crate::engine::{Engine, EngineError, MatrixConfig};
@@ -87,6 +85,7 @@ pub type RelationKey = (u32, u32);
 
 /// Errors of the cache.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// One relation (tree-only) or one reservation is larger than the whole budget.
     #[error("needs {bytes} bytes, more than the whole cache budget of {budget} bytes ({}); raise the budget", human_bytes(*budget))]

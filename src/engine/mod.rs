@@ -73,6 +73,7 @@ pub enum MatrixConfig {
 
 /// Errors of the engines.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// Vector or batch sizes that do not match the matrix.
     #[error("shape mismatch: {0}")]

@@ -54,6 +54,7 @@ const SECTION_NAMES: [&str; 3] = ["signatures", "directory", "frontier"];
 
 /// Errors reading or writing a `.k2` file; each names the file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FileError {
     /// The operating system refused a read, write, map or rename.
     #[error("{path}: {error}")]

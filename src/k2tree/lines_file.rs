@@ -43,6 +43,7 @@ const FLAG_BY_COLUMN: u32 = 1;
 
 /// Errors reading or writing a lines file; each names the file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinesFileError {
     /// The operating system refused a read, write, map or rename.
     #[error("{path}: {error}")]

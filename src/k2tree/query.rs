@@ -341,6 +341,7 @@ pub fn physical_memory() -> u64 {
 
 /// Why [`Lines::build_parallel`] built nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LineBuildError {
     /// The budget has no room for the build.
     #[error("line lists need {needed} bytes, {free} of the line memory budget are free")]

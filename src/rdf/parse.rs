@@ -118,6 +118,7 @@ impl Format {
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParseError {
     /// A statement that does not parse (the default mode stops at the first one).
     #[error("{file}:{line}: {reason}")]
@@ -152,9 +153,13 @@ pub enum ParseError {
         file: String,
     },
     /// The consumer of the batches failed (for example, the edge spill file).
-    #[error("{0}")]
-    Sink(String),
+    #[error(transparent)]
+    Sink(SinkError),
 }
+
+/// An error of the code that consumes parsed batches (numbering terms, spilling edges),
+/// carried through the parser unchanged.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Default graph marker in [`Batch::quads`].
 pub const DEFAULT_GRAPH: u32 = u32::MAX;
@@ -488,7 +493,7 @@ pub fn read_input(
     input: &Input,
     options: &ReadOptions,
     read_bytes: Arc<AtomicU64>,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), SinkError>,
 ) -> Result<u64, ParseError> {
     read_input_timed(input, options, read_bytes, sink).map(|(bad, _)| bad)
 }
@@ -502,7 +507,7 @@ pub fn read_input_timed(
     input: &Input,
     options: &ReadOptions,
     read_bytes: Arc<AtomicU64>,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), SinkError>,
 ) -> Result<(u64, ReadTimes), ParseError> {
     read_input_with(input, options, read_bytes, &|batch| Ok(batch), sink)
 }
@@ -518,8 +523,8 @@ pub fn read_input_with<T: Send>(
     input: &Input,
     options: &ReadOptions,
     read_bytes: Arc<AtomicU64>,
-    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
-    sink: &mut dyn FnMut(T) -> Result<(), String>,
+    process: &(dyn Fn(Batch) -> Result<T, SinkError> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), SinkError>,
 ) -> Result<(u64, ReadTimes), ParseError> {
     let (format, compression) = resolve_format(input, options)?;
     let file = input.name();
@@ -613,7 +618,7 @@ type Parsed<T> = Result<(u64, T), ParseError>;
 /// Runs `process` on a parsed batch (in the pool task that parsed it).
 fn processed<T>(
     batch: Result<Batch, ParseError>,
-    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
+    process: &(dyn Fn(Batch) -> Result<T, SinkError> + Sync),
 ) -> Parsed<T> {
     let batch = batch?;
     let bad = batch.bad;
@@ -743,8 +748,8 @@ fn read_lines<T: Send>(
     format: Format,
     file: &str,
     options: &ReadOptions,
-    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
-    sink: &mut dyn FnMut(T) -> Result<(), String>,
+    process: &(dyn Fn(Batch) -> Result<T, SinkError> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), SinkError>,
 ) -> Result<(u64, ReadTimes), ParseError> {
     // Enough chunks in flight to keep every thread busy. Memory: up to three groups of
     // `2 × threads × chunk_bytes` of text (one being cut, one queued, one parsing) and up
@@ -865,7 +870,7 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// stops at the first error. Returns the bad statements skipped.
 fn consume<T>(
     batch_rx: &Receiver<Vec<Parsed<T>>>,
-    sink: &mut dyn FnMut(T) -> Result<(), String>,
+    sink: &mut dyn FnMut(T) -> Result<(), SinkError>,
     times: &mut ReadTimes,
 ) -> Result<u64, ParseError> {
     let mut bad = 0u64;
@@ -905,8 +910,8 @@ fn read_lines_mapped<T: Send>(
     file: &str,
     options: &ReadOptions,
     read_bytes: &AtomicU64,
-    process: &(dyn Fn(Batch) -> Result<T, String> + Sync),
-    sink: &mut dyn FnMut(T) -> Result<(), String>,
+    process: &(dyn Fn(Batch) -> Result<T, SinkError> + Sync),
+    sink: &mut dyn FnMut(T) -> Result<(), SinkError>,
 ) -> Result<(u64, ReadTimes), ParseError> {
     // Chunks per fork-join. Each chunk is parsed and numbered in one task; the pool idles
     // at each group's end while the last tasks finish, about half a task per thread, so
@@ -1024,7 +1029,7 @@ fn read_sequential(
     format: Format,
     file: &str,
     options: &ReadOptions,
-    sink: &mut dyn FnMut(Batch) -> Result<(), String>,
+    sink: &mut dyn FnMut(Batch) -> Result<(), SinkError>,
 ) -> Result<u64, ParseError> {
     let mut bad = 0u64;
     let mut builder = BatchBuilder::default();

@@ -135,6 +135,7 @@ pub struct PathResult {
 
 /// Errors of planning and evaluation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RpqError {
     /// A query text that does not parse.
     #[error("cannot parse `{input}` at byte {position}: {reason}")]

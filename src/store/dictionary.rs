@@ -465,18 +465,22 @@ pub struct Dictionary {
 
 impl Dictionary {
     /// A dictionary of `segments`, which must number ids consecutively from 0.
-    pub fn from_segments(segments: Vec<Segment>) -> Result<Dictionary, String> {
+    pub fn from_segments(segments: Vec<Segment>) -> Result<Dictionary, DictionaryError> {
         let mut len = 0u32;
-        for s in &segments {
+        for (i, s) in segments.iter().enumerate() {
+            let err = |reason: String| DictionaryError {
+                file: format!("segment {i}"),
+                reason,
+            };
             if s.first_id != len {
-                return Err(format!(
+                return Err(err(format!(
                     "segment starts at id {} but {} ids precede it",
                     s.first_id, len
-                ));
+                )));
             }
             len = len
                 .checked_add(s.count)
-                .ok_or_else(|| "more than 2^32 terms".to_string())?;
+                .ok_or_else(|| err("more than 2^32 terms".into()))?;
         }
         Ok(Dictionary { segments, len })
     }

@@ -173,6 +173,7 @@ pub struct LoadReport {
 
 /// Why a load failed. The target is unchanged whenever one is returned.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// An input is missing, unreadable, of unknown format or malformed.
     #[error(transparent)]
@@ -194,6 +195,18 @@ pub enum LoadError {
     /// More distinct terms than a `u32` id space holds.
     #[error("more than {} distinct terms", u32::MAX - 1)]
     TooManyTerms,
+    /// A term longer than a store keeps.
+    #[error("a term of {bytes} bytes (at most {} are kept)", MAX_KEY)]
+    TermTooLong {
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// Over 1 TiB of new term bytes in one shard of the term table.
+    #[error("over 1 TiB of new terms in one shard of the term table")]
+    TooManyTermBytes,
+    /// Edges could not be spilled to the temporary folder.
+    #[error("spilling edges: {0}")]
+    Spill(io::Error),
     /// A tree could not be built or written.
     #[error("building {file}: {reason}")]
     Tree {
@@ -205,6 +218,20 @@ pub enum LoadError {
     /// The failure injected by [`LoadOptions::fail_after_trees`].
     #[error("injected failure (test hook)")]
     Injected,
+}
+
+impl LoadError {
+    /// A parse error, with the load's own errors that crossed the parser as sink errors
+    /// taken out again.
+    fn from_parse(e: ParseError) -> LoadError {
+        match e {
+            ParseError::Sink(e) => match e.downcast::<LoadError>() {
+                Ok(own) => *own,
+                Err(other) => LoadError::Parse(ParseError::Sink(other)),
+            },
+            e => LoadError::Parse(e),
+        }
+    }
 }
 
 impl From<StoreError> for LoadError {
@@ -487,7 +514,7 @@ impl Shard {
         shard: usize,
         old: Option<&Store>,
         old_n: u32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, LoadError> {
         let h32 = (hash >> 32) as u32;
         // At most 3/4 full: probes stay short and always meet an empty slot.
         if (self.len + 1) * 4 > self.buckets.len() * BUCKET * 3 {
@@ -497,11 +524,11 @@ impl Shard {
             Ok(e) => return Ok(e.id),
             Err(slot) => slot,
         };
-        if key.len() > MAX_KEY || self.keys.len() as u64 >= 1 << 40 {
-            return Err(format!(
-                "a term of {} bytes, or over 1 TiB of new terms in one shard",
-                key.len()
-            ));
+        if key.len() > MAX_KEY {
+            return Err(LoadError::TermTooLong { bytes: key.len() });
+        }
+        if self.keys.len() as u64 >= 1 << 40 {
+            return Err(LoadError::TooManyTermBytes);
         }
         // Old terms seen are cached in the same table: a dictionary lookup (binary search
         // and block decode) costs far more than a hash probe.
@@ -510,7 +537,7 @@ impl Shard {
             None => {
                 let id = old_n as u64 + self.new as u64 * SHARDS as u64 + shard as u64;
                 if id >= u32::MAX as u64 {
-                    return Err(LoadError::TooManyTerms.to_string());
+                    return Err(LoadError::TooManyTerms);
                 }
                 self.new += 1;
                 id as u32
@@ -541,7 +568,7 @@ impl Shard {
         shard: usize,
         old: Option<&Store>,
         old_n: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), LoadError> {
         for (j, &(i, hash)) in idx.iter().enumerate() {
             if !self.buckets.is_empty() {
                 if let Some(&(far, hash)) = idx.get(j + 2 * AHEAD) {
@@ -615,7 +642,7 @@ impl Numbering<'_> {
     /// are numbered under its lock, starting at a shard that depends on the thread and
     /// skipping shards another task holds until the end, so that tasks rarely queue on
     /// one lock.
-    fn number(&self, batch: &Batch) -> Result<Vec<Record>, String> {
+    fn number(&self, batch: &Batch) -> Result<Vec<Record>, LoadError> {
         let t = Instant::now();
         let n = batch.term_count();
         let shard: Vec<u8> = batch.hashes.iter().map(|&h| shard_of(h) as u8).collect();
@@ -634,7 +661,7 @@ impl Numbering<'_> {
         }
         let mut ids = vec![0u32; n];
         let (old, old_n) = (self.old, self.old_n);
-        let mut number_shard = |s: usize, shard: &mut Shard| -> Result<(), String> {
+        let mut number_shard = |s: usize, shard: &mut Shard| -> Result<(), LoadError> {
             let idx = &order[starts[s] as usize..starts[s + 1] as usize];
             shard.number_all(batch, idx, &mut ids, s, old, old_n)
         };
@@ -775,12 +802,10 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             input,
             &read_options,
             read_bytes.clone(),
-            &|batch| numbering.number(&batch),
+            &|batch| Ok(numbering.number(&batch)?),
             &mut |records| {
                 statements += records.len() as u64;
-                edges
-                    .add_piece(records)
-                    .map_err(|e| format!("spilling edges: {e}"))?;
+                edges.add_piece(records).map_err(LoadError::Spill)?;
                 pb.set(read_bytes.load(Ordering::Relaxed));
                 let secs = t0.elapsed().as_secs_f64().max(1e-9);
                 pb.message(&format!(
@@ -789,7 +814,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
                 ));
                 Ok(())
             },
-        )?;
+        )
+        .map_err(LoadError::from_parse)?;
         skipped += bad;
         times.add(&t);
     }
@@ -1339,7 +1365,7 @@ fn build_and_write(
     };
     let tree = K2Tree::from_codes(n as u64, n as u64, codes).map_err(|e| err(e.to_string()))?;
     let path = tmp.join(&file);
-    write_tree(&tree, &path).map_err(err)?;
+    write_tree(&tree, &path).map_err(|e| err(e.to_string()))?;
     let bytes = std::fs::read(&path).map_err(io_err(&path))?;
     let stats = tree.stats();
     Ok(PredicateInfo {
@@ -1390,9 +1416,9 @@ mod tests {
     #[test]
     fn shard_edge_keys() {
         let mut shard = Shard::default();
-        assert_eq!(shard.id(b"", 0, 0, None, 0), Ok(0));
-        assert_eq!(shard.id(b"x", 0, 0, None, 0), Ok(SHARDS as u32));
-        assert_eq!(shard.id(b"", 0, 0, None, 0), Ok(0));
+        assert_eq!(shard.id(b"", 0, 0, None, 0).unwrap(), 0);
+        assert_eq!(shard.id(b"x", 0, 0, None, 0).unwrap(), SHARDS as u32);
+        assert_eq!(shard.id(b"", 0, 0, None, 0).unwrap(), 0);
         assert!(shard.id(&vec![b'a'; MAX_KEY + 1], 7, 0, None, 0).is_err());
         assert_eq!(shard.len, 2);
     }
@@ -1417,7 +1443,10 @@ mod tests {
         let mut one = Shard::default();
         for (i, &id) in ids.iter().enumerate() {
             assert_eq!(id, ids[i % 1000]);
-            assert_eq!(one.id(batch.key(i), batch.hashes[i], 1, None, 0), Ok(id));
+            assert_eq!(
+                one.id(batch.key(i), batch.hashes[i], 1, None, 0).unwrap(),
+                id
+            );
         }
     }
 }

@@ -47,6 +47,7 @@ pub type GraphId = usize;
 
 /// What went wrong opening or reading a store.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The folder or its manifest is missing.
     #[error("{path}: not a k2rpq store ({reason})")]
@@ -224,10 +225,8 @@ pub(crate) fn open_tree(path: &Path) -> Result<K2Tree, file::FileError> {
 
 /// Writes a `.k2` file atomically (fsynced), with the sampled directory so that opening
 /// needs no rebuild; the frontier cache is left to the engine, which builds it on demand.
-pub(crate) fn write_tree(tree: &K2Tree, path: &Path) -> Result<(), String> {
-    file::write(tree, path, file::WriteOptions::default())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+pub(crate) fn write_tree(tree: &K2Tree, path: &Path) -> Result<(), file::FileError> {
+    file::write(tree, path, file::WriteOptions::default()).map(|_| ())
 }
 
 /// Parses a graph name stored as `<iri>` or `_:b`.
@@ -281,7 +280,7 @@ impl Store {
             }
             segments.push(seg);
         }
-        let dictionary = Dictionary::from_segments(segments).map_err(bad)?;
+        let dictionary = Dictionary::from_segments(segments)?;
         if dictionary.len() != manifest.node_count {
             return Err(bad(format!(
                 "node count {} but the dictionary holds {} terms",

@@ -197,9 +197,9 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
             &args.store,
             &DatabaseOptions {
                 engine: EngineChoice::Gpu,
-                gpu_budget: args.device.gpu_budget.clone(),
+                gpu_budget: args.device.gpu_budget,
                 gpus: Some(GpuSelection::List(ords.to_vec())),
-                line_memory: args.device.line_memory.clone(),
+                line_memory: args.device.line_memory,
                 gpu_options: args.device.gpu_options(),
             },
         )
