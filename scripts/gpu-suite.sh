@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The GPU test suite and benchmarks, for a machine with an NVIDIA GPU but no Rust toolchain.
+#
+#   scripts/gpu-suite.sh build              # here: release binaries, the GPU test binaries
+#                                           # and cnr-2000 into .carry/gpu (xz-compressed)
+#   bash .carry/gpu/gpu-suite.sh run [PARTS] # there, from the repository's root; logs in $OUT
+#
+# PARTS (default: tests spmv rpq):
+#   tests  every GPU test binary of the workspace, one test at a time
+#   spmv   k2rpq-bench spmv on cnr-2000 (SPMV_WEB=1: also the 200M-edge synthetic web graph)
+#   rpq    the main job (CoDEx-M path workload: gpu, cpu, oxigraph), the cnr-2000 workload,
+#          and all pairs of `?x p+ ?y` on cnr-2000 counted on the GPU
+#   load   gen wikidata-like LOAD_TRIPLES (default 20M) and load it, timed
+#   multi  several GPUs: the multi-GPU tests and the workload at 1..N GPUs
+#
+# The shared datasets come from $K2RPQ_SHARED (the folder holding data/) at build time.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+case "${1:-}" in
+build)
+    set -e
+    root="$(cd "$here/.." && pwd)"
+    carry="$root/.carry/gpu"
+    cd "$root"
+    rm -rf "$carry"; mkdir -p "$carry/bin" "$carry/data"
+    cargo build --release -p k2rpq-cli -p k2rpq-bench
+    cp target/release/k2rpq target/release/k2rpq-bench "$carry/bin/"
+    # The GPU test binaries: tests named gpu_* or *_gpu in any crate of the workspace.
+    tests=$(ls tests/*.rs bench/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -E '^gpu_|_gpu$' | sed 's/^/--test /' | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    cargo test --release --workspace $tests --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])
+' | while read -r exe; do cp "$exe" "$carry/bin/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
+    shared="${K2RPQ_SHARED:-$root/../shared}"
+    cp "$shared/data/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"
+    xz -T0 -6 "$carry"/bin/*
+    cp "$here/gpu-suite.sh" "$carry/gpu-suite.sh"
+    du -sh "$carry"
+    ;;
+run)
+    shift
+    carry="$here"
+    parts="${*:-tests spmv rpq}"
+    out="${OUT:-$carry/out}"; mkdir -p "$out"
+    tmp="${TMPDIR:-/tmp}/k2rpq-gpu"; mkdir -p "$tmp"
+    for f in "$carry"/bin/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done
+    chmod +x "$carry"/bin/*
+    bin="$carry/bin"; k2="$bin/k2rpq"; kb="$bin/k2rpq-bench"; cnr="$carry/data/cnr-2000.arcs.tsv.gz"
+    export K2RPQ_SHARED="$carry" NCCL_NVLS_ENABLE=0
+    export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/machine.txt"
+    status=0
+    step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    cnr_store() {
+        [ -d "$tmp/cnr.store" ] && return
+        zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
+        "$k2" load "$tmp/cnr.nt" --store "$tmp/cnr.store" --quiet 2>&1 | tail -1
+    }
+    for part in $parts; do case "$part" in
+    tests)
+        for t in "$bin"/*; do
+            name="$(basename "$t")"
+            case "$name" in gpu_*|*_gpu) ;; *) continue ;; esac
+            step "test $name"
+            if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then
+                echo "ok: $(grep -E '^test result' "$out/test-$name.log" | tail -1)" | tee -a "$out/summary.txt"
+            else
+                echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-$name.log"; status=1
+            fi
+        done ;;
+    spmv)
+        step "k2rpq-bench spmv cnr-2000 (spmv-cnr.txt, spmv-cnr.json)"
+        "$kb" spmv --tsv "$cnr" --repeats 50 --json "$out/spmv-cnr.json" >"$out/spmv-cnr.txt" 2>&1 || status=1
+        grep -E "^(contender|gpu|cusparse)" "$out/spmv-cnr.txt" | head -40
+        if [ "${SPMV_WEB:-0}" != 0 ]; then
+            step "k2rpq-bench spmv web 200M (spmv-web.txt, spmv-web.json)"
+            "$kb" spmv --synthetic web --edges 200M --repeats 20 --batches 1 --bit-batches 64 --skip-cpu \
+                --json "$out/spmv-web.json" >"$out/spmv-web.txt" 2>&1 || status=1
+            grep -E "^(contender|gpu|cusparse)" "$out/spmv-web.txt" | head -40
+        fi ;;
+    rpq)
+        step "main job: CoDEx-M path workload (gpu, cpu, oxigraph)"
+        rm -rf "$tmp/codex-m.store"
+        "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -1
+        "$kb" workload --store "$tmp/codex-m.store" --queries sparql/codex-m.rpq --quiet --stats \
+            --json "$out/workload-codex-m.json" >"$out/workload-codex-m.txt" 2>&1 || status=1
+        sed -n '/^Summary/,$p' "$out/workload-codex-m.txt" | head -12
+        step "cnr-2000 path workload (gpu, cpu, oxigraph)"
+        cnr_store
+        timeout 300 "$kb" workload --store "$tmp/cnr.store" --queries sparql/cnr-2000.rpq --quiet --stats --repeats 3 \
+            --warmup 0 --timeout 20 --json "$out/workload-cnr.json" >"$out/workload-cnr.txt" 2>&1 || status=1
+        sed -n '/^Summary/,$p' "$out/workload-cnr.txt" | head -12
+        step "all pairs ?x p+ ?y on cnr-2000, counted on the GPU"
+        ( time timeout 200 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 180 '?x <urn:k2rpq:p>+ ?y' ) \
+            >"$out/all-pairs.txt" 2>&1 || status=1
+        tail -5 "$out/all-pairs.txt" ;;
+    load)
+        n="${LOAD_TRIPLES:-20000000}"
+        step "wikidata-like $n triples: gen, then load (gzip), timed"
+        rm -rf "$tmp/wd.store"
+        /usr/bin/time -f '%e s wall, %M KB peak' "$kb" gen wikidata-like --triples "$n" -o "$tmp/wd.nt.gz" 2>&1 | tail -2
+        /usr/bin/time -f '%e s wall, %M KB peak' "$k2" load "$tmp/wd.nt.gz" --store "$tmp/wd.store" --quiet 2>&1 \
+            | tee "$out/load.txt" | tail -3
+        rm -rf "$tmp/wd.store" "$tmp/wd.nt.gz" ;;
+    multi)
+        step "multi-GPU tests"
+        if "$bin/gpu_multi" --test-threads=1 >"$out/test-gpu_multi.log" 2>&1; then
+            echo "ok: $(grep -E '^test result' "$out/test-gpu_multi.log" | tail -1)" | tee -a "$out/summary.txt"
+        else
+            echo "FAILED" | tee -a "$out/summary.txt"; tail -40 "$out/test-gpu_multi.log"; status=1
+        fi
+        cnr_store
+        step "cnr-2000 all pairs at 1..N GPUs"
+        "$kb" workload --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --gpus all --scaling --count \
+            --warmup 0 --repeats 1 --timeout 60 --quiet --json "$out/scaling.json" 2>&1 | tail -8 || status=1 ;;
+    *) echo "unknown part $part (tests spmv rpq load multi)"; status=1 ;;
+    esac; done
+    exit $status
+    ;;
+*)
+    sed -n '2,15p' "$0"; exit 2 ;;
+esac
