@@ -7,58 +7,63 @@ use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
-/// `query`, `bench`).
+/// `query`, and the workload benchmark).
 #[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Device")]
 pub struct DeviceArgs {
     /// GPUs: `all` or a list like `0,1` (default: GPU 0). With several, the batches of a
     /// var→var query are split across them and one-batch queries go to the least busy.
     #[arg(long)]
     pub gpus: Option<GpuSelection>,
     /// GPU memory for resident relations plus query working memory, per GPU (`8GiB`,
-    /// `512MB`, `60%` of free device memory; default 75% of free device memory). Over a
-    /// `--store`, relations stay resident across the queries of a run.
+    /// `512MB`, or `60%` of free device memory; default 75%). Relations stay resident
+    /// across the queries of a run.
     #[arg(long, value_name = "BYTES|PERCENT")]
     pub gpu_budget: Option<MemoryBudget>,
-    /// Host memory for the decoded line lists of the store's relations, which make host
-    /// walks read a frontier node's edges instead of descending the k²-tree (`2GiB`,
-    /// `512MB`, `10%` of physical memory; default 25%). A relation's lists are built once
-    /// walks have spent a share of their build on descents; builds that do not fit are
-    /// skipped (the walks keep descending). `0` builds none.
+    /// Host memory for the decoded successor and predecessor lists that speed up walks
+    /// from constants (`2GiB`, `512MB`, or `10%` of physical memory; default 25%; `0`:
+    /// none).
     #[arg(long, value_name = "BYTES|PERCENT")]
     pub line_memory: Option<MemoryBudget>,
-    /// Print the device cache statistics (hits, misses, evictions, bytes uploaded, upload
-    /// time, peak bytes) at the end (over a `--store`).
+    /// Print the device cache statistics at the end (hits, misses, evictions, bytes
+    /// uploaded, peak bytes).
     #[arg(long)]
     pub stats: bool,
-    /// What a resident relation's cached frontier holds on the GPU: `rowblocks` (default:
-    /// fastest right products), `colblocks` (fastest left products, i.e. backward paths),
-    /// `both` (both sorted copies: each direction fast, twice the frontier's memory),
-    /// `blocks` or `codes` (the paper's).
-    #[arg(long, value_parser = parse_frontier_layout)]
+    /// How resident relations are laid out on the GPU.
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+/// How resident relations are laid out on the GPU. The defaults are the measured best for
+/// most workloads; docs/ARCHITECTURE.md explains each layout.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Tuning")]
+pub struct TuningArgs {
+    /// What a resident relation's cached frontier holds: `rowblocks` (default: for
+    /// forward paths), `colblocks` (for backward paths), `both` (each direction fast,
+    /// twice the memory), `blocks` or `codes`.
+    #[arg(long, value_parser = parse_frontier_layout, hide_short_help = true)]
     pub frontier_layout: Option<FrontierLayout>,
-    /// Keep a `rowblocks` frontier as plain row-sorted entries instead of laying it out in
-    /// row windows (by default it is, when the relation's empty rows and the windows' pads
-    /// add at most 10 % to it: bit-packed right products then store their output once,
-    /// with no clear and no atomics).
-    #[arg(long)]
+    /// Keep a `rowblocks` frontier as plain row-sorted entries, not in row windows.
+    #[arg(long, hide_short_help = true)]
     pub no_row_windows: bool,
-    /// The most nodes of the top level a tree-only relation keeps expanded on the GPU
-    /// (`1048576` or `2^20`, the default): a deeper top level skips expand steps for
-    /// more resident bytes (at most the tree's own again). On 206 M-edge graphs `2^24`
-    /// made tree-only products 22-35 % faster for 63-104 MB more per relation.
-    #[arg(long, value_parser = parse_top_nodes)]
+    /// The most nodes of the top level a relation held without its cached frontier
+    /// keeps expanded (`1048576` or `2^20`, the default): more resident bytes, fewer
+    /// steps per product.
+    #[arg(long, value_parser = parse_top_nodes, hide_short_help = true)]
     pub top_nodes: Option<u64>,
-    /// Also keep a `rowblocks` frontier's entries in row groups (6 bytes per entry and its
-    /// pads, beside the windows' 8), which bit-packed right products read instead of the
-    /// row windows: faster on relations whose vectors stay in the GPU's L2 cache (cnr-2000:
-    /// 0.70x the time), slower on larger ones.
-    #[arg(long)]
+    /// Also keep a `rowblocks` frontier's entries in row groups, which bit-packed right
+    /// products read instead (for relations whose vectors fit the GPU's L2 cache).
+    #[arg(long, hide_short_help = true)]
     pub row_groups: bool,
-    /// Tree-only relations keep each cell that hangs alone below a path of at least this
-    /// many tree nodes in lists beside the tree the GPU descends (16 bytes per cell against
-    /// about half a byte per node saved): their products skip those paths' nodes. Web
-    /// graphs with many far, isolated links gain most. Default 0: none.
-    #[arg(long, value_name = "NODES", default_value_t = 0)]
+    /// Relations held without their cached frontier list each cell that hangs alone
+    /// below a path of at least this many tree nodes beside the tree (0: none).
+    #[arg(
+        long,
+        value_name = "NODES",
+        default_value_t = 0,
+        hide_short_help = true
+    )]
     pub lone_paths: u32,
 }
 
@@ -105,12 +110,13 @@ impl DeviceArgs {
 
     /// The GPU engines' options these arguments ask for.
     pub fn gpu_options(&self) -> GpuOptions {
+        let t = &self.tuning;
         GpuOptions {
-            frontier: self.frontier_layout.unwrap_or_default(),
-            row_windows: !self.no_row_windows,
-            top_nodes: self.top_nodes.unwrap_or(GpuOptions::default().top_nodes),
-            row_groups: self.row_groups,
-            lone_paths: self.lone_paths,
+            frontier: t.frontier_layout.unwrap_or_default(),
+            row_windows: !t.no_row_windows,
+            top_nodes: t.top_nodes.unwrap_or(GpuOptions::default().top_nodes),
+            row_groups: t.row_groups,
+            lone_paths: t.lone_paths,
             ..GpuOptions::default()
         }
     }

@@ -40,21 +40,33 @@ pub struct EvalArgs {
     /// Stop each query after this many seconds (the pairs found so far are printed).
     #[arg(long)]
     pub timeout: Option<f64>,
-    /// Engine.
+    /// The engine: `gpu` keeps every product on the GPU; `auto` uses the GPU when one is
+    /// usable and the query is large enough to pay for it.
     #[arg(long, default_value = "auto", value_parser = crate::args::engine_parser())]
     pub engine: EngineChoice,
-    /// Words per node of a frontier batch: 64·W start nodes per batch (var→var).
-    #[arg(long, default_value_t = 8)]
-    pub batch_words: usize,
-    /// Product traversal.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub traversal: TraversalChoice,
-    /// Load only the tree and directory (no cached frontier).
-    #[arg(long)]
-    pub tree_only: bool,
     /// GPUs, GPU budget, cache statistics.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Words per node of a frontier batch: 64·W start nodes per batch (var→var).
+    #[arg(
+        long,
+        default_value_t = 8,
+        help_heading = "Tuning",
+        hide_short_help = true
+    )]
+    pub batch_words: usize,
+    /// How products visit the trees.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        help_heading = "Tuning",
+        hide_short_help = true
+    )]
+    pub traversal: TraversalChoice,
+    /// Load only the tree and directory of each relation (no cached frontier).
+    #[arg(long, help_heading = "Tuning", hide_short_help = true)]
+    pub tree_only: bool,
 }
 
 impl EvalArgs {
@@ -147,8 +159,20 @@ pub fn evaluate_on<E: Engine>(
     Ok(evaluate_split(graph, plan, options, &mut shares)?)
 }
 
+/// The syntax of a query, shown under `k2rpq rpq --help`.
+const RPQ_SYNTAX: &str = "\
+Queries are `S REGEX O`: S and O are `?var` or `<IRI>`; REGEX is built from `<IRI>`, `^` \
+(inverse), `/` (sequence), `|` (alternative), `*`, `+`, `?`, `!(...)` (negated set) and \
+parentheses. Pairs are distinct (start, end) pairs, one per line.
+
+Examples:
+  k2rpq rpq --store wd.store '?x <http://www.wikidata.org/prop/direct/P31>/<http://www.wikidata.org/prop/direct/P279>* <http://www.wikidata.org/entity/Q5>'
+  k2rpq rpq --store wd.store --count '<http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y'
+  k2rpq rpq --store wd.store --file queries.rpq --count --limit 1000000 --timeout 60";
+
 /// Arguments of `k2rpq rpq`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = RPQ_SYNTAX)]
 pub struct Args {
     /// The graph.
     #[command(flatten)]
