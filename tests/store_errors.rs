@@ -40,10 +40,10 @@ fn malformed_line_reports_file_line_and_reason() {
     let input = write(dir.path(), "bad.nt", &text);
     let err = load(&[input], &dir.path().join("s"), &small_chunks()).unwrap_err();
     match &err {
-        LoadError::Parse(ParseError::Syntax { file, line, reason }) => {
-            assert!(file.ends_with("bad.nt"), "{file}");
-            assert_eq!(*line, 401);
-            assert!(!reason.is_empty());
+        LoadError::Parse(ParseError::Syntax(bad)) => {
+            assert!(bad.file.ends_with("bad.nt"), "{}", bad.file);
+            assert_eq!(bad.line, 401);
+            assert!(bad.column > 1 && !bad.reason.is_empty());
         }
         e => panic!("unexpected {e:?}"),
     }

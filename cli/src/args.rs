@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use k2rpq::cache::MemoryBudget;
-use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::database::{Database, DatabaseError, DatabaseOptions, EngineChoice};
 use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
@@ -135,8 +135,14 @@ impl DeviceArgs {
         dir: &std::path::Path,
         engine: EngineChoice,
     ) -> anyhow::Result<Database> {
-        Database::open(dir, &self.database_options(engine))
-            .with_context(|| format!("opening store {}", dir.display()))
+        Database::open(dir, &self.database_options(engine)).map_err(|e| {
+            // A missing GPU is about the flags, not the store.
+            let context = match e {
+                DatabaseError::NoGpu(_) | DatabaseError::Gpus(_) => format!("--engine {engine}"),
+                _ => format!("opening store {}", dir.display()),
+            };
+            anyhow::Error::new(e).context(context)
+        })
     }
 
     /// Errors out when a store-only option is given for another source; for another

@@ -3,7 +3,9 @@
 
 use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::resolve_log_query;
-use k2rpq::rpq::{parse_log_line, plan, EvalOptions, PathGraph, PathResult, Plan};
+use k2rpq::rpq::{
+    parse_log_line, path_iris, plan, EvalOptions, PathGraph, PathResult, Plan, UNKNOWN_PREDICATE,
+};
 
 use crate::rpq::{evaluate_on, relations_of, EngineTask, EvalArgs};
 use crate::source::{open_source, SourceArgs};
@@ -31,7 +33,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let q = parse_log_line(&args.query)?;
     let rq = resolve_log_query(&q, terms.as_ref());
     let p = plan(graph.as_ref(), &rq.path, rq.subject, rq.object, &options);
-    let name = |id: u32| terms.term(id);
+    let missing: Vec<String> = path_iris(&q.path)
+        .into_iter()
+        .filter(|iri| terms.iri_id(iri).is_none())
+        .map(|iri| format!("<{iri}>"))
+        .collect();
+    // Predicates the graph lacks all resolve to one id that matches nothing.
+    let unknown = match missing.as_slice() {
+        [one] => format!("{one} (not in the graph)"),
+        _ => "(a predicate not in the graph)".to_owned(),
+    };
+    if !missing.is_empty() {
+        println!("not in the graph: {}", missing.join(", "));
+    }
+    let name = |id: u32| match id {
+        UNKNOWN_PREDICATE => Some(unknown.clone()),
+        id => terms.term(id),
+    };
     print!("{}", p.display_with(&name));
     if args.plan_only {
         return Ok(());

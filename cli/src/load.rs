@@ -69,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         format,
         lenient: args.lenient,
         progress: crate::progress::Bars::handle(args.quiet),
+        interrupt: Some(crate::report::interrupt_flag()),
         ..LoadOptions::default()
     };
     if let Some(m) = &args.memory {
@@ -92,6 +93,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.statements as f64 / report.parse_seconds.max(1e-9) / 1e6,
         report.build_seconds,
     );
+    for bad in &report.skipped_first {
+        eprintln!("  skipped {bad}");
+    }
+    let unshown = report.skipped - report.skipped_first.len() as u64;
+    if unshown > 0 {
+        eprintln!("  ... and {unshown} more skipped statements");
+    }
     // Where the phases went; the parse stages overlap, so each is a busy time.
     eprintln!(
         "  parse: read {:.2}s, parse+number chunks {:.2}s (number {:.2} thread-s), hand-on {:.2}s, waited {:.2}s; build: sort {:.2}s (edges {:.2}s, terms {:.2}s, side by side), trees {:.2}s, dictionary {:.2}s (beside the trees)",

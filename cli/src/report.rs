@@ -25,3 +25,27 @@ pub fn exit_quietly_on_broken_pipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+/// A flag that SIGINT and SIGTERM set, for long work to stop cleanly (a load removes its
+/// temporary folder and leaves the store as it was). A second signal exits at once with
+/// status 130. The handler is installed on the first call.
+pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock};
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let set = flag.clone();
+        let installed = ctrlc::set_handler(move || {
+            if set.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("k2rpq: interrupted; stopping (again to exit at once)");
+        });
+        if let Err(e) = installed {
+            eprintln!("k2rpq: cannot catch interrupts ({e}); an interrupted load may leave a temporary folder for the next load to remove");
+        }
+        flag
+    })
+    .clone()
+}

@@ -164,3 +164,182 @@ fn frontier_layout_flag() {
         "{stderr}"
     );
 }
+
+/// SIGINT stops a load cleanly: a clear message, a non-zero exit, no store and no
+/// temporary folder left behind.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_load_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(["load", "-", "--format", "nt", "--quiet", "--store"])
+        .arg(&store)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..1000 {
+        writeln!(
+            stdin,
+            "<http://e/n{i}> <http://e/p> <http://e/n{}> .",
+            i + 1
+        )
+        .unwrap();
+    }
+    stdin.flush().unwrap();
+    // The load is waiting for more input when the signal comes; end of input then hands
+    // the parsed statements on, and the load stops there.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A temporary folder that a killed load left is removed by the next load into any
+/// store of the same folder; a live one is kept.
+#[test]
+fn a_killed_loads_temporary_folder_is_removed_by_the_next_load() {
+    let dir = tempfile::tempdir().unwrap();
+    // A process id that does not exist (above the kernel's maximum).
+    let dead = dir.path().join(".other.k2rpq-tmp-4194305-17");
+    std::fs::create_dir_all(dead.join("runs")).unwrap();
+    let live = dir
+        .path()
+        .join(format!(".other.k2rpq-tmp-{}-18", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let nt = dir.path().join("g.nt");
+    std::fs::write(&nt, "<http://e/a> <http://e/p> <http://e/b> .\n").unwrap();
+    ok(k2rpq([
+        OsStr::new("load"),
+        OsStr::new("--quiet"),
+        OsStr::new("--store"),
+        dir.path().join("s").as_os_str(),
+        nt.as_os_str(),
+    ]));
+    assert!(!dead.exists());
+    assert!(live.exists());
+}
+
+/// Targets a store cannot be renamed onto, and folders given as inputs, are refused
+/// before anything is read.
+#[test]
+fn bad_targets_and_folder_inputs_are_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let nt = dir.path().join("g.nt");
+    std::fs::write(&nt, "<http://e/a> <http://e/p> <http://e/b> .\n").unwrap();
+    for target in [".", ".."] {
+        let out = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+            .args(["load", "--quiet", "--store", target])
+            .arg(&nt)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("name a new folder"), "{target}: {stderr}");
+    }
+    let out = k2rpq([
+        OsStr::new("load"),
+        OsStr::new("--store"),
+        dir.path().join("s").as_os_str(),
+        dir.path().as_os_str(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is a folder: give the RDF files in it"),
+        "{stderr}"
+    );
+    // A file given as a store.
+    let out = k2rpq([OsStr::new("info"), nt.as_os_str()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("a file, not a store folder"), "{stderr}");
+}
+
+/// `--lenient` names the first skipped statements with their position and counts the
+/// rest; without it, the first one stops the load with its line and column. An
+/// unterminated literal is called that, and a byte-order mark is no error.
+#[test]
+fn lenient_loads_name_what_they_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let nt = dir.path().join("bad.nt");
+    let mut text = String::from("\u{feff}<http://e/a> <http://e/p> <http://e/b> .\n");
+    text.push_str("<http://e/b> <http://e/p> \"open .\n");
+    text.push_str("<http://e/c> <http://e/p> <http://e/d> .\n");
+    for i in 0..12 {
+        text.push_str(&format!("bad {i}\n"));
+    }
+    std::fs::write(&nt, text).unwrap();
+    let load = |lenient: bool| {
+        let mut args = vec![
+            OsStr::new("load"),
+            OsStr::new("--quiet"),
+            OsStr::new("--store"),
+        ];
+        let store = dir.path().join(if lenient { "l" } else { "s" });
+        args.push(store.as_os_str());
+        args.push(nt.as_os_str());
+        if lenient {
+            args.push(OsStr::new("--lenient"));
+        }
+        k2rpq(args)
+    };
+    let strict = load(false);
+    assert!(!strict.status.success());
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(
+        stderr.contains("bad.nt:2:27: unterminated string literal"),
+        "{stderr}"
+    );
+    let (_, stderr) = ok(load(true));
+    assert!(
+        stderr.contains("loaded 2 statements (13 skipped)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("skipped ") && stderr.contains("bad.nt:2:27: unterminated string literal"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("bad.nt:4:1: "), "{stderr}");
+    assert_eq!(stderr.matches("  skipped ").count(), 10, "{stderr}");
+    assert!(
+        stderr.contains("... and 3 more skipped statements"),
+        "{stderr}"
+    );
+}
+
+/// Without a GPU, `--engine gpu` names the flag, not the store.
+#[test]
+fn engine_gpu_without_a_gpu_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = codex_store(dir.path());
+    let out = k2rpq([
+        OsStr::new("rpq"),
+        OsStr::new("--engine"),
+        OsStr::new("gpu"),
+        OsStr::new("--store"),
+        store.as_os_str(),
+        OsStr::new(
+            "<http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y",
+        ),
+    ]);
+    if out.status.success() {
+        eprintln!("skipped: a GPU is usable here");
+        return;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: --engine gpu"), "{stderr}");
+    assert!(!stderr.contains("opening store"), "{stderr}");
+}

@@ -49,7 +49,7 @@ pub use exec::{
 };
 pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, LogEndpoint, LogQuery};
-pub use path::{parse_path_expr, Path, UNKNOWN_PREDICATE};
+pub use path::{parse_path_expr, path_iris, Path, UNKNOWN_PREDICATE};
 pub use plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
 pub use split::{evaluate_split, runs_on_one, Share};
 

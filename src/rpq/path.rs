@@ -136,6 +136,41 @@ impl fmt::Display for Path {
     }
 }
 
+/// The predicate IRIs a path expression names, in order of appearance, each once.
+///
+/// ```
+/// use k2rpq::rpq::path_iris;
+/// use spargebra::algebra::PropertyPathExpression as P;
+/// use spargebra::term::NamedNode;
+/// let (p, q) = (NamedNode::new("http://e/p").unwrap(), NamedNode::new("http://e/q").unwrap());
+/// let seq = P::Sequence(Box::new(P::NamedNode(p.clone())), Box::new(P::NegatedPropertySet(vec![q, p])));
+/// assert_eq!(path_iris(&seq), ["http://e/p", "http://e/q"]);
+/// ```
+pub fn path_iris(expr: &PropertyPathExpression) -> Vec<&str> {
+    fn go<'a>(e: &'a PropertyPathExpression, out: &mut Vec<&'a str>) {
+        let mut add = |n: &'a spargebra::term::NamedNode| {
+            if !out.contains(&n.as_str()) {
+                out.push(n.as_str());
+            }
+        };
+        match e {
+            PropertyPathExpression::NamedNode(n) => add(n),
+            PropertyPathExpression::NegatedPropertySet(ns) => ns.iter().for_each(add),
+            PropertyPathExpression::Reverse(a)
+            | PropertyPathExpression::ZeroOrMore(a)
+            | PropertyPathExpression::OneOrMore(a)
+            | PropertyPathExpression::ZeroOrOne(a) => go(a, out),
+            PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
+                go(a, out);
+                go(b, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(expr, &mut out);
+    out
+}
+
 /// Translates a spargebra property path, resolving each IRI with `resolve`; IRIs it does
 /// not know become [`UNKNOWN_PREDICATE`] (a link that matches nothing).
 ///

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
 
@@ -50,7 +50,9 @@ use super::{
 use crate::k2tree::{height_for, morton, K2Tree};
 use crate::progress::{ProgressHandle, Stage, Unit};
 use crate::rdf::edges::{EdgeCollector, Record, SortedEdges};
-use crate::rdf::parse::{self, Batch, Format, Input, ParseError, ReadOptions, DEFAULT_GRAPH};
+use crate::rdf::parse::{
+    self, BadStatement, Batch, Format, Input, ParseError, ReadOptions, Skipped, DEFAULT_GRAPH,
+};
 use crate::rdf::terms;
 
 /// How to load.
@@ -70,6 +72,10 @@ pub struct LoadOptions {
     pub progress: ProgressHandle,
     /// Chunk size for parallel N-Triples/N-Quads parsing.
     pub chunk_bytes: usize,
+    /// Set to `true` (from a signal handler, another thread) to stop the load: it then
+    /// fails with [`LoadError::Interrupted`], removes its temporary folder and leaves the
+    /// target as it was. Checked between batches of input and between trees.
+    pub interrupt: Option<Arc<AtomicBool>>,
     /// Test hook: fail after writing this many trees, before the swap.
     #[doc(hidden)]
     pub fail_after_trees: Option<usize>,
@@ -83,6 +89,7 @@ impl Default for LoadOptions {
             memory: default_memory(),
             progress: ProgressHandle::default(),
             chunk_bytes: 4 << 20,
+            interrupt: None,
             fail_after_trees: None,
         }
     }
@@ -110,6 +117,9 @@ pub struct LoadReport {
     pub statements: u64,
     /// Malformed statements skipped (lenient mode).
     pub skipped: u64,
+    /// The first skipped statements, with where and why (not kept in the manifest).
+    #[serde(skip)]
+    pub skipped_first: Vec<BadStatement>,
     /// Terms this load added to the dictionary.
     pub new_terms: u64,
     /// Node count after the load.
@@ -215,6 +225,12 @@ pub enum LoadError {
         /// Why.
         reason: String,
     },
+    /// [`LoadOptions::interrupt`] was set.
+    #[error("interrupted; the store is as it was before the load")]
+    Interrupted,
+    /// The target cannot hold a store: the current folder, `..`, or a file system root.
+    #[error("{0}: cannot load into the current folder or a root; name a new folder for the store")]
+    BadTarget(PathBuf),
     /// The failure injected by [`LoadOptions::fail_after_trees`].
     #[error("injected failure (test hook)")]
     Injected,
@@ -261,23 +277,41 @@ impl Drop for TempDir {
     }
 }
 
+/// Refuses targets that a finished store cannot be renamed onto: `.`, `..`, a root, or
+/// the current folder under another name.
+fn check_target(dir: &Path) -> Result<(), LoadError> {
+    let bad = || LoadError::BadTarget(dir.to_path_buf());
+    if dir.file_name().is_none() {
+        return Err(bad());
+    }
+    if let (Ok(target), Ok(cwd)) = (dir.canonicalize(), std::env::current_dir()) {
+        if cwd.starts_with(&target) {
+            return Err(bad());
+        }
+    }
+    Ok(())
+}
+
+/// Marks the temporary folders of loads: `.NAME` + this + `PID-NANOS`.
+const TEMP_MARK: &str = ".k2rpq-tmp-";
+
 fn temp_prefix(dir: &Path) -> String {
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "store".into());
-    format!(".{name}.k2rpq-tmp-")
+    format!(".{name}{TEMP_MARK}")
 }
 
-/// Removes temporaries of earlier loads into `dir` whose process is gone.
-fn remove_stale_temps(parent: &Path, dir: &Path) {
-    let prefix = temp_prefix(dir);
+/// Removes the temporary folders that loads into any store of `parent` left when their
+/// process was killed.
+fn remove_stale_temps(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(&prefix) else {
+        let Some((_, rest)) = name.strip_prefix('.').and_then(|n| n.split_once(TEMP_MARK)) else {
             continue;
         };
         let pid = rest.split('-').next().unwrap_or("");
@@ -736,16 +770,26 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         lenient: options.lenient,
         chunk_bytes: options.chunk_bytes,
     };
-    // Fail fast on inputs that cannot be read at all, before any work.
+    // Fail fast on targets and inputs that cannot work, before any work.
+    check_target(dir)?;
     for input in inputs {
-        parse::resolve_format(input, &read_options)?;
         if let Input::Path(p) = input {
+            if p.is_dir() {
+                return Err(ParseError::Folder { file: input.name() }.into());
+            }
             File::open(p).map_err(|error| ParseError::Open {
                 file: input.name(),
                 error,
             })?;
         }
+        parse::resolve_format(input, &read_options)?;
     }
+    let interrupted = || {
+        options
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    };
     let old = if dir.join(MANIFEST).exists() {
         Some(Store::open(dir)?)
     } else if dir.exists()
@@ -764,7 +808,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
-    remove_stale_temps(&parent, dir);
+    remove_stale_temps(&parent);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -793,7 +837,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
     let read_bytes = Arc::new(AtomicU64::new(0));
     let pb = Stage::begin(options.progress.get(), "parse", Unit::Bytes, sizes);
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     let mut times = parse::ReadTimes::default();
     for input in inputs {
         let t0 = Instant::now();
@@ -804,6 +848,9 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             read_bytes.clone(),
             &|batch| Ok(numbering.number(&batch)?),
             &mut |records| {
+                if interrupted() {
+                    return Err(LoadError::Interrupted.into());
+                }
                 statements += records.len() as u64;
                 edges.add_piece(records).map_err(LoadError::Spill)?;
                 pb.set(read_bytes.load(Ordering::Relaxed));
@@ -816,7 +863,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
             },
         )
         .map_err(LoadError::from_parse)?;
-        skipped += bad;
+        skipped.extend(bad);
         times.add(&t);
     }
     drop(pb);
@@ -1031,6 +1078,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         n: new_n,
         written: AtomicUsize::new(0),
         fail_after: options.fail_after_trees,
+        interrupt: options.interrupt.as_deref(),
         pb: &pb,
     };
     // Jobs run in waves of at most `budget` edges (16 bytes each in flight: cells, then
@@ -1136,7 +1184,8 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
     let mut report = LoadReport {
         inputs: inputs.iter().map(Input::name).collect(),
         statements,
-        skipped,
+        skipped: skipped.count,
+        skipped_first: skipped.first,
         new_terms: (new_n - old_n) as u64,
         node_count: new_n,
         distinct_edges,
@@ -1228,6 +1277,7 @@ struct TreeContext<'a, R> {
     n: u32,
     written: AtomicUsize,
     fail_after: Option<usize>,
+    interrupt: Option<&'a AtomicBool>,
     pb: &'a Stage<'a>,
 }
 
@@ -1330,6 +1380,9 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
         let written = self.written.fetch_add(1, Ordering::SeqCst) + 1;
         if self.fail_after == Some(written) {
             return Err(LoadError::Injected);
+        }
+        if self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Err(LoadError::Interrupted);
         }
         Ok(Built {
             distinct: distinct.unwrap_or(info.edges),

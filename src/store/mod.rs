@@ -245,9 +245,14 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let mpath = dir.join(MANIFEST);
         if !dir.is_dir() {
+            let reason = if dir.exists() {
+                "a file, not a store folder; `k2rpq load FILE --store DIR` makes a store of it"
+            } else {
+                "no such folder"
+            };
             return Err(StoreError::NotAStore {
                 path: dir.to_path_buf(),
-                reason: "no such folder".into(),
+                reason: reason.into(),
             });
         }
         let text = std::fs::read(&mpath).map_err(|e| StoreError::NotAStore {
