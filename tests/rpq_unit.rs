@@ -114,6 +114,45 @@ fn log_line_errors_name_the_position() {
 }
 
 #[test]
+fn log_lines_take_prefixed_names() {
+    use k2rpq::rpq::{parse_log_line_with, LogEndpoint, Prefixes};
+    let mut prefixes = Prefixes::default();
+    prefixes.insert("e", "http://e/").unwrap();
+    prefixes.insert("", "http://default/").unwrap();
+    let q = parse_log_line_with("e:a (e:p|^:q)*/!(e:r|^e:s) :c", &prefixes).unwrap();
+    assert_eq!(q.subject, LogEndpoint::Iri("http://e/a".into()));
+    assert_eq!(q.object, LogEndpoint::Iri("http://default/c".into()));
+    let full = parse_log_line(
+        "<http://e/a> (<http://e/p>|^<http://default/q>)*/!(<http://e/r>|^<http://e/s>) <http://default/c>",
+    )
+    .unwrap();
+    assert_eq!(q.path, full.path);
+    // Turtle's form of a declaration, then an id prefix before a prefixed subject.
+    assert!(prefixes
+        .declare("@prefix wd: <http://www.wikidata.org/entity/> .")
+        .unwrap());
+    let q = parse_log_line_with("w1,wd:Q1 a ?c", &prefixes).unwrap();
+    assert_eq!(q.id.as_deref(), Some("w1"));
+    assert_eq!(
+        q.subject,
+        LogEndpoint::Iri("http://www.wikidata.org/entity/Q1".into())
+    );
+    // Declarations that are not: a query line, a malformed one.
+    assert!(!prefixes.declare("?x e:p ?y").unwrap());
+    assert!(prefixes.declare("PREFIX e <http://e/>").is_err());
+    // An undeclared prefix is an error at its position.
+    match parse_log_line_with("?x e:p/zz:q ?y", &prefixes) {
+        Err(RpqError::Parse {
+            position, reason, ..
+        }) => {
+            assert_eq!(position, 7);
+            assert!(reason.contains("undeclared prefix `zz:`"), "{reason}");
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
 fn spargebra_paths_translate_with_nesting_and_unknown_iris() {
     let e = Expr::ZeroOrMore(Box::new(Expr::Alternative(
         Box::new(Expr::Sequence(

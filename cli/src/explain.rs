@@ -4,7 +4,8 @@
 use k2rpq::engine::Engine;
 use k2rpq::rpq::terms::resolve_log_query;
 use k2rpq::rpq::{
-    parse_log_line, path_iris, plan, EvalOptions, PathGraph, PathResult, Plan, UNKNOWN_PREDICATE,
+    parse_log_line_with, path_iris, plan, EvalOptions, PathGraph, PathResult, Plan,
+    UNKNOWN_PREDICATE,
 };
 
 use crate::rpq::{evaluate_on, relations_of, EngineTask, EvalArgs};
@@ -30,7 +31,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let options = args.eval.options(true)?;
     let (graph, terms) = open_source(&args.source)?;
-    let q = parse_log_line(&args.query)?;
+    let q = parse_log_line_with(&args.query, &args.eval.prefixes())?;
     let rq = resolve_log_query(&q, terms.as_ref());
     let p = plan(graph.as_ref(), &rq.path, rq.subject, rq.object, &options);
     let missing: Vec<String> = path_iris(&q.path)

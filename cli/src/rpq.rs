@@ -11,8 +11,8 @@ use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::{Engine, MatrixConfig};
 use k2rpq::rpq::terms::{resolve_log_query, TermLookup};
 use k2rpq::rpq::{
-    evaluate_split, parse_log_line, plan, EvalOptions, LogQuery, PathGraph, PathResult,
-    PerQueryRelations, Plan, Share, TraversalPolicy,
+    evaluate_split, parse_log_line_with, plan, EvalOptions, LogQuery, PathGraph, PathResult,
+    PerQueryRelations, Plan, Prefixes, Share, TraversalPolicy,
 };
 
 use crate::args::DeviceArgs;
@@ -34,6 +34,10 @@ pub enum TraversalChoice {
 /// Options shared by `rpq` and `explain`.
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
+    /// Declare a prefix for prefixed names in queries: `wdt=http://www.wikidata.org/prop/direct/`
+    /// (repeatable; `PREFIX wdt: <...>` at the start of a query does the same).
+    #[arg(long, value_name = "PREFIX=IRI", value_parser = parse_prefix)]
+    pub prefix: Vec<(String, String)>,
     /// Stop each query after this many pairs.
     #[arg(long)]
     pub limit: Option<u64>,
@@ -69,7 +73,31 @@ pub struct EvalArgs {
     pub tree_only: bool,
 }
 
+/// A `--prefix` value: `p=IRI`.
+fn parse_prefix(s: &str) -> Result<(String, String), String> {
+    let (p, iri) = s.split_once('=').ok_or_else(|| {
+        format!("`{s}`: expected PREFIX=IRI, e.g. wd=http://www.wikidata.org/entity/")
+    })?;
+    let (p, iri) = (
+        p.trim().trim_end_matches(':'),
+        iri.trim().trim_start_matches('<').trim_end_matches('>'),
+    );
+    Prefixes::default()
+        .insert(p, iri)
+        .map_err(|e| e.to_string())?;
+    Ok((p.to_owned(), iri.to_owned()))
+}
+
 impl EvalArgs {
+    /// The prefixes of `--prefix`.
+    pub fn prefixes(&self) -> Prefixes {
+        let mut prefixes = Prefixes::default();
+        for (p, iri) in &self.prefix {
+            prefixes.insert(p, iri).expect("checked by the parser");
+        }
+        prefixes
+    }
+
     /// The evaluation options these arguments ask for.
     pub fn options(&self, count_only: bool) -> anyhow::Result<EvalOptions> {
         let timeout = match self.timeout {
@@ -161,13 +189,16 @@ pub fn evaluate_on<E: Engine>(
 
 /// The syntax of a query, shown under `k2rpq rpq --help`.
 const RPQ_SYNTAX: &str = "\
-Queries are `S REGEX O`: S and O are `?var` or `<IRI>`; REGEX is built from `<IRI>`, `^` \
-(inverse), `/` (sequence), `|` (alternative), `*`, `+`, `?`, `!(...)` (negated set) and \
-parentheses. Pairs are distinct (start, end) pairs, one per line.
+Queries are `S REGEX O`: S and O are `?var`, `<IRI>` or a prefixed name; REGEX is built \
+from IRIs, prefixed names, `a`, `^` (inverse), `/` (sequence), `|` (alternative), `*`, `+`, \
+`?`, `!(...)` (negated set) and parentheses. The answer is the distinct (start, end) pairs, \
+one per line; `--count` counts them (SPARQL's `COUNT(*)` over the same path counts rows \
+with multiplicities, see docs/SEMANTICS.md).
 
 Examples:
   k2rpq rpq --store wd.store '?x <http://www.wikidata.org/prop/direct/P31>/<http://www.wikidata.org/prop/direct/P279>* <http://www.wikidata.org/entity/Q5>'
-  k2rpq rpq --store wd.store --count '<http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y'
+  k2rpq rpq --store wd.store --count 'PREFIX wdt: <http://www.wikidata.org/prop/direct/> PREFIX wd: <http://www.wikidata.org/entity/> wd:Q183 wdt:P530+ ?y'
+  k2rpq rpq --store wd.store --prefix wdt=http://www.wikidata.org/prop/direct/ --prefix wd=http://www.wikidata.org/entity/ '?x wdt:P131+ wd:Q64'
   k2rpq rpq --store wd.store --file queries.rpq --count --limit 1000000 --timeout 60";
 
 /// Arguments of `k2rpq rpq`.
@@ -180,7 +211,8 @@ pub struct Args {
     /// One query, `S REGEX O` (S, O: `?var` or `<IRI>`).
     #[arg(required_unless_present = "file", conflicts_with = "file")]
     pub query: Option<String>,
-    /// A file of queries, one per line (`id,` prefixes allowed; blank and `#` lines skipped).
+    /// A file of queries, one per line (`id,` prefixes allowed; blank and `#` lines
+    /// skipped; `PREFIX p: <IRI>` lines declare prefixes for the lines after them).
     #[arg(long)]
     pub file: Option<PathBuf>,
     /// Print only the number of pairs of each query.
@@ -225,9 +257,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, LogQuery)>> {
     let labelled =
         |line_no: usize, q: LogQuery| (q.id.clone().unwrap_or_else(|| line_no.to_string()), q);
+    let mut prefixes = args.eval.prefixes();
     Ok(match (&args.query, &args.file) {
         // The parser's message quotes the query itself.
-        (Some(q), _) => vec![labelled(1, parse_log_line(q)?)],
+        (Some(q), _) => vec![labelled(1, parse_log_line_with(q, &prefixes)?)],
         (None, Some(f)) => {
             let file =
                 std::fs::File::open(f).with_context(|| format!("opening {}", f.display()))?;
@@ -235,9 +268,16 @@ fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, LogQuery)>> {
             for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
                 let at = || format!("{} line {}", f.display(), i + 1);
                 let line = line.with_context(at)?;
-                if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
-                    out.push(labelled(i + 1, parse_log_line(&line).with_context(at)?));
+                if line.trim().is_empty()
+                    || line.trim_start().starts_with('#')
+                    || prefixes.declare(&line).with_context(at)?
+                {
+                    continue;
                 }
+                out.push(labelled(
+                    i + 1,
+                    parse_log_line_with(&line, &prefixes).with_context(at)?,
+                ));
             }
             out
         }

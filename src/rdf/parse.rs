@@ -86,13 +86,14 @@ pub enum Compression {
 }
 
 impl Format {
-    /// The format named `name` (`nt`, `ntriples`, `n-triples`, `nq`, `ttl`, `turtle`, `trig`, ...).
+    /// The format named `name`: a short name (`nt`, `nq`, `ttl`, `trig`), a long one
+    /// (`ntriples`, `n-triples`, `turtle`, ...) or a media type (`application/n-triples`).
     pub fn from_name(name: &str) -> Option<Format> {
         Some(match name.to_ascii_lowercase().as_str() {
-            "nt" | "ntriples" | "n-triples" => Format::NTriples,
-            "nq" | "nquads" | "n-quads" => Format::NQuads,
-            "ttl" | "turtle" => Format::Turtle,
-            "trig" => Format::TriG,
+            "nt" | "ntriples" | "n-triples" | "application/n-triples" => Format::NTriples,
+            "nq" | "nquads" | "n-quads" | "application/n-quads" => Format::NQuads,
+            "ttl" | "turtle" | "text/turtle" => Format::Turtle,
+            "trig" | "application/trig" => Format::TriG,
             _ => return None,
         })
     }

@@ -48,7 +48,7 @@ pub use exec::{
     Trace, TraceStep, HOST_WALK,
 };
 pub use graph::{union_tree, MemoryGraph, PathGraph};
-pub use log::{parse_log_line, LogEndpoint, LogQuery};
+pub use log::{parse_log_line, parse_log_line_with, LogEndpoint, LogQuery, Prefixes};
 pub use path::{parse_path_expr, path_iris, Path, UNKNOWN_PREDICATE};
 pub use plan::{plan, EvalDirection, Plan, RelKey, StartNodes};
 pub use split::{evaluate_split, runs_on_one, Share};
