@@ -3,6 +3,7 @@
 //! of [`args`].
 
 pub mod args;
+pub mod dump;
 pub mod explain;
 pub mod info;
 pub mod lines;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use k2rpq_cli::{explain, info, lines, load, query, report, rpq};
+use k2rpq_cli::{dump, explain, info, lines, load, query, report, rpq};
 
 /// The binary's allocator (feature `mimalloc`, on by default): an answer allocates and
 /// frees a string per term, and glibc's allocator measured 10-15 % slower on the median
@@ -36,6 +36,8 @@ enum Command {
     Rpq(rpq::Args),
     /// Print the plan of a path query and the steps of its run.
     Explain(explain::Args),
+    /// Write a store back as N-Quads or N-Triples.
+    Dump(dump::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Query(a) => query::run(a),
         Command::Rpq(a) => rpq::run(a),
         Command::Explain(a) => explain::run(a),
+        Command::Dump(a) => dump::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

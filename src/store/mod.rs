@@ -15,6 +15,7 @@
 //! in place: [`load()`] builds a new folder beside the store and swaps it in.
 
 pub mod dictionary;
+mod dump;
 mod key_sort;
 mod lines;
 mod load;
@@ -29,6 +30,7 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 pub use dictionary::Dictionary;
+pub use dump::{dump, DumpFormat};
 pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport};
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
@@ -93,6 +95,9 @@ pub enum StoreError {
     /// No graph with this index.
     #[error("no graph {0} in the store")]
     NoGraph(GraphId),
+    /// Writing a dump failed.
+    #[error("writing the dump: {0}")]
+    Dump(#[source] std::io::Error),
 }
 
 /// One dictionary segment as listed in the manifest.
