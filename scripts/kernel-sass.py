@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SASS and register use of one kernel module, without a GPU (a development aid, issue 10).
+"""SASS and register use of one kernel module, without a GPU (a development aid).
 
 Compiles `DIR/common.cuh` + `DIR/MODULE.cu` as the engine does (NVRTC, `-std=c++17`), but
 for a real architecture, takes the cubin (`nvrtcGetCUBIN`) and disassembles it with

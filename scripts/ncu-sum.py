@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Sums ncu's per-launch durations (`--metrics gpu__time_duration.sum --csv`) per kernel
 name, one table per product: a product is the launches after each `k2rpq_hold` kernel
-(examples/descent_profile.rs with REPS=0 runs each product once after a hold).
+(`profile-descent`, a binary of k2rpq-bench, runs each product once after a hold with
+REPS = 0).
 
     python3 scripts/ncu-sum.py ncu.csv
 """

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Full-precision ratios to cuSPARSE from `k2rpq bench-spmv --json` files.
+"""Full-precision ratios to cuSPARSE from `k2rpq-bench spmv --json` files.
 
     python3 scripts/spmv-ratios.py [--match SUBSTRING ...] RUN.json [RUN.json ...]
 
 For each file, each bit-packed measurement whose contender holds one of the SUBSTRINGs
 (default: `rowgrp`, `rowwin`) prints every variant's median and its ratio to cuSPARSE's
 SpMM of the same direction and width (per source over per vector), to five digits: the
-table `bench-spmv` prints rounds ratios to three, too coarse for a target at 0.05x.
+table `spmv` prints rounds ratios to three, too coarse for a target at 0.05x.
 """
 import json
 import sys
