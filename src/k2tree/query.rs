@@ -269,10 +269,9 @@ pub const LINE_READS_PER_VISIT: u64 = 8;
 /// A descent visit is a dependent random read: the signature, then a rank (a directory
 /// sample plus up to 16 words of the signatures), a few cache misses each. The build
 /// reads the signatures level by level in sequence (the leaves' Morton codes), then sorts
-/// 8-byte packed cells. Measured on dev (20M wikidata-like store, 0.27-42M tree nodes per
-/// relation, `cargo run --release --example lines_build -- STORE`; docs/BENCHMARKS.md,
-/// "Line lists for large relations (session 4)"): random single-line descents cost 42-94
-/// ns per visit (50-64 on the large trees), a one-thread build 20-23 ns per tree node
+/// 8-byte packed cells. Measured on a 2-core machine over every relation of a 20M
+/// wikidata-like store (0.27-42M tree nodes per relation): random single-line descents
+/// cost 42-94 ns per visit (50-64 on the large trees), a one-thread build 20-23 ns per tree node
 /// on the large trees (6-30 on the small ones): 2.2-3 build nodes per visit, rounded
 /// down to 2 so the rule errs towards waiting.
 pub const BUILD_NODES_PER_VISIT: u64 = 2;
@@ -453,9 +452,8 @@ impl LineBudget {
     /// triples, which the query that crossed the threshold waits for inline (a run of
     /// `c P131+ v` at ~0.2-0.9 s instead of 0.02-0.6 ms). In the background nobody waits,
     /// but the walks keep descending until the lists are in while the build takes the
-    /// cores: on the 2-core dev machine the 100M workload's median rose from 1.45 to
-    /// 4.79 ms (docs/BENCHMARKS.md, "Load build phase and background line builds"), so
-    /// it is for servers with cores to spare.
+    /// cores: on a 2-core machine the 100M workload's median rose from 1.45 to 4.79 ms,
+    /// so it is for servers with cores to spare.
     pub fn set_background_builds(&self, on: bool) {
         self.background.store(on, Ordering::Relaxed);
     }

@@ -145,9 +145,8 @@ pub struct LoadReport {
     /// Of the parse phase: seconds the numbering waited for parsed batches.
     #[serde(default)]
     pub parse_wait_seconds: f64,
-    /// Of the parse phase: seconds numbering terms, summed over the threads (since
-    /// session 4 each parse task numbers its own batch; before, this was the wall time
-    /// of a serial consumer that numbered and buffered).
+    /// Of the parse phase: seconds numbering terms, summed over the threads (each parse
+    /// task numbers its own batch).
     #[serde(default)]
     pub number_seconds: f64,
     /// Of the parse phase: seconds the consumer spent taking the parse tasks' edge

@@ -35,8 +35,8 @@ pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multise
     try_oxigraph_multiset(results).unwrap()
 }
 
-/// [`oxigraph_multiset`], with an error while reading the rows returned (read in full:
-/// `examples/embedding_vs_oxigraph.rs` times it, as a user waits for every row).
+/// [`oxigraph_multiset`], with an error while reading the rows returned (read in full,
+/// as a user waits for every row).
 pub fn try_oxigraph_multiset(
     results: oxigraph::sparql::QueryResults<'_>,
 ) -> Result<Multiset, String> {

@@ -2,7 +2,7 @@
 //! of levels an expand step may take (`GpuOptions::fused_levels`): prints each descent's
 //! plan (launches and nodes per level, scratch) and the mean time of `REPS` products per
 //! direction (CUDA events, device time). A small program to run under a profiler, where
-//! each launch's duration splits a descent into its expand and leaf steps (issue 10): with
+//! each launch's duration splits a descent into its expand and leaf steps: with
 //! `REPS=0` each product runs once, after a stream hold (`k2rpq_hold`) that marks where it
 //! starts in the profile (`scripts/ncu-sum.py` sums each product's launches per kernel).
 //! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
@@ -14,8 +14,8 @@
 //! counted on the host; a mismatch is printed and makes the exit status 1.
 //!
 //! ```text
-//! descent_profile [EDGES=200000000 | EDGE-LIST-FILE] [FUSED=1,3] [REPS=20]
-//! ncu --clock-control none --metrics gpu__time_duration.sum --csv descent_profile 200000000 1,3 0
+//! profile-descent [EDGES=200000000 | EDGE-LIST-FILE] [FUSED=1,3] [REPS=20]
+//! ncu --clock-control none --metrics gpu__time_duration.sum --csv profile-descent 200000000 1,3 0
 //! ```
 
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ fn main() {
             },
         )
         .unwrap_or_else(|e| {
-            eprintln!("descent_profile needs a GPU: {e}");
+            eprintln!("profile-descent needs a GPU: {e}");
             std::process::exit(2)
         });
         let m = gpu.load(&tree, MatrixConfig::TreeOnly).expect("load");

@@ -1,6 +1,6 @@
 //! Dense products (right and left) of a synthetic web graph (or of an edge-list file) over
 //! the cached frontier, once per leaf kernel: a small program to time the leaf kernels
-//! alone and to run under a profiler (issue 10). Prints the mean time of `REPS` products
+//! alone and to run under a profiler. Prints the mean time of `REPS` products
 //! (CUDA events; each product also zeroes `y`) per leaf kernel and frontier layout. `OP`
 //! is `f32` (a plus-times single vector, the default) or `bits` (a bit-packed batch of 64
 //! sources, random words). With `PROFILE_KERNEL_DIRS=a,b,…` every measurement is repeated
@@ -9,13 +9,13 @@
 //! time what a left product of the original would take over column-sorted block entries.
 //!
 //! ```text
-//! profile_leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] \
+//! profile-leaves [EDGES=200000000 | EDGE-LIST-FILE] [KERNELS=rows,window] [REPS=20] \
 //!     [LAYOUTS=blocks] [OP=f32]
-//! PROFILE_KERNEL_DIRS=$PWD/exp/a,$PWD/exp/b profile_leaves cnr-2000.arcs.tsv.gz runs 200 rowblocks bits
+//! PROFILE_KERNEL_DIRS=$PWD/exp/a,$PWD/exp/b profile-leaves cnr-2000.arcs.tsv.gz runs 200 rowblocks bits
 //! ncu --kernel-name regex:'blocks_' --section SpeedOfLight --section WarpStateStats \
-//!     profile_leaves 200000000 rows,wagg 1 blocks,rowblocks
+//!     profile-leaves 200000000 rows,wagg 1 blocks,rowblocks
 //! ncu --kernel-name blocks_rows_bits --section SpeedOfLight --section WarpStateStats \
-//!     --section InstructionStats profile_leaves 200000000 rows 1 rowblocks bits
+//!     --section InstructionStats profile-leaves 200000000 rows 1 rowblocks bits
 //! ```
 
 use std::sync::Arc;
@@ -94,7 +94,7 @@ fn main() {
             },
         )
         .unwrap_or_else(|e| {
-            eprintln!("profile_leaves needs a GPU: {e}");
+            eprintln!("profile-leaves needs a GPU: {e}");
             std::process::exit(2)
         });
         let m = gpu.load(&tree, MatrixConfig::CachedFrontier).expect("load");
