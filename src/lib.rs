@@ -21,7 +21,7 @@ pub(crate) mod huge_pages;
 pub mod k2tree;
 pub mod oxigraph;
 pub mod progress;
-pub mod rdf;
+mod rdf;
 pub mod rpq;
 pub mod sparql;
 pub mod store;

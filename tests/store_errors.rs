@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use k2rpq::rdf::parse::ParseError;
+use k2rpq::store::ParseError;
 use k2rpq::store::{load, Input, LoadError, LoadOptions, Store, StoreError};
 
 fn nt_lines(n: usize) -> String {

@@ -61,7 +61,7 @@
 //! # drop(again);
 //! ```
 
-pub mod budget;
+mod budget;
 mod stats;
 
 use std::collections::HashMap;

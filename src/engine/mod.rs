@@ -10,10 +10,10 @@
 //! - Bit-packed Boolean batches ([`BitMatrix`]) hold `64·W` sources, `W` words per node:
 //!   source `s` of node `i` is bit `s % 64` of word `i·W + s / 64`.
 
-pub mod bits;
+mod bits;
 pub mod cpu;
 pub mod gpu;
-pub mod semiring;
+mod semiring;
 
 pub use bits::BitMatrix;
 pub use semiring::{Boolean, Counting, Element, PlusTimes, Semiring, SemiringKind, Tropical};

@@ -84,6 +84,7 @@ impl EdgeCollector {
     }
 
     /// Adds one edge.
+    #[cfg(test)]
     pub fn push(&mut self, r: Record) -> io::Result<()> {
         if self.buffered() >= self.cap {
             self.spill()?;
@@ -93,6 +94,7 @@ impl EdgeCollector {
     }
 
     /// Adds edges in order, as [`EdgeCollector::push`] of each would (same spills).
+    #[cfg(test)]
     pub fn extend(&mut self, mut records: &[Record]) -> io::Result<()> {
         while !records.is_empty() {
             if self.buffered() >= self.cap {
@@ -258,6 +260,7 @@ impl EdgeCollector {
     }
 
     /// Records written to runs so far.
+    #[cfg(test)]
     pub fn spilled(&self) -> u64 {
         self.spilled
     }
@@ -319,6 +322,7 @@ impl SortedEdges {
     /// The `(subject, object)` edges of `rel` (empty when absent), in no particular
     /// order and possibly repeated: its consumer, the tree build, sorts by Morton code
     /// and drops repeats itself.
+    #[cfg(test)]
     pub fn relation(&self, rel: u32) -> io::Result<Vec<(u32, u32)>> {
         self.relation_map(rel, |s, o| (s, o))
     }

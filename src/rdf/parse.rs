@@ -590,6 +590,7 @@ impl ReadTimes {
 ///
 /// `read_bytes` grows with the bytes taken from the file (before decompression).
 /// Returns the bad statements skipped (none unless lenient).
+#[cfg(test)]
 pub fn read_input(
     input: &Input,
     options: &ReadOptions,
@@ -604,6 +605,7 @@ pub fn read_input(
 /// An uncompressed N-Triples/N-Quads file is memory-mapped and cut into line-aligned
 /// slices in place (no reader thread, no copy); stdin, `.gz` and `.bz2` go through the
 /// streaming reader.
+#[cfg(test)]
 pub fn read_input_timed(
     input: &Input,
     options: &ReadOptions,

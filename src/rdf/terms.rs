@@ -65,6 +65,7 @@ pub fn encode_into(term: TermRef<'_>, out: &mut Vec<u8>) {
 ///
 /// It is [`hash_parts`] of the tag byte and the rest, so that a key whose text lies in
 /// the input can be hashed (and looked up) before it is copied anywhere.
+#[cfg(test)]
 pub fn hash_key(key: &[u8]) -> u64 {
     match key.split_first() {
         Some((&tag, rest)) => hash_parts(tag, rest),
@@ -89,6 +90,7 @@ pub fn hash_parts(tag: u8, rest: &[u8]) -> u64 {
 /// lexer lets a raw line break through a string, which cannot be told from an escaped
 /// `\n` afterwards, so any line break sends the chunk to the strict parser). `false` means
 /// "re-parse strictly", not necessarily "invalid".
+#[cfg(test)]
 pub fn is_strict_key(key: &[u8]) -> bool {
     key.split_first()
         .is_some_and(|(&tag, rest)| is_strict_parts(tag, rest))

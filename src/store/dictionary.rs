@@ -106,6 +106,7 @@ pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 
 /// Writes a segment of `keys` (sorted, distinct) numbered from `first_id`; returns
 /// `(bytes, crc32)` of the file. The file is fsynced.
+#[cfg(test)]
 pub fn write_segment<'a>(
     path: &Path,
     first_id: u32,

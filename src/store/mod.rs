@@ -14,7 +14,7 @@
 //! [`Store::relation`], and their own checksums are verified then. Files are never changed
 //! in place: [`load()`] builds a new folder beside the store and swaps it in.
 
-pub mod dictionary;
+mod dictionary;
 mod dump;
 mod key_sort;
 mod lines;
@@ -35,7 +35,7 @@ pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport};
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
 use crate::k2tree::{file, height_for, lines_file, K2Tree, LineBudget};
-pub use crate::rdf::parse::{Format, Input};
+pub use crate::rdf::parse::{BadStatement, Format, Input, ParseError, Skipped};
 
 /// Name of the manifest file inside a store folder.
 pub const MANIFEST: &str = "manifest.json";
