@@ -8,7 +8,8 @@
 //! - [`k2tree`]: the compressed matrix format and its file;
 //! - [`engine`]: right/left semiring products ([`engine::Engine`]) on the CPU and GPU;
 //! - [`cache`]: relations resident on the GPU under a byte budget;
-//! - [`rdf`] and [`store`]: loading RDF into a store of trees and a term dictionary;
+//! - [`store`]: loading RDF (N-Triples, N-Quads, Turtle, TriG) into a store of trees and a
+//!   term dictionary, and dumping it back;
 //! - [`rpq`]: path expressions, automata, plans and their evaluation;
 //! - [`sparql`]: SPARQL over a store; [`oxigraph`]: the embedding in an Oxigraph store;
 //! - [`database`]: an opened store with its engines, the entry point.

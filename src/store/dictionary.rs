@@ -492,7 +492,7 @@ impl Dictionary {
     }
 
     /// The id of a term key ([`crate::rdf::terms`]).
-    pub fn id_of_key(&self, key: &[u8]) -> Option<u32> {
+    pub(crate) fn id_of_key(&self, key: &[u8]) -> Option<u32> {
         self.segments.iter().find_map(|s| s.id(key))
     }
 

@@ -1,7 +1,7 @@
 //! The on-disk store: a folder holding
 //! - `manifest.json`: format version, node count, dictionary segments, and per graph its
 //!   name and per predicate its edge count, bits per edge, bytes, file and checksum;
-//! - `dict-NNNN.fc`: front-coded dictionary segments ([`dictionary`]);
+//! - `dict-NNNN.fc`: front-coded dictionary segments ([`Dictionary`]);
 //! - `g{G}-p{P}.k2`: one k²-tree per (graph index `G`, predicate term id `P`), square with
 //!   side = node count;
 //! - `g{G}.nodes`: the ids occurring as subject or object in graph `G` (a roaring bitmap);
