@@ -13,6 +13,22 @@
 //! - [`rpq`]: path expressions, automata, plans and their evaluation;
 //! - [`sparql`]: SPARQL over a store; [`oxigraph`]: the embedding in an Oxigraph store;
 //! - [`database`]: an opened store with its engines, the entry point.
+//!
+//! A store on disk is opened as a [`database::Database`] (see its example). Paths can
+//! also be evaluated over a graph in memory, on any [`engine::Engine`]:
+//!
+//! ```
+//! use k2rpq::engine::cpu::CpuEngine;
+//! use k2rpq::rpq::{evaluate, Endpoint, EvalOptions, MemoryGraph, Path};
+//!
+//! // (subject, predicate, object) ids: 0 -p-> 1 -p-> 2.
+//! let graph = MemoryGraph::from_triples(vec![(0, 7, 1), (1, 7, 2)]);
+//! let p_plus = Path::OneOrMore(Path::link(7));
+//! let answer = evaluate(&CpuEngine::new(), &graph, &p_plus, Endpoint::Const(0), Endpoint::Var,
+//!     &EvalOptions::default())?;
+//! assert_eq!(answer.pairs, [(0, 1), (0, 2)]);
+//! # Ok::<(), k2rpq::rpq::RpqError>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod cache;
