@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
-use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
+use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection, Tuning};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
 /// `query`, `bench`).
@@ -104,13 +104,16 @@ impl DeviceArgs {
 
     /// The GPU engines' options these arguments ask for.
     pub fn gpu_options(&self) -> GpuOptions {
+        let tuning = Tuning::default();
         GpuOptions {
             frontier: self.frontier_layout.unwrap_or_default(),
-            row_windows: !self.no_row_windows,
-            top_nodes: self.top_nodes.unwrap_or(GpuOptions::default().top_nodes),
-            row_groups: self.row_groups,
-            lone_paths: self.lone_paths,
-            ..GpuOptions::default()
+            tuning: Tuning {
+                row_windows: !self.no_row_windows,
+                top_nodes: self.top_nodes.unwrap_or(tuning.top_nodes),
+                row_groups: self.row_groups,
+                lone_paths: self.lone_paths,
+                ..tuning
+            },
         }
     }
 

@@ -1,5 +1,5 @@
 //! Lone cells: the cells a tree-only matrix keeps in a list beside its tree
-//! (`GpuOptions::lone_paths`; `lone_cells_*` in `cuda/leaves.cu`).
+//! (`Tuning::lone_paths`; `lone_cells_*` in `cuda/lone_cells.cu`).
 //!
 //! A cell that no other cell shares a node with from some level down hangs at the end of
 //! a unary path: one node per level, each of which a tree-only descent expands as it does
@@ -21,24 +21,24 @@ use crate::k2tree::{morton, InvalidTree, K2Tree, TreeStats};
 
 /// A tree-only matrix split for the device: the tree it descends and its lone cells.
 #[derive(Debug)]
-pub struct LoneCells {
+pub(crate) struct LoneCells {
     /// The tree without the lone cells (the same shape as the original).
-    pub tree: K2Tree,
+    pub(crate) tree: K2Tree,
     /// The lone cells as `(row, col)` pairs, `2 · count` words, sorted: the right
     /// products' list (output, input).
-    pub by_row: Vec<u32>,
+    pub(crate) by_row: Vec<u32>,
     /// The same cells as `(col, row)` pairs, sorted: the left products' list.
-    pub by_col: Vec<u32>,
+    pub(crate) by_col: Vec<u32>,
 }
 
 impl LoneCells {
     /// How many cells the list holds.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.by_row.len() as u64 / 2
     }
 
     /// Device bytes of both copies.
-    pub fn list_bytes(&self) -> u64 {
+    pub(crate) fn list_bytes(&self) -> u64 {
         list_bytes(self.count())
     }
 }
@@ -46,16 +46,16 @@ impl LoneCells {
 /// What [`lone_cells`] would take out of a tree, counted without splitting it
 /// ([`lone_count`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LoneCount {
+pub(crate) struct LoneCount {
     /// How many cells the lists would hold.
-    pub cells: u64,
+    pub(crate) cells: u64,
     /// The sizes of the tree left ([`LoneCells::tree`]'s `stats()`).
-    pub kept: TreeStats,
+    pub(crate) kept: TreeStats,
 }
 
 impl LoneCount {
     /// Device bytes of both copies of the list ([`LoneCells::list_bytes`]).
-    pub fn list_bytes(&self) -> u64 {
+    pub(crate) fn list_bytes(&self) -> u64 {
         list_bytes(self.cells)
     }
 }
@@ -77,7 +77,7 @@ fn list_bytes(cells: u64) -> u64 {
 /// codes.sort_unstable();
 /// assert_eq!(path_lengths(&codes, 4), vec![0, 0, 3]);
 /// ```
-pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
+pub(crate) fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
     // Base-4 digits two codes share from the top (a code has `height` digits).
     let shared = |a, b| morton::divergence(height, a, b);
     let n = codes.len();
@@ -103,7 +103,7 @@ pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
 
 /// Splits `tree` into the cells that hang alone below a path of at least `min_path` nodes
 /// and a tree of the others; `None` when no cell does (or `min_path` is 0).
-pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, InvalidTree> {
+pub(crate) fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, InvalidTree> {
     let Some((codes, paths)) = coded_paths(tree, min_path) else {
         return Ok(None);
     };
@@ -158,7 +158,7 @@ pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, Inv
 /// assert_eq!((count.cells, count.list_bytes()), (split.count(), split.list_bytes()));
 /// assert_eq!(count.kept, split.tree.stats());
 /// ```
-pub fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
+pub(crate) fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
     let (codes, paths) = coded_paths(tree, min_path)?;
     let kept: Vec<u64> = codes
         .par_iter()
@@ -235,7 +235,7 @@ mod tests {
                 for top_nodes in [1, 1 << 10, u64::MAX] {
                     assert_eq!(
                         TopLevel::for_stats(&count.kept, top_nodes),
-                        TopLevel::for_tree(&split.tree, top_nodes)
+                        TopLevel::for_stats(&split.tree.stats(), top_nodes)
                     );
                 }
                 assert_eq!(split.tree.rows(), tree.rows());
