@@ -113,7 +113,7 @@ __device__ __forceinline__ void runs_step(const StepParams &p) {
 // run is combined with the runs of the lanes after it that continue it (`reduce_runs`),
 // and the first lane of each such run updates y: an atomic per output entry per warp and
 // run, with the shuffles of one scan shared by 32 N entries. Updates are blind (see
-// `leaves_rows`). A product in the other direction (no adjacency) takes the per-lane
+// `rows_step`). A product in the other direction (no adjacency) takes the per-lane
 // flush of `runs_step`.
 template <typename Op, u32 N, u32 SORTED, typename S>
 __device__ __forceinline__ void sorted_runs_as(const StepParams &p) {

@@ -2,15 +2,15 @@
 // (`rowwindows_bits`) and over row groups (`rowgroups_bits`), with the clear of the rows
 // whose parts several warps OR into (`clear_block_rows`).
 //
-// Bit-packed right products y = A x (one u64 word per node) over a frontier laid out in
-// row windows (src/engine/gpu/frontier.rs, `RowWindows`): windows of WINDOW block entries,
-// sorted by block row, that no block row's run crosses. The warp that takes a window is
-// the only writer of its rows' words, so it stores them once: no clear of y, no atomics,
-// no reads of y. The exceptions are the runs longer
-// than a window, cut into *shared parts* (each starts a window behind a marker): their
-// rows are cleared first (`clear_block_rows`) and take atomic ORs. The product may start
-// with the clear (an overlapped launch, src/engine/gpu/mod.rs): it waits for the clear
-// before its first atomic OR only, so its loads and gathers overlap the clear's launch.
+// Bit-packed right products y = A x (one u64 word per node) over a frontier laid out in row
+// windows (src/engine/gpu/frontier.rs, `RowWindows`): windows of WINDOW block entries,
+// sorted by block row, that no block row's run crosses. The warp that takes a window is the
+// only writer of its rows' words, so it stores them once: no clear of y, no atomics, no
+// reads of y. The exceptions are the runs longer than a window, cut into *shared parts*
+// (each starts a window behind a marker): their rows are cleared first (`clear_block_rows`)
+// and take atomic ORs. The product may start with the clear (an overlapped launch,
+// src/engine/gpu/mod.rs): it waits for the clear before its first atomic OR only, so its
+// loads and gathers overlap the clear's launch.
 //
 // Entries without cells are markers: an empty block row's (`row << 40`: its words are
 // stored as zeros), padding (row PAD_ROW: nothing) and a shared part's start (`row << 40

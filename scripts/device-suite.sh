@@ -103,10 +103,8 @@ for line in sys.stdin:
     # Kernel sources for `rowwin` and `spmvab` (engine kernels A/B in one process): this
     # tree's (`tree`) and those of git revision KERNELS_BASE (default HEAD: `base`).
     rm -rf "$carry/kernels"; mkdir -p "$carry/kernels/tree" "$carry/kernels/base"
-    cp cuda/*.cu cuda/*.cuh "$carry/kernels/tree/"
-    for f in $(git ls-tree --name-only "${KERNELS_BASE:-HEAD}" cuda/); do
-        git show "${KERNELS_BASE:-HEAD}:$f" > "$carry/kernels/base/$(basename "$f")"
-    done
+    cp -r cuda/. "$carry/kernels/tree/"
+    git archive "${KERNELS_BASE:-HEAD}" cuda | tar -x --strip-components=1 -C "$carry/kernels/base"
     cp "$root/scripts/device-suite.sh" "$carry/device-suite.sh"
     du -sh "$carry"; ls -l "$carry/bin"
     ;;

@@ -73,7 +73,8 @@ pub(crate) fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// Whether libnvrtc can be loaded (same reason as [`driver_present`]).
+/// Whether libnvrtc can be loaded. cudarc panics on its first call when it cannot, so
+/// this is checked before compiling kernels.
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library by its usual names.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }

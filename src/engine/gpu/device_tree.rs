@@ -69,7 +69,7 @@ pub struct TopLevel {
 }
 
 /// Levels of at most this many nodes may always be the top level, whatever their codes
-/// take (the default of sessions 1-19; small trees keep their few launches).
+/// take (small trees keep their few launches).
 pub(crate) const SMALL_TOP_NODES: u64 = 1 << 16;
 
 impl TopLevel {

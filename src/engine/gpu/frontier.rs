@@ -33,13 +33,6 @@ const INDEX_BITS: u32 = MAX_BLOCK_HEIGHT - 2;
 /// The block entry of the block at block row `row`, block column `col` (cells `4 row ..
 /// 4 row + 3` × `4 col .. 4 col + 3`) with cells `bitmap` (bit `4r + c` = cell `(r, c)`):
 /// `row << 40 | col << 16 | bitmap`. Sorting entries sorts them by row, then column.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entry, block_entry_parts};
-/// let e = block_entry(3, 7, 0b1000_0000_0000_0001);
-/// assert_eq!(block_entry_parts(e), (3, 7, 0b1000_0000_0000_0001));
-/// assert!(block_entry(3, 8, 1) > e && block_entry(4, 0, 1) > block_entry(3, 8, 1));
-/// ```
 pub(crate) fn block_entry(row: u32, col: u32, bitmap: u16) -> u64 {
     debug_assert!(row >> INDEX_BITS == 0 && col >> INDEX_BITS == 0);
     (row as u64) << (16 + INDEX_BITS) | (col as u64) << 16 | bitmap as u64
@@ -67,7 +60,8 @@ pub enum FrontierLayout {
     /// Morton codes in level order (the paper's): the leaf kernel reads the leaves from
     /// the tree through the directory.
     Codes,
-    /// [`block_entry`]s in level (Morton) order: no tree reads in the leaf kernel.
+    /// Block entries (`row << 40 | col << 16 | bitmap`: a node's 4x4 block of cells) in
+    /// level (Morton) order: no tree reads in the leaf kernel.
     Blocks,
     /// Block entries sorted by block row, then column (the default: with the tuned
     /// kernels the fastest right products, left ones within 0.54-0.66x of cuSPARSE's).
@@ -233,19 +227,6 @@ pub(crate) const MAX_WINDOW_GROWTH: usize = 10;
 ///   into parts of `WINDOW_ENTRIES − 1` entries, each starting a window behind this
 ///   marker. Its rows (in [`RowWindows::shared_rows`]) are cleared before a product and
 ///   take atomic ORs.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entry, row_windows, WINDOW_ENTRIES};
-/// // Block rows 0 and 2 hold a block each; row 1 is empty.
-/// let entries = [block_entry(0, 3, 1), block_entry(2, 0, 0x8000)];
-/// // Two entries would get 126 markers and pads: far over the growth allowed.
-/// assert!(row_windows(&entries, 3, usize::MAX).is_some());
-/// assert!(row_windows(&entries, 3, 10).is_none());
-/// let w = row_windows(&entries, 3, usize::MAX).unwrap();
-/// assert_eq!(w.entries.len(), WINDOW_ENTRIES);
-/// assert_eq!(&w.entries[..3], &[entries[0], block_entry(1, 0, 0), entries[1]]);
-/// assert!(w.shared_rows.is_empty());
-/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RowWindows {
     /// The windows' entries, a multiple of [`WINDOW_ENTRIES`].
@@ -381,18 +362,6 @@ fn place_runs(lens: impl Iterator<Item = usize>, limit: usize) -> Option<(Vec<us
 /// entries with at most `max_extra` markers and pads (`None`: it lays none out), counted
 /// from the tree's frontier without building the entries: what a frontier in row windows
 /// takes on the device, for its memory budget.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entries, row_windows, row_windows_size, FrontierLayout};
-/// use k2rpq::k2tree::K2Tree;
-/// let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i, (i * 7) % 400)).collect();
-/// let tree = K2Tree::from_edges(400, 400, edges);
-/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-/// let w = row_windows(&entries, 100, usize::MAX).unwrap();
-/// let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
-/// assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
-/// assert_eq!(row_windows_size(&tree, 0), None);
-/// ```
 pub(crate) fn row_windows_size(tree: &K2Tree, max_extra: usize) -> Option<(u64, u64)> {
     let block_rows = tree.rows().div_ceil(4);
     if block_rows >= PAD_ROW as u64 || tree.height() > MAX_BLOCK_HEIGHT {
@@ -430,6 +399,44 @@ pub(super) fn block_row_lengths(tree: &K2Tree) -> Vec<u32> {
 mod tests {
     use super::*;
     use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// A block entry keeps its parts, and entries sort by block row, then column.
+    #[test]
+    fn block_entries_sort_by_row_then_column() {
+        let e = block_entry(3, 7, 0b1000_0000_0000_0001);
+        assert_eq!(block_entry_parts(e), (3, 7, 0b1000_0000_0000_0001));
+        assert!(block_entry(3, 8, 1) > e && block_entry(4, 0, 1) > block_entry(3, 8, 1));
+    }
+
+    /// An empty block row between two others gets its marker; the windows are refused
+    /// when their markers and pads would pass the allowance.
+    #[test]
+    fn row_windows_mark_empty_rows() {
+        // Block rows 0 and 2 hold a block each; row 1 is empty.
+        let entries = [block_entry(0, 3, 1), block_entry(2, 0, 0x8000)];
+        // Two entries would get 126 markers and pads: far over the growth allowed.
+        assert!(row_windows(&entries, 3, usize::MAX).is_some());
+        assert!(row_windows(&entries, 3, 10).is_none());
+        let w = row_windows(&entries, 3, usize::MAX).unwrap();
+        assert_eq!(w.entries.len(), WINDOW_ENTRIES);
+        assert_eq!(
+            &w.entries[..3],
+            &[entries[0], block_entry(1, 0, 0), entries[1]]
+        );
+        assert!(w.shared_rows.is_empty());
+    }
+
+    /// The size counted from the tree is that of the windows laid out from its entries.
+    #[test]
+    fn row_windows_size_counts_the_layout() {
+        let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i, (i * 7) % 400)).collect();
+        let tree = K2Tree::from_edges(400, 400, edges);
+        let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+        let w = row_windows(&entries, 100, usize::MAX).unwrap();
+        let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
+        assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
+        assert_eq!(row_windows_size(&tree, 0), None);
+    }
 
     /// Every cell of a block entry, as `(row, col)` of the matrix.
     fn cells_of(e: u64) -> impl Iterator<Item = (u32, u32)> {

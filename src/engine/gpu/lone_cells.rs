@@ -11,7 +11,7 @@
 //! its own copy of the list, sorted by its output (rows for right products, columns for
 //! left ones), so that a warp's updates go to a few lines of `y` and the lanes of equal
 //! outputs combine first: in Morton order the launch cost 37-76 ns per cell, the random
-//! updates of `y` and the web graph's popular columns (docs/BENCHMARKS.md, session 32).
+//! updates of `y` and the web graph's popular columns.
 //! The two copies cost 16 bytes per cell against about half a byte per node removed, so
 //! a path of 32 nodes breaks even and shorter ones trade memory for time.
 

@@ -20,8 +20,22 @@ pub(super) const TABLE_SOURCE: &str = include_str!("../../../cuda/kernels.def");
 )]
 pub enum LeafKernel {
     /// The variant measured fastest for each product (on an H200, cnr-2000 and a
-    /// 200M-edge web graph), per operation, direction, width and frontier layout: see
-    /// [`LeafKernel::resolve`].
+    /// 200M-edge web graph), per operation, direction, width and frontier layout:
+    ///
+    /// - bit-packed batches: right over row-sorted block entries `runs` (a lane sums its
+    ///   four entries' block rows in registers, lanes continuing one block row merge their
+    ///   words before one blind atomic: 42 % less time than `wagg` on the web graph), over
+    ///   Morton-ordered ones `wagg`, otherwise `rows`;
+    /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
+    /// - over block entries, right: `runs` (a thread sums a block row's run of entries in
+    ///   registers; over Morton-ordered blocks a single vector gains more from `wagg`);
+    /// - over block entries, left: `wagg` for single vectors, `rows` for batches;
+    /// - over column-sorted block entries, the mirror of row-sorted ones: `runs` left (the
+    ///   web graph's bit-packed left batch 0.64 ms against 1.12 over row-sorted entries;
+    ///   cnr-2000's single left vector in 0.17x of cuSPARSE's time), and right as left
+    ///   products over the other layouts;
+    /// - over both sorted copies ([`FrontierLayout::Both`]), what the copy the product
+    ///   reads gets.
     #[default]
     Tuned,
     /// The paper's kernel: one thread per (node, vector), one atomic per leaf cell.
@@ -87,23 +101,7 @@ impl LeafKernel {
 
     /// The concrete variant that runs a product of `op` in direction `dir` over a batch
     /// of `width` vectors over a frontier in `layout`: itself, or for
-    /// [`LeafKernel::Tuned`] the measured winner (on an H200, cnr-2000 and a 200M-edge
-    /// web graph):
-    ///
-    /// - bit-packed batches: right over row-sorted block entries `runs` (a lane sums its
-    ///   four entries' block rows in registers, lanes continuing one block row merge their
-    ///   words before one blind atomic: 42 % less time than `wagg` on the web graph), over
-    ///   Morton-ordered ones `wagg`, otherwise `rows`;
-    /// - over codes: `rows` right, `wagg` left (column updates collide within a warp);
-    /// - over block entries, right: `runs` (a thread sums a block row's run of entries in
-    ///   registers; over Morton-ordered blocks a single vector gains more from `wagg`);
-    /// - over block entries, left: `wagg` for single vectors, `rows` for batches;
-    /// - over column-sorted block entries, the mirror of row-sorted ones: `runs` left (the
-    ///   web graph's bit-packed left batch 0.64 ms against 1.12 over row-sorted entries;
-    ///   cnr-2000's single left vector in 0.17x of cuSPARSE's time), and right as left
-    ///   products over the other layouts;
-    /// - over both sorted copies ([`FrontierLayout::Both`]), what the copy the product
-    ///   reads gets.
+    /// [`LeafKernel::Tuned`] the measured winner listed there.
     pub(super) fn resolve(
         self,
         op: LeafOp,
@@ -393,11 +391,13 @@ pub(super) fn kernel(
     Ok(&row.kernels[at])
 }
 
-/// The kernels of each file in the table, in the table's order: `(file, [(kernel,
-/// overlapped)])`, where `overlapped` says that the engine may launch the kernel to
-/// overlap the previous kernel of its stream.
-pub(super) fn file_kernels() -> Result<Vec<(&'static str, Vec<(&'static str, bool)>)>> {
-    let mut files: Vec<(&'static str, Vec<(&'static str, bool)>)> = Vec::new();
+/// A kernel file's kernels: `(file, [(kernel, overlapped)])`, where `overlapped` says
+/// that the engine may launch the kernel to overlap the previous kernel of its stream.
+pub(super) type FileKernels = (&'static str, Vec<(&'static str, bool)>);
+
+/// The kernels of each file in the table, files and kernels in the table's order.
+pub(super) fn file_kernels() -> Result<Vec<FileKernels>> {
+    let mut files: Vec<FileKernels> = Vec::new();
     for row in &table()?.rows {
         let at = match files.iter().position(|(f, _)| *f == row.file) {
             Some(at) => at,

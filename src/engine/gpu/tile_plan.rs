@@ -27,7 +27,7 @@ pub struct Step {
     pub kind: StepKind,
     /// Levels an expand step descends at once (leaf steps: the levels down to the leaves'
     /// parents, 1, or 2 for octet leaf steps; for subtree steps the levels below their
-    /// nodes' down to the last internal one): see [`TilePlan::descend`].
+    /// nodes' down to the last internal one).
     pub levels: u32,
     /// Level of the step's nodes.
     pub level: u32,
@@ -66,8 +66,8 @@ pub enum StepKind {
     /// Visit the leaves in place and update `y`.
     Leaves,
     /// Descend the nodes' subtrees to the leaves within one launch, each block with its
-    /// levels' codes in shared memory, and update `y` ([`TilePlan::descend`] with
-    /// subtree levels).
+    /// levels' codes in shared memory, and update `y` (descents with
+    /// [`Tuning::subtree_levels`](super::Tuning::subtree_levels)).
     Subtrees,
 }
 
@@ -90,8 +90,8 @@ pub(crate) const MIN_AUTO_TILE: u64 = 1 << 15;
 /// Scratch an automatic choice always allows, however small the matrix: on the H200 a
 /// launch of a descent costs ~2.5 µs, and capping cnr-2000's tree-only scratch at its
 /// 1.8 MB matrix (tiles of 2^15, 85 launches instead of 6) made its product 5.7x slower
-/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x
-/// (docs/BENCHMARKS.md, session 3). A few MB are nothing on the device; launches are not.
+/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x. A few MB
+/// are nothing on the device; launches are not.
 pub(crate) const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
 
 /// Levels one expand step descends at most ([`TilePlan::descend`]).
@@ -101,18 +101,16 @@ pub(crate) const MAX_FUSED_LEVELS: u32 = 3;
 /// nodes: a launch over a level this small is bound by its latency (a thread's chain of
 /// loads, the launch), not by its work, so the two launches around it cost more than a
 /// thread doing two or three levels of its own subtree (cnr-2000 tree-only: five expand
-/// launches of 39 K-348 K nodes took as long as its 647 K-node leaf step; docs/BENCHMARKS.md,
-/// sessions 9 and 10).
+/// launches of 39 K-348 K nodes took as long as its 647 K-node leaf step).
 pub(crate) const FUSED_LEVEL_NODES: u64 = 1 << 19;
 
 /// An expand step also goes on through a larger level while the level below it holds at
 /// most this many times the nodes of the step's own, so a thread writes at most a few
 /// codes on average, and the levels in between are neither written nor read back. With 2
-/// (sessions 23-26) the web 200M graph's descent wrote 74 M codes in 81 launches, and
-/// cnr-2000 × 64, whose levels grow 1.7-1.9x each, took a launch per level (52 M codes,
-/// 96 launches). With 8 they write 69.6 M and 27 M codes in 40 and 16 launches, and
-/// their tree-only right products took 10 % and 15 % less time (docs/BENCHMARKS.md,
-/// session 27).
+/// a 200M-edge web graph's descent wrote 74 M codes in 81 launches, and cnr-2000 × 64,
+/// whose levels grow 1.7-1.9x each, took a launch per level (52 M codes, 96 launches).
+/// With 8 they write 69.6 M and 27 M codes in 40 and 16 launches, and their tree-only
+/// right products took 10 % and 15 % less time.
 pub(crate) const FUSED_FANOUT: u64 = 8;
 
 /// Levels one subtree step descends at most, its nodes' level included (`SUBTREE_LEVELS`
@@ -227,8 +225,8 @@ impl TileSizes {
     /// and `with_frontier` (the same plus the cached frontier):
     ///
     /// - over the frontier with the directory, no scratch depends on the tile: one launch
-    ///   for the whole level (session 2 measured 2^24-node tiles 14% faster than 2^20 on a
-    ///   200M-edge graph: 4 launches instead of 53);
+    ///   for the whole level (2^24-node tiles ran 14 % faster than 2^20 on a 200M-edge
+    ///   graph: 4 launches instead of 53);
     /// - over the frontier with the scan, and tree-only descents, the scratch grows with
     ///   the tile (`O(M × depth)` codes): the largest power of two whose scratch stays
     ///   within the matrix's own resident bytes or [`MIN_SCRATCH_BUDGET`], whichever is
