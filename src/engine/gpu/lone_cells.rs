@@ -68,15 +68,6 @@ fn list_bytes(cells: u64) -> u64 {
 /// The nodes of the unary path each cell of `codes` (sorted, distinct Morton codes of a
 /// tree of `height` levels) hangs below: the levels, down to the leaves, whose node holds
 /// that cell alone (0 for a cell that shares its leaf).
-///
-/// ```
-/// use k2rpq::engine::gpu::path_lengths;
-/// use k2rpq::k2tree::morton::encode;
-/// // A 16x16 matrix (4 levels): two cells in one leaf, one far away.
-/// let mut codes = vec![encode(0, 0), encode(1, 1), encode(15, 3)];
-/// codes.sort_unstable();
-/// assert_eq!(path_lengths(&codes, 4), vec![0, 0, 3]);
-/// ```
 pub(crate) fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
     // Base-4 digits two codes share from the top (a code has `height` digits).
     let shared = |a, b| morton::divergence(height, a, b);
@@ -147,17 +138,6 @@ pub(crate) fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCell
 /// What [`lone_cells`]`(tree, min_path)` takes out, counted without building the tree left
 /// or the lists (what a load under a memory budget asks first); `None` as `lone_cells`
 /// gives `None`.
-///
-/// ```
-/// use k2rpq::engine::gpu::{lone_cells, lone_count};
-/// use k2rpq::k2tree::K2Tree;
-/// // Four cells together in one corner, one far away.
-/// let tree = K2Tree::from_edges(64, 64, vec![(0, 0), (0, 1), (1, 0), (1, 1), (60, 3)]);
-/// let count = lone_count(&tree, 3).unwrap();
-/// let split = lone_cells(&tree, 3).unwrap().unwrap();
-/// assert_eq!((count.cells, count.list_bytes()), (split.count(), split.list_bytes()));
-/// assert_eq!(count.kept, split.tree.stats());
-/// ```
 pub(crate) fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
     let (codes, paths) = coded_paths(tree, min_path)?;
     let kept: Vec<u64> = codes
@@ -197,6 +177,34 @@ mod tests {
     use crate::engine::gpu::TopLevel;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+
+    /// A cell that shares its leaf hangs below no path; a far one below the levels it
+    /// holds alone.
+    #[test]
+    fn path_lengths_count_the_lone_levels() {
+        // A 16x16 matrix (4 levels): two cells in one leaf, one far away.
+        let mut codes = vec![
+            morton::encode(0, 0),
+            morton::encode(1, 1),
+            morton::encode(15, 3),
+        ];
+        codes.sort_unstable();
+        assert_eq!(path_lengths(&codes, 4), vec![0, 0, 3]);
+    }
+
+    /// The count without building the tree left matches what the split builds.
+    #[test]
+    fn lone_count_is_what_the_split_takes_out() {
+        // Four cells together in one corner, one far away.
+        let tree = K2Tree::from_edges(64, 64, vec![(0, 0), (0, 1), (1, 0), (1, 1), (60, 3)]);
+        let count = lone_count(&tree, 3).unwrap();
+        let split = lone_cells(&tree, 3).unwrap().unwrap();
+        assert_eq!(
+            (count.cells, count.list_bytes()),
+            (split.count(), split.list_bytes())
+        );
+        assert_eq!(count.kept, split.tree.stats());
+    }
 
     /// The list and the smaller tree hold the original cells exactly once each; every
     /// listed cell's path is long enough, and the smaller tree keeps the matrix's shape.

@@ -4,18 +4,18 @@
 //! for the device's architecture.
 //!
 //! A product follows a [`TilePlan`] made once per matrix: from the level expanded on the
-//! host (the deepest with at most 2^16 nodes), one `expand` kernel per tile and level
-//! writes the next frontier's Morton codes into a per-level scratch buffer of at most `M`
-//! codes, and the last internal level visits its leaves in place, one thread per (node,
-//! vector) pair, applying the semiring's atomic. Child offsets come from the sampled
-//! directory or from a single-pass scan of the fan-outs ([`OffsetSource`]). With the
-//! cached frontier (`k2+F`) a dense product is one kernel over the leaves per tile.
-//! Masked Boolean products look up, per node, a per-product pyramid of active input blocks
-//! (one bit per block of 2^g input rows, every g): tree-only, the descent writes a
-//! `PRUNED` code for each child whose input range meets no active row, so pruned subtrees
-//! issue no leaf reads or atomics; with the cached frontier each last-internal-level node
-//! checks its own block. Threads are still launched for every planned node (the plan is
-//! static, so there is no compaction): the saving is in leaf work, not in launches.
+//! host ([`Tuning::top_nodes`]), one `expand` kernel per tile and level writes the next
+//! frontier's Morton codes into a per-level scratch buffer of at most `M` codes, and the
+//! last internal level visits its leaves in place, one thread per (node, vector) pair,
+//! applying the semiring's atomic. Child offsets come from the sampled directory or from a
+//! single-pass scan of the fan-outs ([`OffsetSource`]). With the cached frontier (`k2+F`) a
+//! dense product is one kernel over the leaves per tile. Masked Boolean products look up,
+//! per node, a per-product pyramid of active input blocks (one bit per block of 2^g input
+//! rows, every g): tree-only, the descent writes a `PRUNED` code for each child whose input
+//! range meets no active row, so pruned subtrees issue no leaf reads or atomics; with the
+//! cached frontier each last-internal-level node checks its own block. Threads are still
+//! launched for every planned node (the plan is static, so there is no compaction): the
+//! saving is in leaf work, not in launches.
 //!
 //! Without libcuda, libnvrtc or a device, [`GpuEngine::new`] returns
 //! [`EngineError::Unavailable`]; it never panics. [`GpuEngine::new_or_notice`] prints the
@@ -97,9 +97,8 @@ pub struct GpuOptions {
 }
 
 /// The GPU engine's tuning: how products are planned and launched, and which extra
-/// layouts resident matrices keep. The defaults are the measured best (on an H200 and an
-/// H100, over cnr-2000 and web graphs of up to 200M edges) and users never need to change
-/// them; benchmarks and tests vary them to measure the alternatives, and the command
+/// layouts resident matrices keep. The defaults are the measured best (on an H200, over
+/// cnr-2000 and web graphs of up to 200M edges) and users never need to change them; benchmarks and tests vary them to measure the alternatives, and the command
 /// line exposes the few that trade memory for time (`--top-nodes`, `--row-groups`,
 /// `--lone-paths`, `--no-row-windows`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

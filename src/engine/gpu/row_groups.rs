@@ -121,23 +121,6 @@ struct Plan {
 /// `RowBlocks` frontier) for block rows `0 .. block_rows`, a warp running at most
 /// `iterations` iterations (clamped to `1 ..=` [`MAX_GROUP_ITERATIONS`]). `None` when the
 /// slots would not fit the kernel's 32-bit indices.
-///
-/// ```
-/// use k2rpq::engine::gpu::{
-///     block_entries, row_groups, row_groups_bytes, FrontierLayout, GROUP_ITERATIONS,
-/// };
-/// use k2rpq::k2tree::K2Tree;
-/// // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
-/// let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
-/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-/// let g = row_groups(&entries, 3, GROUP_ITERATIONS).unwrap();
-/// // Every row is some group's, and every entry is in a slot.
-/// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
-/// assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
-/// assert!(g.shared_rows.is_empty());
-/// // Its size is known from the tree without laying it out.
-/// assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
-/// ```
 pub(crate) fn row_groups(entries: &[u64], block_rows: u32, iterations: u32) -> Option<RowGroups> {
     debug_assert!(entries.is_sorted_by_key(|&e| block_entry_parts(e).0));
     let mut lens = vec![0u32; block_rows as usize];
@@ -261,6 +244,22 @@ mod tests {
     use super::*;
     use crate::engine::gpu::frontier::{block_entries, FrontierLayout};
     use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// Every row is some group's, every entry is in a slot, and the size is known from the
+    /// tree.
+    #[test]
+    fn every_row_is_a_groups() {
+        // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
+        let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
+        let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+        let g = row_groups(&entries, 3, GROUP_ITERATIONS).unwrap();
+        // Every row is some group's, and every entry is in a slot.
+        assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
+        assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
+        assert!(g.shared_rows.is_empty());
+        // Its size is known from the tree without laying it out.
+        assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
+    }
 
     /// `y = A x` from the layout, lane by lane as `rowgroups_bits` computes it.
     fn product(g: &RowGroups, x: &[u64], n: usize) -> Vec<u64> {

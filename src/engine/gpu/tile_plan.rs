@@ -304,18 +304,6 @@ impl TilePlan {
     /// descends their subtrees to the leaves with no scratch below. With
     /// [`Bottom::Octets`] they stop one level above the leaves' parents, whose tiles are
     /// leaf steps of two levels.
-    ///
-    /// ```
-    /// use k2rpq::engine::gpu::tile_plan::{Bottom, StepKind, TilePlan};
-    /// use k2rpq::k2tree::K2Tree;
-    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9), (63, 63)]);
-    /// let h = t.height();
-    /// let blocks = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Blocks));
-    /// let octets = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Octets));
-    /// assert_eq!(octets.launches() + 1, blocks.launches());
-    /// let last = octets.steps.last().unwrap();
-    /// assert_eq!((last.kind, last.level, last.levels), (StepKind::Leaves, h - 3, 2));
-    /// ```
     pub(crate) fn descend(
         tree: &K2Tree,
         top: u32,
@@ -440,16 +428,6 @@ impl TilePlan {
     /// laid out in [`super::RowWindows`] (the kernels skip its markers and pads). Block
     /// entries carry their blocks, so the steps need no node indices or children (their
     /// `child0` and `children` are 0).
-    ///
-    /// ```
-    /// use k2rpq::engine::gpu::TilePlan;
-    /// use k2rpq::k2tree::K2Tree;
-    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9)]);
-    /// let plan = TilePlan::block_entries(&t, 256, 100);
-    /// let counts: Vec<u64> = plan.steps.iter().map(|s| s.count).collect();
-    /// assert_eq!(counts, [100, 100, 56]);
-    /// assert_eq!(plan.steps[2].src_off, 200);
-    /// ```
     pub(crate) fn block_entries(tree: &K2Tree, entries: u64, tile_nodes: u64) -> TilePlan {
         let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
@@ -592,6 +570,32 @@ impl TilePlan {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    /// Block entries are cut into tiles of the size asked for, the last one shorter.
+    #[test]
+    fn block_entry_steps_cut_the_entries_in_tiles() {
+        let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9)]);
+        let plan = TilePlan::block_entries(&t, 256, 100);
+        let counts: Vec<u64> = plan.steps.iter().map(|s| s.count).collect();
+        assert_eq!(counts, [100, 100, 56]);
+        assert_eq!(plan.steps[2].src_off, 200);
+    }
+
+    /// Octet leaf steps end a descent one launch sooner, over the level above the leaves'
+    /// parents.
+    #[test]
+    fn octet_steps_take_one_level_fewer() {
+        let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9), (63, 63)]);
+        let h = t.height();
+        let blocks = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Blocks));
+        let octets = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Octets));
+        assert_eq!(octets.launches() + 1, blocks.launches());
+        let last = octets.steps.last().unwrap();
+        assert_eq!(
+            (last.kind, last.level, last.levels),
+            (StepKind::Leaves, h - 3, 2)
+        );
+    }
 
     /// A tree of `m` pseudo-random cells of an `n × n` matrix (duplicates merged).
     pub(in crate::engine::gpu) fn tree(n: u32, m: usize, seed: u64) -> K2Tree {
