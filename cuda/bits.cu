@@ -1,5 +1,8 @@
-// Element-wise kernels: bit-batch operations of the fixed-point loop, the output fill of
-// the tropical semiring, and the active-block pyramid of masked traversals.
+// Element-wise kernels: bit-batch operations of the fixed-point loop, the fill of a
+// product's output with its semiring's zero, and the active-block pyramid of masked
+// traversals.
+
+#include "base.cuh"
 
 // dst |= src over n words.
 extern "C" __global__ void bits_or(u64 *dst, const u64 *src, u64 n) {
@@ -71,3 +74,4 @@ extern "C" __global__ void pyramid_up(const u32 *below, u64 below_words, u32 *ab
         above[w] = out;
     }
 }
+

@@ -1,4 +1,4 @@
-// ChildOffset by a scan: the exclusive prefix sum of the fan-outs (popcounts of the
+// Child offsets by a scan: the exclusive prefix sum of the fan-outs (popcounts of the
 // signatures) of a step's nodes, read straight from the tree, in one pass with the
 // decoupled look-back of Merrill & Garland.
 //
@@ -7,6 +7,8 @@
 // their predecessors' published aggregates / inclusive prefixes, then publish their own
 // inclusive prefix. status[k] = flag << 32 | value, flag 1 = aggregate, 2 = inclusive
 // prefix; status and the counter (status[tiles]) are zeroed before each scan.
+
+#include "tree.cuh"
 
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 8
@@ -74,3 +76,4 @@ scan_fanout(const u64 *nib, u64 node0, u64 count, u32 *offsets, u64 *status, u64
         run += f[i];
     }
 }
+

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""SASS and register use of one kernel module, without a GPU (a development aid).
+"""SASS and register use of one kernel file, without a GPU (a development aid).
 
-Compiles `DIR/common.cuh` + `DIR/MODULE.cu` as the engine does (NVRTC, `-std=c++17`), but
+Compiles `DIR/MODULE.cu` with the headers `DIR/include/*` and `DIR/kernels.def` handed to
+NVRTC by name, as the engine does (NVRTC, `-std=c++17`), but
 for a real architecture, takes the cubin (`nvrtcGetCUBIN`) and disassembles it with
 `cuobjdump -sass -res-usage`. Prints each kernel's registers, stack and instruction count
 (NOPs excluded); `--sass KERNEL` prints that kernel's instructions.
 
-    scripts/kernel-sass.py [--dir cuda] [--module leaves] [--arch sm_90] [--sass KERNEL]
+    scripts/kernel-sass.py [--dir cuda] [--module leaves_codes] [--arch sm_90] [--sass KERNEL]
 
 Needs libnvrtc (`NVRTC_LIB`, default: `libnvrtc.so.13` on the loader path, e.g. the CI's
 `target/ci-python/nvidia/cu13/lib` in LD_LIBRARY_PATH) and cuobjdump (`CUOBJDUMP`, default:
@@ -22,10 +23,13 @@ import sys
 import tempfile
 
 
-def cubin(src, name, arch):
+def cubin(src, name, arch, headers):
     lib = ctypes.CDLL(os.environ.get("NVRTC_LIB", "libnvrtc.so.13"))
     prog = ctypes.c_void_p()
-    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None):
+    names = list(headers)
+    texts = (ctypes.c_char_p * len(names))(*[headers[h].encode() for h in names])
+    includes = (ctypes.c_char_p * len(names))(*[h.encode() for h in names])
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), len(names), texts, includes):
         sys.exit("nvrtcCreateProgram failed")
     opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
     failed = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
@@ -44,16 +48,21 @@ def cubin(src, name, arch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "..", "cuda"))
-    ap.add_argument("--module", default="leaves")
+    ap.add_argument("--module", default="leaves_codes")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--sass", metavar="KERNEL", help="print this kernel's instructions")
     a = ap.parse_args()
-    with open(os.path.join(a.dir, "common.cuh")) as f:
-        src = f.read() + "\n"
+    headers = {}
+    include = os.path.join(a.dir, "include")
+    for h in os.listdir(include):
+        with open(os.path.join(include, h)) as f:
+            headers[h] = f.read()
+    with open(os.path.join(a.dir, "kernels.def")) as f:
+        headers["kernels.def"] = f.read()
     with open(os.path.join(a.dir, a.module + ".cu")) as f:
-        src += f.read()
+        src = f.read()
     with tempfile.NamedTemporaryFile(suffix=".cubin") as tmp:
-        tmp.write(cubin(src, a.module + ".cu", a.arch))
+        tmp.write(cubin(src, a.module + ".cu", a.arch, headers))
         tmp.flush()
         tool = os.environ.get("CUOBJDUMP", "cuobjdump")
         text = subprocess.run([tool, "-sass", "-res-usage", tmp.name], capture_output=True, text=True, check=True).stdout

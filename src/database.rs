@@ -394,8 +394,7 @@ impl Database {
         for engine in engines {
             // Each device's budget is taken from its own free memory.
             let free = engine
-                .context()
-                .context()
+                .cuda_context()
                 .mem_get_info()
                 .map(|(free, _)| free as u64)
                 .unwrap_or(engine.device().total_memory);

@@ -52,8 +52,8 @@ fn gpu_products_through_the_cache_stay_within_budget_and_right() {
         }
     }
     let budget = data / 4 + work;
-    let ctx = gpu.context().context().clone();
-    let stream = gpu.context().stream().clone();
+    let ctx = gpu.cuda_context().clone();
+    let stream = gpu.stream().clone();
     let mut watch = harness::DeviceMemoryWatch::new(ctx.clone(), stream.clone(), budget, SLACK);
     let cache: DeviceCache<GpuEngine, usize> =
         DeviceCache::new(gpu.clone(), CacheOptions::with_budget(budget));

@@ -7,9 +7,8 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::tile_plan::{MAX_FUSED_LEVELS, MAX_SUBTREE_LEVELS};
 use k2rpq::engine::gpu::{
-    self, BitsUpdate, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource,
+    self, BitsUpdate, FrontierLayout, GpuEngine, GpuOptions, LeafKernel, OffsetSource, Tuning,
 };
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, EngineError, MatrixConfig, PlusTimes,
@@ -33,6 +32,12 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
     }
 }
 
+/// `o` with its tuning changed by `f`.
+fn tuned(mut o: GpuOptions, f: impl FnOnce(&mut Tuning)) -> GpuOptions {
+    f(&mut o.tuning);
+    o
+}
+
 /// Option sets that exercise tiling (tiny tiles), deep device-side descents (top level =
 /// the root) and both offset sources.
 /// Every other leaf kernel variant gets four of them: steps shorter than a warp with the
@@ -46,15 +51,21 @@ fn option_sets() -> Vec<GpuOptions> {
     for leaf_kernel in std::iter::once(LeafKernel::Tuned).chain(LeafKernel::ALL) {
         // One level per expand launch unless a set says otherwise (the default fuses).
         let o = |tile_nodes: u64, top_nodes, offset_source| GpuOptions {
-            tile_nodes: Some(tile_nodes),
-            top_nodes,
-            offset_source,
-            leaf_kernel,
-            fused_levels: 1,
+            tuning: Tuning {
+                tile_nodes: Some(tile_nodes),
+                top_nodes,
+                offset_source,
+                leaf_kernel,
+                fused_levels: 1,
+                ..Tuning::default()
+            },
             ..GpuOptions::default()
         };
         let auto = GpuOptions {
-            leaf_kernel,
+            tuning: Tuning {
+                leaf_kernel,
+                ..Tuning::default()
+            },
             ..GpuOptions::default()
         };
         // Every frontier layout under every kernel (`cells` and `window` keep codes).
@@ -79,103 +90,73 @@ fn option_sets() -> Vec<GpuOptions> {
                 o(16, 1 << 16, Some(OffsetSource::Directory)),
                 o(3000, 4, Some(OffsetSource::Scan)),
                 // Every step launched after its predecessor ends, as before sm_90.
-                GpuOptions {
-                    overlapped_launches: false,
-                    ..o(64, 1, None)
-                },
+                tuned(o(64, 1, None), |t| t.overlapped_launches = false),
                 // Expand steps of up to three levels (the other sets: one per launch),
                 // with the directory, the scan (whose offsets such steps do not use) and
                 // masked products through them (`check_matrix`).
-                GpuOptions {
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(64, 1, Some(OffsetSource::Directory))
-                },
-                GpuOptions {
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(3000, 4, Some(OffsetSource::Scan))
-                },
-                GpuOptions {
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(1 << 20, 1, None)
-                },
+                tuned(o(64, 1, Some(OffsetSource::Directory)), |t| {
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS
+                }),
+                tuned(o(3000, 4, Some(OffsetSource::Scan)), |t| {
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS
+                }),
+                tuned(o(1 << 20, 1, None), |t| {
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS
+                }),
                 // Warps that take several chunks of fused expand and octet steps in a row
                 // and carry their ranks (the automatic choice chunks only steps that fill
                 // the GPU, larger than these): partial last chunks, warps with none.
-                GpuOptions {
-                    fused_levels: MAX_FUSED_LEVELS,
-                    warp_chunks: 3,
-                    ..o(3000, 4, Some(OffsetSource::Directory))
-                },
-                GpuOptions {
-                    fused_levels: MAX_FUSED_LEVELS,
-                    warp_chunks: 64,
-                    ..o(1 << 20, 1, None)
-                },
+                tuned(o(3000, 4, Some(OffsetSource::Directory)), |t| {
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+                    t.warp_chunks = 3;
+                }),
+                tuned(o(1 << 20, 1, None), |t| {
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+                    t.warp_chunks = 64;
+                }),
                 // Subtree launches for the last levels (`check_matrix` runs them dense,
                 // masked, batched and bit-packed, both directions): from the root with
                 // tiles of four (blocks with fewer roots than SUBTREE_ROOTS), two levels
                 // under fused expand steps with the scan (which subtree steps ignore),
                 // and the deepest subtrees under a default top.
-                GpuOptions {
-                    subtree_levels: MAX_SUBTREE_LEVELS,
-                    ..o(4, 1, Some(OffsetSource::Directory))
-                },
-                GpuOptions {
-                    subtree_levels: 2,
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(3000, 4, Some(OffsetSource::Scan))
-                },
-                GpuOptions {
-                    subtree_levels: MAX_SUBTREE_LEVELS,
-                    ..o(1 << 20, 1 << 16, None)
-                },
-                GpuOptions {
-                    subtree_levels: 5,
-                    ..o(64, 1, None)
-                },
+                tuned(o(4, 1, Some(OffsetSource::Directory)), |t| {
+                    t.subtree_levels = Tuning::MAX_SUBTREE_LEVELS
+                }),
+                tuned(o(3000, 4, Some(OffsetSource::Scan)), |t| {
+                    t.subtree_levels = 2;
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+                }),
+                tuned(o(1 << 20, 1 << 16, None), |t| {
+                    t.subtree_levels = Tuning::MAX_SUBTREE_LEVELS
+                }),
+                tuned(o(64, 1, None), |t| t.subtree_levels = 5),
                 // Leaf steps over the leaves' parents (4x4 blocks) instead of the
                 // default octet leaf steps a level above them: with the automatic tiles,
                 // from the root in small tiles, fused and with the scan.
-                GpuOptions {
-                    octets: false,
-                    ..auto
-                },
-                GpuOptions {
-                    octets: false,
-                    ..o(64, 1, None)
-                },
-                GpuOptions {
-                    octets: false,
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(3000, 4, Some(OffsetSource::Scan))
-                },
+                tuned(auto, |t| t.octets = false),
+                tuned(o(64, 1, None), |t| t.octets = false),
+                tuned(o(3000, 4, Some(OffsetSource::Scan)), |t| {
+                    t.octets = false;
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+                }),
                 // Tree-only matrices without their lone cells (cells alone below paths
                 // of at least 1, 3 or 6 nodes, applied by a launch of their own after
                 // the descent): with the defaults, from the root in small tiles, fused
                 // with the scan, into subtree launches and into 4x4 leaf steps.
-                GpuOptions {
-                    lone_paths: 1,
-                    ..auto
-                },
-                GpuOptions {
-                    lone_paths: 3,
-                    ..o(64, 1, None)
-                },
-                GpuOptions {
-                    lone_paths: 6,
-                    fused_levels: MAX_FUSED_LEVELS,
-                    ..o(3000, 4, Some(OffsetSource::Scan))
-                },
-                GpuOptions {
-                    lone_paths: 3,
-                    subtree_levels: 5,
-                    ..o(64, 1, None)
-                },
-                GpuOptions {
-                    lone_paths: 3,
-                    octets: false,
-                    ..auto
-                },
+                tuned(auto, |t| t.lone_paths = 1),
+                tuned(o(64, 1, None), |t| t.lone_paths = 3),
+                tuned(o(3000, 4, Some(OffsetSource::Scan)), |t| {
+                    t.lone_paths = 6;
+                    t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+                }),
+                tuned(o(64, 1, None), |t| {
+                    t.lone_paths = 3;
+                    t.subtree_levels = 5;
+                }),
+                tuned(auto, |t| {
+                    t.lone_paths = 3;
+                    t.octets = false;
+                }),
             ]);
         } else {
             out.extend([
@@ -415,10 +396,13 @@ fn check_matrix(gpu: &GpuEngine, tree: &Arc<K2Tree>, label: &str, exact: bool, b
         );
         let lone = gm.lone_cells();
         if lone > 0 {
-            assert!(gpu.options().lone_paths > 0 && config == MatrixConfig::TreeOnly);
+            assert!(gpu.options().tuning.lone_paths > 0 && config == MatrixConfig::TreeOnly);
         }
         // Scattered cells hang alone from their leaf up: the lone path is exercised.
-        if gpu.options().lone_paths == 1 && config == MatrixConfig::TreeOnly && tree.nnz() > 1000 {
+        if gpu.options().tuning.lone_paths == 1
+            && config == MatrixConfig::TreeOnly
+            && tree.nnz() > 1000
+        {
             assert!(lone > 0, "{label}: no lone cells");
         }
     }
@@ -434,7 +418,7 @@ fn random_matrices_match_cpu() {
         for (label, tree) in &mats {
             // Tiles of a few nodes mean tens of thousands of launches per product on the
             // larger matrices: tiling is already exercised on the smaller ones.
-            if options.tile_nodes.is_some_and(|m| m < 64) && tree.nnz() > 10_000 {
+            if options.tuning.tile_nodes.is_some_and(|m| m < 64) && tree.nnz() > 10_000 {
                 continue;
             }
             check_matrix(&gpu, tree, label, true, &[1, 3]);
@@ -444,7 +428,10 @@ fn random_matrices_match_cpu() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                leaf_kernel,
+                tuning: Tuning {
+                    leaf_kernel,
+                    ..Tuning::default()
+                },
                 ..GpuOptions::default()
             },
         )
@@ -553,10 +540,13 @@ fn recorded_graph_replays_the_product() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                tile_nodes: Some(64),
-                top_nodes: 1,
-                offset_source: None,
-                leaf_kernel,
+                tuning: Tuning {
+                    tile_nodes: Some(64),
+                    top_nodes: 1,
+                    offset_source: None,
+                    leaf_kernel,
+                    ..Tuning::default()
+                },
                 ..GpuOptions::default()
             },
         )
@@ -568,7 +558,10 @@ fn recorded_graph_replays_the_product() {
         &GpuEngine::with_options(
             0,
             GpuOptions {
-                lone_paths: 2,
+                tuning: Tuning {
+                    lone_paths: 2,
+                    ..Tuning::default()
+                },
                 ..GpuOptions::default()
             },
         )
@@ -596,7 +589,7 @@ fn replays_the_product(gpu: &GpuEngine) {
                 .unwrap();
             g.launch().unwrap();
             g.launch().unwrap();
-            let kernel = gpu.options().leaf_kernel;
+            let kernel = gpu.options().tuning.leaf_kernel;
             assert!(
                 g.y().unwrap() == yc,
                 "graph replay {config:?} {dir:?} {kernel:?}"
@@ -619,7 +612,7 @@ fn replays_the_product(gpu: &GpuEngine) {
             (Direction::Right, Traversal::Dense),
             (Direction::Left, Traversal::Masked),
         ] {
-            let kernel = gpu.options().leaf_kernel;
+            let kernel = gpu.options().tuning.leaf_kernel;
             let label = format!("bits graph {config:?} {dir:?} {traversal:?} {kernel:?}");
             let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
             let (xb, xb2) = (
@@ -675,12 +668,12 @@ fn replays_the_product(gpu: &GpuEngine) {
 /// `y`, called from the host and replayed as a graph; and every other product (each
 /// semiring, OR-ing bit-packed ones, both directions) over the same windows.
 fn row_windows_match_cpu() {
-    // Row windows (the default), then row groups beside them (`GpuOptions::row_groups`),
+    // Row windows (the default), then row groups beside them (`Tuning::row_groups`),
     // which bit-packed right products of one word then read instead: with the default
     // iteration cap, then with caps of 1 (rows of more than 32 entries take blocks of
     // warps, of more than 256 pieces) and 12. Every other product reads the windows, so
     // it is checked once per layout.
-    let default_cap = GpuOptions::default().row_group_iterations;
+    let default_cap = Tuning::default().row_group_iterations;
     for (groups, row_group_iterations) in [
         (false, default_cap),
         (true, default_cap),
@@ -688,8 +681,11 @@ fn row_windows_match_cpu() {
         (true, 12),
     ] {
         let options = GpuOptions {
-            row_groups: groups,
-            row_group_iterations,
+            tuning: Tuning {
+                row_groups: groups,
+                row_group_iterations,
+                ..Tuning::default()
+            },
             ..GpuOptions::default()
         };
         let Some(gpu) = gpu_or_skip(options) else {
@@ -701,8 +697,8 @@ fn row_windows_match_cpu() {
 
 /// `others`: also every other product over the same matrix (`check_matrix`).
 fn overwriting_products_match_cpu(gpu: &GpuEngine, others: bool) {
-    let groups = gpu.options().row_groups;
-    let cap = gpu.options().row_group_iterations;
+    let groups = gpu.options().tuning.row_groups;
+    let cap = gpu.options().tuning.row_group_iterations;
     let cpu = CpuEngine::new();
     let mut rng = StdRng::seed_from_u64(19);
     // About 8 cells per block row: short runs, few empty rows (windows need few pads).
@@ -827,64 +823,41 @@ fn kernels_compile_with_nvrtc() {
         return;
     }
     for arch in ["sm_90", "sm_80"] {
-        let modules = gpu::compile_kernels(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
-        assert_eq!(modules.len(), gpu::KERNEL_SOURCES.len());
-        // K2RPQ_DUMP_PTX=DIR keeps the PTX (DIR/<arch>-<module>.ptx) for kernel work.
+        let files = gpu::compile_kernels(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        // K2RPQ_DUMP_PTX=DIR keeps the PTX (DIR/<arch>-<file>.ptx) for kernel work.
         if let Ok(dir) = std::env::var("K2RPQ_DUMP_PTX") {
-            for (name, ptx) in &modules {
-                let path = std::path::Path::new(&dir).join(format!("{arch}-{name}.ptx"));
-                std::fs::write(&path, ptx.to_src()).expect("writing the PTX");
+            for f in &files {
+                let path = std::path::Path::new(&dir).join(format!("{arch}-{}.ptx", f.name));
+                std::fs::write(&path, &f.ptx).expect("writing the PTX");
             }
         }
-        for (name, ptx) in &modules {
-            let text = ptx.to_src();
+        let mut launched = 0;
+        for f in &files {
             assert!(
-                text.contains(".entry"),
-                "{arch} {name}: no kernel entry in the PTX"
+                !f.kernels.is_empty(),
+                "{arch} {}: no kernel in the table",
+                f.name
             );
-        }
-        // Every kernel any leaf-kernel variant launches is an entry of some module.
-        let entries: String = modules.iter().map(|(_, p)| p.to_src()).collect();
-        for kernel in LeafKernel::ALL {
-            let ops = [
-                gpu::LeafOp::PlusTimes,
-                gpu::LeafOp::Counting,
-                gpu::LeafOp::Boolean,
-                gpu::LeafOp::Tropical,
-                gpu::LeafOp::Bits,
-            ];
-            for name in ops
-                .into_iter()
-                .flat_map(|op| {
-                    [
-                        kernel.leaves(op),
-                        kernel.block_leaves(op, gpu::FrontierLayout::Blocks),
-                        kernel.block_leaves(op, gpu::FrontierLayout::RowBlocks),
-                        kernel.block_leaves(op, gpu::FrontierLayout::ColBlocks),
-                    ]
-                })
-                .chain([kernel.expand()])
-            {
-                let body = entry_body(&entries, name).unwrap_or_else(|| {
-                    panic!("{arch}: kernel {name} of {kernel:?} is not in the PTX")
+            for &(name, overlapped) in &f.kernels {
+                let body = entry_body(&f.ptx, name).unwrap_or_else(|| {
+                    panic!("{arch}: kernel {name} is not in the PTX of {}.cu", f.name)
                 });
-                // Traversal steps may be launched to overlap their predecessor (sm_90):
-                // each must then wait for it before touching x, y or the scratch.
-                assert_eq!(
-                    body.contains("griddepcontrol.wait"),
-                    arch == "sm_90",
-                    "{arch}: kernel {name} and the overlap's wait"
-                );
+                // A kernel the engine may launch to overlap its predecessor (sm_90) must
+                // wait for it before touching x, y or the scratch; no kernel waits on
+                // older architectures, where the wait does not exist.
+                if overlapped || arch != "sm_90" {
+                    assert_eq!(
+                        body.contains("griddepcontrol.wait"),
+                        arch == "sm_90",
+                        "{arch}: kernel {name} and the overlap's wait"
+                    );
+                }
+                launched += 1;
             }
         }
-        // The bit-packed product over row windows starts with the clear of its shared rows
-        // (an overlapped launch) and must wait for it before its atomic ORs.
-        let body = entry_body(&entries, "rowwindows_bits").expect("rowwindows_bits in the PTX");
-        assert_eq!(
-            body.contains("griddepcontrol.wait"),
-            arch == "sm_90",
-            "{arch}: rowwindows_bits and the wait for the clear"
-        );
+        // Every kernel of every leaf variant, operation and frontier, the expand kernels
+        // and the element-wise, scan and row-store kernels.
+        assert_eq!(launched, 87, "{arch}: kernels in the table");
     }
 }
 
@@ -926,11 +899,14 @@ fn cnr_2000_matches_cpu() {
     println!("cnr-2000: {:?}", tree.stats());
     // One level per expand launch unless a set says otherwise (the default fuses).
     let o = |tile_nodes: u64, top_nodes, offset_source, leaf_kernel| GpuOptions {
-        tile_nodes: Some(tile_nodes),
-        top_nodes,
-        offset_source,
-        leaf_kernel,
-        fused_levels: 1,
+        tuning: Tuning {
+            tile_nodes: Some(tile_nodes),
+            top_nodes,
+            offset_source,
+            leaf_kernel,
+            fused_levels: 1,
+            ..Tuning::default()
+        },
         ..GpuOptions::default()
     };
     let mut sets: Vec<GpuOptions> = FrontierLayout::ALL
@@ -941,19 +917,27 @@ fn cnr_2000_matches_cpu() {
         })
         .collect();
     sets.push(GpuOptions {
-        leaf_kernel: LeafKernel::WarpAgg,
         frontier: FrontierLayout::RowBlocks,
-        ..GpuOptions::default()
+        tuning: Tuning {
+            leaf_kernel: LeafKernel::WarpAgg,
+            ..Tuning::default()
+        },
     });
     // Tree-only leaf steps over the leaves' parents (the default: octet leaf steps a level
     // up, which from the default top level 16 are the whole descent), and octets after an
     // expand step from level 15.
     sets.push(GpuOptions {
-        octets: false,
+        tuning: Tuning {
+            octets: false,
+            ..Tuning::default()
+        },
         ..GpuOptions::default()
     });
     sets.push(GpuOptions {
-        top_nodes: 1 << 18,
+        tuning: Tuning {
+            top_nodes: 1 << 18,
+            ..Tuning::default()
+        },
         ..GpuOptions::default()
     });
     // A shallow top (deep device-side descents) with small tiles.
@@ -963,31 +947,31 @@ fn cnr_2000_matches_cpu() {
         Some(OffsetSource::Directory),
         LeafKernel::Tuned,
     );
-    sets.push(GpuOptions {
-        fused_levels: MAX_FUSED_LEVELS,
-        ..shallow
-    });
+    sets.push(tuned(shallow, |t| {
+        t.fused_levels = Tuning::MAX_FUSED_LEVELS
+    }));
     // The same, and the default, with warps that carry their ranks over 5 chunks each.
     for base in [shallow, GpuOptions::default()] {
-        sets.push(GpuOptions {
-            fused_levels: MAX_FUSED_LEVELS,
-            warp_chunks: 5,
-            ..base
-        });
+        sets.push(tuned(base, |t| {
+            t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+            t.warp_chunks = 5;
+        }));
     }
     // Subtree launches: the default top and tiles, and the shallow top, whose descent
     // hands eight levels' subtrees over after fused expand steps.
-    for subtree_levels in [5, MAX_SUBTREE_LEVELS] {
+    for subtree_levels in [5, Tuning::MAX_SUBTREE_LEVELS] {
         sets.push(GpuOptions {
-            subtree_levels,
+            tuning: Tuning {
+                subtree_levels,
+                ..Tuning::default()
+            },
             ..GpuOptions::default()
         });
     }
-    sets.push(GpuOptions {
-        subtree_levels: MAX_SUBTREE_LEVELS,
-        fused_levels: MAX_FUSED_LEVELS,
-        ..shallow
-    });
+    sets.push(tuned(shallow, |t| {
+        t.subtree_levels = Tuning::MAX_SUBTREE_LEVELS;
+        t.fused_levels = Tuning::MAX_FUSED_LEVELS;
+    }));
     for k in LeafKernel::ALL {
         sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));
         sets.push(o(1 << 14, 1 << 10, Some(OffsetSource::Directory), k));
@@ -1001,10 +985,10 @@ fn cnr_2000_matches_cpu() {
             "cnr-2000 {options:?}: tiles {:?}, product bytes {pb:?}",
             gm.tile_sizes()
         );
-        if options.tile_nodes.is_none() {
+        if options.tuning.tile_nodes.is_none() {
             // Automatic tiles keep a tree-only product's scratch within the matrix's bytes
             // or the floor that keeps a small matrix's launches few.
-            let budget = pb.matrix.max(gpu::tile_plan::MIN_SCRATCH_BUDGET);
+            let budget = pb.matrix.max(gpu::TileSizes::MIN_SCRATCH_BUDGET);
             assert!(
                 pb.scratch <= budget,
                 "tree-only scratch {} > budget {budget}",
@@ -1023,7 +1007,10 @@ fn cnr_2000_matches_cpu() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                leaf_kernel,
+                tuning: Tuning {
+                    leaf_kernel,
+                    ..Tuning::default()
+                },
                 ..GpuOptions::default()
             },
         )
@@ -1046,7 +1033,10 @@ fn cnr_2000_timings() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                offset_source: Some(source),
+                tuning: Tuning {
+                    offset_source: Some(source),
+                    ..Tuning::default()
+                },
                 ..GpuOptions::default()
             },
         )

@@ -49,12 +49,12 @@ pub struct SpmvOptions {
     pub skip_cpu: bool,
     /// Draw a progress bar on stderr.
     pub progress: bool,
-    /// GPU leaf-kernel variants run as contenders of their own besides the default
-    /// (issue 10); default: all of them.
+    /// GPU leaf-kernel variants run as contenders of their own besides the default;
+    /// default: all of them.
     pub leaf_kernels: Vec<k2rpq::engine::gpu::LeafKernel>,
     /// Iteration caps of the row groups (`rowgrp`, named ` I<cap>` when not the default
-    /// [`k2rpq::engine::gpu::GROUP_ITERATIONS`]), each a contender of its own; default 8,
-    /// 10 and 12.
+    /// [`Tuning::row_group_iterations`](k2rpq::engine::gpu::Tuning::row_group_iterations)),
+    /// each a contender of its own; default 8, 10 and 12.
     pub row_group_iterations: Vec<u32>,
 }
 
@@ -70,7 +70,11 @@ impl Default for SpmvOptions {
             skip_cpu: false,
             progress: false,
             leaf_kernels: k2rpq::engine::gpu::LeafKernel::ALL.to_vec(),
-            row_group_iterations: vec![k2rpq::engine::gpu::GROUP_ITERATIONS, 10, 12],
+            row_group_iterations: vec![
+                k2rpq::engine::gpu::Tuning::default().row_group_iterations,
+                10,
+                12,
+            ],
         }
     }
 }

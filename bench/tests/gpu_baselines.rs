@@ -196,12 +196,12 @@ fn bench_spmv_measures_every_gpu_contender() {
         .any(|m| m.bit_packed && m.contender.starts_with("gpu") && m.time_vs_cusparse.is_some()));
 }
 
-/// The hold of the stream before a timed region (`engine::gpu::hold`): its kernel loads
+/// The hold of the stream before a timed region (`engine::gpu::hold_stream`): its kernel loads
 /// from PTX, keeps the stream busy for at least what it is asked (so work queued behind
 /// it waits), and `Device::time` works with and without it.
 fn timing_hold_keeps_the_stream_busy() {
     use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
-    use k2rpq::engine::gpu::hold;
+    use k2rpq::engine::gpu::{hold_stream, set_timing_hold_ns, timing_hold_ns};
     use k2rpq_bench::baseline::Device;
     let dev = Device::open().expect("device");
     let (e0, e1) = (
@@ -209,19 +209,19 @@ fn timing_hold_keeps_the_stream_busy() {
         dev.ctx.new_event(Some(CU_EVENT_DEFAULT)).unwrap(),
     );
     e0.record(&dev.stream).unwrap();
-    hold::hold(&dev.stream, 2_000_000).expect("hold kernel");
+    hold_stream(&dev.stream, 2_000_000).expect("hold kernel");
     e1.record(&dev.stream).unwrap();
     e1.synchronize().unwrap();
     let ms = e0.elapsed_ms(&e1).unwrap();
     assert!(ms >= 1.9, "a 2 ms hold took {ms} ms");
-    hold::hold(&dev.stream, 0).expect("no hold");
-    let before = hold::timing_hold_ns();
-    for ns in [0, hold::DEFAULT_HOLD_NS] {
-        hold::set_timing_hold_ns(ns);
+    hold_stream(&dev.stream, 0).expect("no hold");
+    let before = timing_hold_ns();
+    for ns in [0, before] {
+        set_timing_hold_ns(ns);
         let t = dev.time(1, 3, || Ok(())).expect("timing");
         assert!(t.median_ms.is_finite() && t.median_ms >= 0.0, "{t:?}");
     }
-    hold::set_timing_hold_ns(before);
+    set_timing_hold_ns(before);
 }
 
 #[path = "../../tests/harness/mod.rs"]

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use k2rpq::cache::MemoryBudget;
 use k2rpq::database::{Database, DatabaseError, DatabaseOptions, EngineChoice};
-use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection};
+use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, GpuSelection, Tuning};
 
 /// Device options of the commands that open a store as a [`Database`] (`rpq`, `explain`,
 /// `query`, and the workload benchmark).
@@ -111,13 +111,16 @@ impl DeviceArgs {
     /// The GPU engines' options these arguments ask for.
     pub fn gpu_options(&self) -> GpuOptions {
         let t = &self.tuning;
+        let tuning = Tuning::default();
         GpuOptions {
             frontier: t.frontier_layout.unwrap_or_default(),
-            row_windows: !t.no_row_windows,
-            top_nodes: t.top_nodes.unwrap_or(GpuOptions::default().top_nodes),
-            row_groups: t.row_groups,
-            lone_paths: t.lone_paths,
-            ..GpuOptions::default()
+            tuning: Tuning {
+                row_windows: !t.no_row_windows,
+                top_nodes: t.top_nodes.unwrap_or(tuning.top_nodes),
+                row_groups: t.row_groups,
+                lone_paths: t.lone_paths,
+                ..tuning
+            },
         }
     }
 

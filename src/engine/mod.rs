@@ -235,7 +235,8 @@ pub trait Engine: Send + Sync {
 
     /// Boolean product of a bit-packed batch into `y`, replacing what it held: `y = A x`
     /// (right) or `yᵀ = xᵀ A` (left). The default clears `y`, then ORs into it; an engine
-    /// may instead write every word once (the GPU engine over [`gpu::RowWindows`]).
+    /// may instead write every word once (the GPU engine over row windows:
+    /// [`gpu::Tuning::row_windows`]).
     fn bool_product_overwrite(
         &self,
         m: &Self::Matrix,

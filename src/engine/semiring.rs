@@ -1,4 +1,7 @@
-//! The semirings of the paper's Table 1, plus exact counts.
+//! The semirings of the paper's Table 1, plus exact counts: the CPU engine's definitions
+//! here, the GPU kernels' in `cuda/include/semirings.cuh` (one struct per semiring, and
+//! a fifth for bit-packed Boolean batches). A product's output starts at the semiring's
+//! [`Semiring::zero`] on both.
 
 use std::fmt::Debug;
 
@@ -14,9 +17,19 @@ pub trait Element:
     + cudarc::driver::DeviceRepr
     + cudarc::driver::ValidAsZeroBits
 {
+    /// The value's 32 bits as the device stores them.
+    fn bits(self) -> u32;
 }
-impl Element for f32 {}
-impl Element for u32 {}
+impl Element for f32 {
+    fn bits(self) -> u32 {
+        self.to_bits()
+    }
+}
+impl Element for u32 {
+    fn bits(self) -> u32 {
+        self
+    }
+}
 
 /// Names the semiring for kernels and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -38,7 +51,7 @@ pub trait Semiring: Copy + Send + Sync + 'static {
     type Elem: Element;
     /// Which semiring (kernels are specialised on it).
     const KIND: SemiringKind;
-    /// The additive identity `0̄` (what `y` starts from).
+    /// The additive identity `0̄` (what `y` starts from, on the GPU too).
     fn zero() -> Self::Elem;
     /// `a ⊕ b`.
     fn add(a: Self::Elem, b: Self::Elem) -> Self::Elem;

@@ -294,8 +294,8 @@ impl Device {
 
     /// Median and minimum time in milliseconds of `op` over `repeats` runs after `warmup`
     /// runs, each run bracketed by CUDA events on the stream, behind a hold of the stream
-    /// ([`hold`](k2rpq::engine::gpu::hold)) so that the events time the device's work
-    /// rather than the host's submission of it.
+    /// ([`hold_stream`](k2rpq::engine::gpu::hold_stream)) so that the events time the
+    /// device's work rather than the host's submission of it.
     pub fn time(
         &self,
         warmup: usize,
@@ -310,9 +310,9 @@ impl Device {
         let start = self.ctx.new_event(flags).map_err(cuda)?;
         let end = self.ctx.new_event(flags).map_err(cuda)?;
         let mut ms = Vec::with_capacity(repeats.max(1));
-        let hold_ns = k2rpq::engine::gpu::hold::timing_hold_ns();
+        let hold_ns = k2rpq::engine::gpu::timing_hold_ns();
         for _ in 0..repeats.max(1) {
-            k2rpq::engine::gpu::hold::hold(&self.stream, hold_ns)?;
+            k2rpq::engine::gpu::hold_stream(&self.stream, hold_ns)?;
             start.record(&self.stream).map_err(cuda)?;
             op()?;
             end.record(&self.stream).map_err(cuda)?;

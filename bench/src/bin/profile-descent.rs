@@ -1,5 +1,5 @@
 //! Tree-only products of a synthetic web graph (or of an edge-list file), once per number
-//! of levels an expand step may take (`GpuOptions::fused_levels`): prints each descent's
+//! of levels an expand step may take (`Tuning::fused_levels`): prints each descent's
 //! plan (launches and nodes per level, scratch) and the mean time of `REPS` products per
 //! direction (CUDA events, device time). A small program to run under a profiler, where
 //! each launch's duration splits a descent into its expand and leaf steps: with
@@ -7,9 +7,9 @@
 //! starts in the profile (`scripts/ncu-sum.py` sums each product's launches per kernel).
 //! With `DESCENT_KERNEL_DIRS=a,b,…` every measurement is repeated once per folder of kernel
 //! sources (through `K2RPQ_KERNEL_DIR`), over the same graph, and with
-//! `DESCENT_WARP_CHUNKS=1,4,…` once per `GpuOptions::warp_chunks`, and with
-//! `DESCENT_TOP_NODES=20,22,…` once per `GpuOptions::top_nodes` (log2), and with
-//! `DESCENT_LONE_PATHS=0,6,…` once per `GpuOptions::lone_paths`. Each product's `y` (of
+//! `DESCENT_WARP_CHUNKS=1,4,…` once per `Tuning::warp_chunks`, and with
+//! `DESCENT_TOP_NODES=20,22,…` once per `Tuning::top_nodes` (log2), and with
+//! `DESCENT_LONE_PATHS=0,6,…` once per `Tuning::lone_paths`. Each product's `y` (of
 //! `x` = ones: the rows' or columns' cell counts) is checked against the tree's cells,
 //! counted on the host; a mismatch is printed and makes the exit status 1.
 //!
@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k2rpq::engine::gpu::{hold, GpuEngine, GpuOptions, OffsetSource, StepKind};
+use k2rpq::engine::gpu::{hold_stream, GpuEngine, GpuOptions, OffsetSource, StepKind, Tuning};
 use k2rpq::engine::{Direction, Engine, MatrixConfig, PlusTimes};
 use k2rpq_bench::input::web_or_edge_list;
 
@@ -52,7 +52,7 @@ fn main() {
         Ok(list) => list.split(',').map(|d| Some(d.to_string())).collect(),
         Err(_) => vec![None],
     };
-    let defaults = GpuOptions::default();
+    let defaults = Tuning::default();
     let chunks = env_list("DESCENT_WARP_CHUNKS", defaults.warp_chunks);
     let tops: Vec<u64> = env_list("DESCENT_TOP_NODES", defaults.top_nodes.trailing_zeros())
         .into_iter()
@@ -78,10 +78,13 @@ fn main() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                fused_levels: levels,
-                warp_chunks,
-                top_nodes,
-                lone_paths,
+                tuning: Tuning {
+                    fused_levels: levels,
+                    warp_chunks,
+                    top_nodes,
+                    lone_paths,
+                    ..defaults
+                },
                 ..GpuOptions::default()
             },
         )
@@ -117,8 +120,8 @@ fn main() {
         let mut y = gpu.zeros::<f32>(n).expect("y");
         for dir in [Direction::Right, Direction::Left] {
             if reps == 0 {
-                let stream = gpu.context().stream();
-                hold::hold(stream, 1000).expect("hold");
+                let stream = gpu.stream();
+                hold_stream(stream, 1000).expect("hold");
                 gpu.product_device::<PlusTimes>(&m, dir, &x, 1, &mut y)
                     .expect("product");
                 stream.synchronize().expect("synchronize");

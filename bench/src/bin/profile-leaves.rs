@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel};
+use k2rpq::engine::gpu::{FrontierLayout, GpuEngine, GpuOptions, LeafKernel, Tuning};
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Traversal};
 use k2rpq::k2tree::{morton, K2Tree};
 use k2rpq_bench::input::web_or_edge_list;
@@ -88,9 +88,11 @@ fn main() {
         let gpu = GpuEngine::with_options(
             0,
             GpuOptions {
-                leaf_kernel: k,
                 frontier,
-                ..GpuOptions::default()
+                tuning: Tuning {
+                    leaf_kernel: k,
+                    ..Tuning::default()
+                },
             },
         )
         .unwrap_or_else(|e| {

@@ -112,7 +112,7 @@ fn parse_leaf_kernel(s: &str) -> Result<LeafKernel, String> {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    k2rpq::engine::gpu::hold::set_timing_hold_ns(args.hold_us.saturating_mul(1000));
+    k2rpq::engine::gpu::set_timing_hold_ns(args.hold_us.saturating_mul(1000));
     let input = if let Some(p) = &args.tsv {
         SpmvInput::Source(Source::File {
             path: p.clone(),

@@ -3,7 +3,7 @@
 //! a frontier of codes, one per block layout of the frontier ([`FrontierLayout`]:
 //! `gpu k2+F blocks`, `gpu k2+F rowwin`, and `rowblk`: row-sorted entries without the row
 //! windows), plus one per leaf-kernel variant
-//! ([`LeafKernel`]) of the configurations the issue-10 targets name (`k2 dir`, `k2+F dir`,
+//! ([`LeafKernel`]) of the configurations measured for each variant (`k2 dir`, `k2+F dir`,
 //! `k2+F scan`, and the block layouts for the kernels that read them), so each variant is
 //! a row of its own in the same run (named with the variant: `gpu k2+F dir wagg`). A semiring product is recorded once
 //! as a CUDA graph ([`GpuEngine::record_product`]) and replayed, timed with CUDA events;
@@ -15,10 +15,9 @@ use std::sync::Arc;
 
 use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
 use crate::baseline::{Device, DeviceProduct, Timing};
-use k2rpq::engine::gpu::tile_plan::MAX_SUBTREE_LEVELS;
 use k2rpq::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
-    OffsetSource, ProductGraph,
+    OffsetSource, ProductGraph, Tuning,
 };
 use k2rpq::engine::{
     BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
@@ -30,9 +29,15 @@ use k2rpq::k2tree::K2Tree;
 const FIXED_TILE: u64 = 1 << 20;
 
 /// Tiles of the tree-only contenders with more scratch than the automatic tiles allow
-/// (the 200M web graph's descent makes ~550 launches with its automatic 2^20-node tiles,
-/// 141 with 2^22, 30 with 2^24: docs/BENCHMARKS.md, session 10).
+/// (a 200M-edge web graph's descent makes ~550 launches with its automatic 2^20-node
+/// tiles, 141 with 2^22, 30 with 2^24).
 const LARGE_TILES: [u64; 2] = [1 << 22, 1 << 24];
+
+/// `o` with its tuning changed by `f`.
+fn tuned(mut o: GpuOptions, f: impl FnOnce(&mut Tuning)) -> GpuOptions {
+    f(&mut o.tuning);
+    o
+}
 
 /// One configuration × offset source of the GPU engine, with the tree loaded.
 pub struct GpuContender {
@@ -97,16 +102,19 @@ impl GpuContender {
                     matrix,
                     engine: engine.clone(),
                     config,
-                    source: options.offset_source.unwrap_or(OffsetSource::Directory),
-                    kernel: options.leaf_kernel,
-                    tile_nodes: options.tile_nodes,
-                    top_nodes: options.top_nodes,
-                    overlapped: options.overlapped_launches,
-                    fused_levels: options.fused_levels,
-                    subtree_levels: options.subtree_levels,
-                    octets: options.octets,
-                    lone_paths: options.lone_paths,
-                    group_iterations: options.row_group_iterations,
+                    source: options
+                        .tuning
+                        .offset_source
+                        .unwrap_or(OffsetSource::Directory),
+                    kernel: options.tuning.leaf_kernel,
+                    tile_nodes: options.tuning.tile_nodes,
+                    top_nodes: options.tuning.top_nodes,
+                    overlapped: options.tuning.overlapped_launches,
+                    fused_levels: options.tuning.fused_levels,
+                    subtree_levels: options.tuning.subtree_levels,
+                    octets: options.tuning.octets,
+                    lone_paths: options.tuning.lone_paths,
+                    group_iterations: options.tuning.row_group_iterations,
                 });
             }
             Ok(())
@@ -114,17 +122,19 @@ impl GpuContender {
         let options = |kernel: LeafKernel,
                        (source, frontier): (OffsetSource, FrontierLayout),
                        tile_nodes: Option<u64>| GpuOptions {
-            offset_source: Some(source),
-            leaf_kernel: kernel,
-            tile_nodes,
             frontier,
-            ..GpuOptions::default()
+            tuning: Tuning {
+                offset_source: Some(source),
+                leaf_kernel: kernel,
+                tile_nodes,
+                ..Tuning::default()
+            },
         };
         let mut add = |kernel, place, configs: &[MatrixConfig], tile_nodes| {
             load(options(kernel, place, tile_nodes), configs)
         };
         let default = LeafKernel::default();
-        let tile = GpuOptions::default().tile_nodes;
+        let tile = Tuning::default().tile_nodes;
         let (dir, scan) = (OffsetSource::Directory, OffsetSource::Scan);
         for source in [dir, scan] {
             add(default, (source, Codes), &[TreeOnly, CachedFrontier], tile)?;
@@ -162,26 +172,24 @@ impl GpuContender {
         for tile_nodes in LARGE_TILES {
             add(default, (dir, Codes), &[TreeOnly], Some(tile_nodes))?;
         }
-        // Tree-only with another host-expanded top level (`T16`: at most 2^16 top nodes,
-        // the default before session 20; `T18`: at most 2^18, that of sessions 20-21; the
-        // default 2^20; all within the same bound of the tree's own bytes): more expand
-        // launches for fewer resident top codes. `T22` and `T24` go the other way: on a
-        // large tree fewer levels to expand for more resident codes (cnr-2000 x 64: 19.9
-        // and 63.1 MB beside its 93 MB tree; docs/BENCHMARKS.md, session 31).
+        // Tree-only with another host-expanded top level (`T16`: at most 2^16 top nodes;
+        // `T18`: at most 2^18; the default 2^20; all within the same bound of the tree's
+        // own bytes): more expand launches for fewer resident top codes. `T22` and `T24` go
+        // the other way: on a large tree fewer levels to expand for more resident codes
+        // (cnr-2000 x 64: 19.9 and 63.1 MB beside its 93 MB tree).
         for top_nodes in [1 << 16, 1 << 18, 1 << 22, 1 << 24] {
             load(
-                GpuOptions {
-                    top_nodes,
-                    ..options(default, (dir, Codes), tile)
-                },
+                tuned(options(default, (dir, Codes), tile), |t| {
+                    t.top_nodes = top_nodes
+                }),
                 &[TreeOnly],
             )?;
         }
         // Tree-only descents without their lone cells (` P4`, ` P6`: cells alone below
         // paths of at least 4 or 6 nodes, listed beside the tree), also from a deeper top
         // level (` T24 P4`, ` T24 P6`): on the synthetic web graph they are 6.7-10.3 % of
-        // the cells and 38-46 % of the nodes (docs/BENCHMARKS.md, session 32).
-        let default_top = GpuOptions::default().top_nodes;
+        // the cells and 38-46 % of the nodes.
+        let default_top = Tuning::default().top_nodes;
         for (lone_paths, top_nodes) in [
             (4, default_top),
             (6, default_top),
@@ -189,67 +197,59 @@ impl GpuContender {
             (6, 1 << 24),
         ] {
             load(
-                GpuOptions {
-                    lone_paths,
-                    top_nodes,
-                    ..options(default, (dir, Codes), tile)
-                },
+                tuned(options(default, (dir, Codes), tile), |t| {
+                    t.lone_paths = lone_paths;
+                    t.top_nodes = top_nodes;
+                }),
                 &[TreeOnly],
             )?;
         }
         // Tree-only descents whose leaf steps visit the leaves' parents' 4x4 blocks (` 4x4`),
-        // against octet leaf steps a level above them; also from the top level of sessions
-        // 20-21 (` T18 4x4`: their default).
-        for top_nodes in [GpuOptions::default().top_nodes, 1 << 18] {
+        // against octet leaf steps a level above them; also from a top level of at most
+        // 2^18 nodes (` T18 4x4`).
+        for top_nodes in [Tuning::default().top_nodes, 1 << 18] {
             load(
-                GpuOptions {
-                    octets: false,
-                    top_nodes,
-                    ..options(default, (dir, Codes), tile)
-                },
+                tuned(options(default, (dir, Codes), tile), |t| {
+                    t.octets = false;
+                    t.top_nodes = top_nodes;
+                }),
                 &[TreeOnly],
             )?;
         }
         // Row-sorted entries without the row windows (`rowblk`), against the default's
         // (`rowwin`, where the relation's empty rows allow them).
         load(
-            GpuOptions {
-                row_windows: false,
-                ..options(default, (dir, RowBlocks), tile)
-            },
+            tuned(options(default, (dir, RowBlocks), tile), |t| {
+                t.row_windows = false
+            }),
             &[CachedFrontier],
         )?;
         // The row windows with row groups beside them (`rowgrp`), which bit-packed right
         // products of one word read instead (every other product reads the windows), once
         // per iteration cap asked for (` I<cap>` unless the default): fewer, longer warps
-        // against more, shorter ones (docs/BENCHMARKS.md, sessions 33-36).
+        // against more, shorter ones.
         for &row_group_iterations in group_caps {
             load(
-                GpuOptions {
-                    row_groups: true,
-                    row_group_iterations,
-                    ..options(default, (dir, RowBlocks), tile)
-                },
+                tuned(options(default, (dir, RowBlocks), tile), |t| {
+                    t.row_groups = true;
+                    t.row_group_iterations = row_group_iterations;
+                }),
                 &[CachedFrontier],
             )?;
         }
         // A tree-only descent with a launch per level (` L1`), against the default expand
         // steps of up to three small or thin levels.
         load(
-            GpuOptions {
-                fused_levels: 1,
-                ..options(default, (dir, Codes), tile)
-            },
+            tuned(options(default, (dir, Codes), tile), |t| t.fused_levels = 1),
             &[TreeOnly],
         )?;
         // Tree-only descents whose last levels go to subtree launches (` S5`, ` S8`),
         // against level-by-level expand steps.
-        for subtree_levels in [5, MAX_SUBTREE_LEVELS] {
+        for subtree_levels in [5, Tuning::MAX_SUBTREE_LEVELS] {
             load(
-                GpuOptions {
-                    subtree_levels,
-                    ..options(default, (dir, Codes), tile)
-                },
+                tuned(options(default, (dir, Codes), tile), |t| {
+                    t.subtree_levels = subtree_levels
+                }),
                 &[TreeOnly],
             )?;
         }
@@ -257,10 +257,9 @@ impl GpuContender {
         // overlapped launches: tree-only and over row blocks.
         for (place, config) in [((dir, Codes), TreeOnly), ((dir, RowBlocks), CachedFrontier)] {
             load(
-                GpuOptions {
-                    overlapped_launches: false,
-                    ..options(default, place, tile)
-                },
+                tuned(options(default, place, tile), |t| {
+                    t.overlapped_launches = false
+                }),
                 &[config],
             )?;
         }
@@ -268,10 +267,9 @@ impl GpuContender {
     }
 
     fn device(&self) -> Device {
-        let c = self.engine.context();
         Device {
-            ctx: c.context().clone(),
-            stream: c.stream().clone(),
+            ctx: self.engine.cuda_context().clone(),
+            stream: self.engine.stream().clone(),
         }
     }
 }
@@ -327,19 +325,19 @@ impl Contender for GpuContender {
         if let Some(m) = self.tile_nodes {
             name.push_str(&format!(" M{}", m.trailing_zeros()));
         }
-        if self.top_nodes != GpuOptions::default().top_nodes {
+        if self.top_nodes != Tuning::default().top_nodes {
             name.push_str(&format!(" T{}", self.top_nodes.trailing_zeros()));
         }
-        if self.fused_levels != GpuOptions::default().fused_levels {
+        if self.fused_levels != Tuning::default().fused_levels {
             name.push_str(&format!(" L{}", self.fused_levels));
         }
-        if self.subtree_levels != GpuOptions::default().subtree_levels {
+        if self.subtree_levels != Tuning::default().subtree_levels {
             name.push_str(&format!(" S{}", self.subtree_levels));
         }
-        if self.lone_paths != GpuOptions::default().lone_paths {
+        if self.lone_paths != Tuning::default().lone_paths {
             name.push_str(&format!(" P{}", self.lone_paths));
         }
-        if self.groups && self.group_iterations != GpuOptions::default().row_group_iterations {
+        if self.groups && self.group_iterations != Tuning::default().row_group_iterations {
             name.push_str(&format!(" I{}", self.group_iterations));
         }
         if !self.octets && self.config == MatrixConfig::TreeOnly {
@@ -421,7 +419,7 @@ impl BitsProduct for GpuBitsProduct<'_> {
     fn time(&mut self, warmup: usize, repeats: usize) -> Result<Timing> {
         // Each repeat is `run`: y = A x from a cleared y, as cuSPARSE's SpMM (β = 0)
         // computes it. (OR-ing into a y that already holds A x would let the
-        // read-before-atomic skip every update: bit-packed rows before session 12.)
+        // read-before-atomic skip every update.)
         let device = self.c.device();
         device.time(warmup, repeats, || self.run())
     }

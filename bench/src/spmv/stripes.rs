@@ -170,8 +170,7 @@ fn rows_of(x: &BitMatrix, first: usize, len: usize) -> BitMatrix {
 }
 
 fn sync(e: &GpuEngine) -> Result<(), SpmvError> {
-    e.context()
-        .stream()
+    e.stream()
         .synchronize()
         .map_err(|err| SpmvError::Reference(format!("GPU {}: {err:?}", e.device().ordinal)))
 }

@@ -1,146 +1,261 @@
 //! The CUDA context of the GPU engine: driver and NVRTC presence checks, run-time
-//! compilation of the kernels in `cuda/` for the device's architecture, and the loaded
-//! functions.
+//! compilation of the kernel files in `cuda/` for the device's architecture, and the
+//! loaded kernels.
+//!
+//! Each kernel file (`cuda/<file>.cu`) is one NVRTC program, compiled with the shared
+//! headers (`cuda/include/*.cuh` and the policy table `cuda/kernels.def`) handed to NVRTC
+//! by name, so `#include "tree.cuh"` resolves without any file on disk. The files compile
+//! in parallel, one thread each.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 
+use super::policy;
 use crate::engine::{EngineError, Result};
 
-/// Text every kernel file is compiled with (types, the step parameters, tree helpers).
-const COMMON: &str = include_str!("../../../cuda/common.cuh");
-
-/// The kernel sources, by module name; each is compiled with `COMMON` prepended.
-pub const KERNEL_SOURCES: &[(&str, &str)] = &[
-    ("traverse", include_str!("../../../cuda/traverse.cu")),
-    ("scan", include_str!("../../../cuda/scan.cu")),
-    ("bits", include_str!("../../../cuda/bits.cu")),
-    ("leaves", include_str!("../../../cuda/leaves.cu")),
-    ("windows", include_str!("../../../cuda/windows.cu")),
+/// The shared headers, by the name the kernel files include them with.
+const HEADERS: &[(&str, &str)] = &[
+    ("base.cuh", include_str!("../../../cuda/include/base.cuh")),
+    (
+        "params.cuh",
+        include_str!("../../../cuda/include/params.cuh"),
+    ),
+    ("warp.cuh", include_str!("../../../cuda/include/warp.cuh")),
+    ("tree.cuh", include_str!("../../../cuda/include/tree.cuh")),
+    (
+        "semirings.cuh",
+        include_str!("../../../cuda/include/semirings.cuh"),
+    ),
+    (
+        "leaf_blocks.cuh",
+        include_str!("../../../cuda/include/leaf_blocks.cuh"),
+    ),
+    (
+        "leaf_rows.cuh",
+        include_str!("../../../cuda/include/leaf_rows.cuh"),
+    ),
+    (
+        "kernels.cuh",
+        include_str!("../../../cuda/include/kernels.cuh"),
+    ),
+    ("kernels.def", policy::TABLE_SOURCE),
 ];
 
-/// The kernels the engine launches, by module.
-const FUNCTIONS: &[(&str, &[&str])] = &[
+/// The kernel files, by name (`cuda/<name>.cu`), each a module of its own.
+const FILES: &[(&str, &str)] = &[
+    ("descent", include_str!("../../../cuda/descent.cu")),
     (
-        "traverse",
-        &[
-            "expand",
-            "expand_levels",
-            "leaves_plus_times",
-            "leaves_counting",
-            "leaves_boolean",
-            "leaves_tropical",
-            "leaves_bits",
-        ],
+        "leaves_codes",
+        include_str!("../../../cuda/leaves_codes.cu"),
     ),
-    ("scan", &["scan_fanout"]),
+    ("octets", include_str!("../../../cuda/octets.cu")),
     (
-        "bits",
-        &[
-            "bits_or",
-            "bits_advance",
-            "fill_u32",
-            "pyramid_base",
-            "pyramid_up",
-        ],
+        "leaves_blocks",
+        include_str!("../../../cuda/leaves_blocks.cu"),
     ),
-    ("leaves", super::launch::LEAF_VARIANT_KERNELS),
-    (
-        "windows",
-        &["rowwindows_bits", "rowgroups_bits", "clear_block_rows"],
-    ),
+    ("subtrees", include_str!("../../../cuda/subtrees.cu")),
+    ("lone_cells", include_str!("../../../cuda/lone_cells.cu")),
+    ("row_stores", include_str!("../../../cuda/row_stores.cu")),
+    ("bits", include_str!("../../../cuda/bits.cu")),
+    ("scan", include_str!("../../../cuda/scan.cu")),
 ];
 
 /// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so
 /// this is checked before anything else.
-pub fn driver_present() -> bool {
+pub(crate) fn driver_present() -> bool {
     // SAFETY: only tries to dlopen the library by its usual names.
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// Whether libnvrtc can be loaded (same reason as [`driver_present`]).
+/// Whether libnvrtc can be loaded. cudarc panics on its first call when it cannot, so
+/// this is checked before compiling kernels.
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library by its usual names.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-/// Compiles every kernel module for `arch` (e.g. `sm_90`) with NVRTC: `(module, PTX)`.
+/// One kernel file compiled by [`compile_kernels`].
+#[derive(Clone, Debug)]
+pub struct CompiledFile {
+    /// The file's name (`cuda/<name>.cu`).
+    pub name: &'static str,
+    /// Its PTX.
+    pub ptx: String,
+    /// The kernels the engine launches from it (its rows of `cuda/kernels.def`), each with
+    /// whether the engine may launch it to overlap the previous kernel of its stream: such
+    /// a kernel must wait for that kernel (`griddepcontrol.wait` on sm_90 and later)
+    /// before it touches memory the kernel writes.
+    pub kernels: Vec<(&'static str, bool)>,
+}
+
+/// Compiles every kernel file for `arch` (e.g. `sm_90`) with NVRTC, as the engine does
+/// when it opens a device: the PTX of each file and the kernels the engine launches from
+/// it.
 ///
 /// Needs libnvrtc but no GPU, so CI checks that every kernel compiles. Call
 /// [`nvrtc_present`] first: cudarc panics without the library.
 ///
 /// With the environment variable `K2RPQ_KERNEL_DIR` set, the sources are read from that
-/// folder instead of the ones built into the binary (see [`kernel_sources`]): a kernel can
-/// then be changed and measured on a device without rebuilding, as long as its name and
-/// parameters stay the same.
-pub fn compile_kernels(arch: &str) -> Result<Vec<(&'static str, Ptx)>> {
+/// folder (a copy of `cuda/`: `<file>.cu`, `kernels.def`, `include/*.cuh`) instead of the
+/// ones built into the binary: a kernel can then be changed and measured on a device
+/// without rebuilding, as long as its name and parameters stay the same (the engine
+/// chooses kernels from the table built into it).
+pub fn compile_kernels(arch: &str) -> Result<Vec<CompiledFile>> {
     let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(PathBuf::from);
-    let sources = kernel_sources(dir.as_deref())?;
+    let sources = KernelSources::read(dir.as_deref())?;
+    let mut kernels = policy::file_kernels()?;
     sources
-        .modules
-        .iter()
-        .map(|&(name, _)| Ok((name, compile_module(&sources, name, arch)?)))
+        .compile(arch)?
+        .into_iter()
+        .map(|(name, ptx)| {
+            let at = kernels.iter().position(|(f, _)| *f == name);
+            Ok(CompiledFile {
+                name,
+                ptx,
+                kernels: at.map(|i| kernels.swap_remove(i).1).unwrap_or_default(),
+            })
+        })
         .collect()
 }
 
-/// Compiles module `name` of `sources` for `arch` as the engine does: the common header
-/// prepended, line numbers of the module's own file in messages.
-pub fn compile_module(sources: &KernelSources, name: &str, arch: &str) -> Result<Ptx> {
-    let src = sources
-        .modules
-        .iter()
-        .find(|(m, _)| *m == name)
-        .map(|(_, text)| text)
-        .ok_or_else(|| EngineError::Cuda(format!("no kernel module {name}")))?;
-    let text = format!("{}\n#line 1 \"{name}.cu\"\n{src}", sources.common);
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into()],
-        name: Some(format!("{name}.cu")),
-        ..Default::default()
-    };
-    compile_ptx_with_opts(text, opts)
-        .map_err(|e| EngineError::Cuda(format!("NVRTC {name}.cu: {}", compile_log(&e))))
+/// The text of the kernel sources: the headers' and each file's, by name.
+struct KernelSources {
+    headers: Vec<(&'static str, Cow<'static, str>)>,
+    files: Vec<(&'static str, Cow<'static, str>)>,
 }
 
-/// The text of the kernel sources: the common header's, and each module's by name.
-pub struct KernelSources {
-    /// `common.cuh`, prepended to every module.
-    pub common: Cow<'static, str>,
-    /// `(module, text)` in the order of [`KERNEL_SOURCES`].
-    pub modules: Vec<(&'static str, Cow<'static, str>)>,
-}
-
-/// The kernel sources as built into the binary, or with `dir` read from `dir/common.cuh`
-/// and `dir/<module>.cu` (a copy of `cuda/`). Every file is read before anything is
-/// compiled, so a missing one is reported by its path.
-pub fn kernel_sources(dir: Option<&Path>) -> Result<KernelSources> {
-    let read = |file: &str, built_in: &'static str| -> Result<Cow<'static, str>> {
-        let Some(d) = dir else {
-            return Ok(built_in.into());
+impl KernelSources {
+    /// The sources as built into the binary, or with `dir` read from `dir` (a copy of
+    /// `cuda/`). Every file is read before anything is compiled, so a missing one is
+    /// reported by its path.
+    fn read(dir: Option<&Path>) -> Result<KernelSources> {
+        let read = |path: &str, built_in: &'static str| -> Result<Cow<'static, str>> {
+            let Some(d) = dir else {
+                return Ok(built_in.into());
+            };
+            let path = d.join(path);
+            std::fs::read_to_string(&path)
+                .map(Into::into)
+                .map_err(|e| EngineError::Cuda(format!("kernel source {}: {e}", path.display())))
         };
-        let path = d.join(file);
-        std::fs::read_to_string(&path)
-            .map(Into::into)
-            .map_err(|e| EngineError::Cuda(format!("kernel source {}: {e}", path.display())))
-    };
-    let common = read("common.cuh", COMMON)?;
-    let modules = KERNEL_SOURCES
-        .iter()
-        .map(|&(name, built_in)| Ok((name, read(&format!("{name}.cu"), built_in)?)))
-        .collect::<Result<_>>()?;
-    Ok(KernelSources { common, modules })
+        let headers = HEADERS
+            .iter()
+            .map(|&(name, built_in)| {
+                let path = match name {
+                    "kernels.def" => name.to_string(),
+                    _ => format!("include/{name}"),
+                };
+                Ok((name, read(&path, built_in)?))
+            })
+            .collect::<Result<_>>()?;
+        let files = FILES
+            .iter()
+            .map(|&(name, built_in)| Ok((name, read(&format!("{name}.cu"), built_in)?)))
+            .collect::<Result<_>>()?;
+        Ok(KernelSources { headers, files })
+    }
+
+    /// Compiles every file for `arch`, one thread each: `(file, PTX)` in [`FILES`] order.
+    fn compile(&self, arch: &str) -> Result<Vec<(&'static str, String)>> {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = self
+                .files
+                .iter()
+                .map(|(name, text)| (name, s.spawn(move || self.compile_file(name, text, arch))))
+                .collect();
+            threads
+                .into_iter()
+                .map(|(&name, t)| {
+                    let ptx = t.join().unwrap_or_else(|_| {
+                        Err(EngineError::Cuda(format!("NVRTC panicked on {name}.cu")))
+                    })?;
+                    Ok((name, ptx))
+                })
+                .collect()
+        })
+    }
+
+    /// Compiles kernel file `name` (text `text`) for `arch` with the headers: its PTX.
+    fn compile_file(&self, name: &str, text: &str, arch: &str) -> Result<String> {
+        let file = format!("{name}.cu");
+        let c = |s: &str| {
+            CString::new(s)
+                .map_err(|_| EngineError::Cuda(format!("{file}: a NUL byte in the sources")))
+        };
+        let (src, program_name) = (c(text)?, c(&file)?);
+        let texts = self
+            .headers
+            .iter()
+            .map(|(_, t)| c(t))
+            .collect::<Result<Vec<_>>>()?;
+        let names = self
+            .headers
+            .iter()
+            .map(|(n, _)| c(n))
+            .collect::<Result<Vec<_>>>()?;
+        let text_ptrs: Vec<*const c_char> = texts.iter().map(|t| t.as_ptr()).collect();
+        let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let mut prog = std::mem::MaybeUninit::uninit();
+        // SAFETY: every pointer is to a NUL-terminated string that outlives the program
+        // (the program is destroyed at the end of this function), and the two arrays hold
+        // `headers.len()` of them each.
+        unsafe {
+            nvrtc_sys::nvrtcCreateProgram(
+                prog.as_mut_ptr(),
+                src.as_ptr(),
+                program_name.as_ptr(),
+                self.headers.len() as c_int,
+                text_ptrs.as_ptr(),
+                name_ptrs.as_ptr(),
+            )
+        }
+        .result()
+        .map_err(|e| EngineError::Cuda(format!("NVRTC {file}: {e:?}")))?;
+        // SAFETY: nvrtcCreateProgram succeeded, so it wrote the program.
+        let prog = Program(unsafe { prog.assume_init() });
+        let options = [
+            format!("--gpu-architecture={arch}"),
+            "-std=c++17".to_string(),
+        ];
+        // SAFETY: `prog.0` is a live program (destroyed only when `prog` drops).
+        if let Err(e) = unsafe { nvrtc::compile_program(prog.0, &options) } {
+            // SAFETY: as above.
+            let log = unsafe { nvrtc::get_program_log(prog.0) }
+                .map(|l| c_text(&l))
+                .unwrap_or_else(|_| format!("{e:?}"));
+            return Err(EngineError::Cuda(format!("NVRTC {file}: {log}")));
+        }
+        // SAFETY: as above; the program compiled.
+        let ptx = unsafe { nvrtc::get_ptx(prog.0) }
+            .map_err(|e| EngineError::Cuda(format!("NVRTC {file}: {e:?}")))?;
+        Ok(c_text(&ptx))
+    }
 }
 
-fn compile_log(e: &CompileError) -> String {
-    match e {
-        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
-        other => format!("{other:?}"),
+/// An NVRTC program, destroyed on drop.
+struct Program(nvrtc_sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program was created by nvrtcCreateProgram and is destroyed once.
+        let _ = unsafe { nvrtc::destroy_program(self.0) };
     }
+}
+
+/// The text of a NUL-terminated buffer NVRTC filled.
+fn c_text(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| b as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Converts a driver error into the engine's error.
@@ -152,7 +267,7 @@ pub(crate) fn cuda_err(what: &str) -> impl FnOnce(DriverError) -> EngineError + 
 /// synchronisations. The driver's default, 0, unmaps every freed block at the next
 /// synchronisation, so each query mapped its bit batches and product scratch afresh
 /// (~2 ms of a 1-row `<c> p+ ?y` on cnr-2000 with every product on the H200).
-pub const POOL_KEEP_BYTES: u64 = 1 << 30;
+pub(crate) const POOL_KEEP_BYTES: u64 = 1 << 30;
 
 /// Sets the release threshold of `ctx`'s device's default memory pool to
 /// [`POOL_KEEP_BYTES`]. Best effort: a device without memory pools keeps the default.
@@ -174,11 +289,10 @@ fn keep_pool_memory(ctx: &CudaContext) {
 }
 
 /// A device context, its stream and the compiled kernels.
-pub struct GpuContext {
+pub(crate) struct GpuContext {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
-    arch: String,
     compute_major: i32,
 }
 
@@ -186,7 +300,7 @@ impl GpuContext {
     /// Opens device `ordinal`, compiles the kernels for its compute capability and loads
     /// them. Event tracking is turned off for the context: the engine orders all its work
     /// on one stream, and CUDA graph capture requires it off.
-    pub fn new(ordinal: usize) -> Result<Self> {
+    pub(crate) fn new(ordinal: usize) -> Result<Self> {
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| EngineError::Unavailable(format!("device {ordinal}: {e:?}")))?;
         let (major, minor) = ctx
@@ -198,14 +312,11 @@ impl GpuContext {
         keep_pool_memory(&ctx);
         let stream = ctx.new_stream().map_err(cuda_err("new stream"))?;
         let mut functions = HashMap::new();
-        for (name, ptx) in compile_kernels(&arch)? {
-            let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
-            let names = FUNCTIONS
-                .iter()
-                .find(|(m, _)| *m == name)
-                .map(|(_, f)| *f)
-                .unwrap_or(&[]);
-            for &f in names {
+        for file in compile_kernels(&arch)? {
+            let module = ctx
+                .load_module(Ptx::from_src(file.ptx))
+                .map_err(cuda_err("load module"))?;
+            for (f, _) in file.kernels {
                 let func = module.load_function(f).map_err(cuda_err(f))?;
                 functions.insert(f, func);
             }
@@ -214,34 +325,28 @@ impl GpuContext {
             ctx,
             stream,
             functions,
-            arch,
             compute_major: major,
         })
     }
 
     /// The CUDA context.
-    pub fn context(&self) -> &Arc<CudaContext> {
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
 
     /// The stream all of the engine's work goes to.
-    pub fn stream(&self) -> &Arc<CudaStream> {
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
-    }
-
-    /// The architecture the kernels were compiled for (`sm_90` on an H100/H200).
-    pub fn arch(&self) -> &str {
-        &self.arch
     }
 
     /// Whether kernels may be launched to overlap their predecessor (programmatic
     /// dependent launch: compute capability 9.0 and later).
-    pub fn supports_overlapped_launches(&self) -> bool {
+    pub(crate) fn supports_overlapped_launches(&self) -> bool {
         self.compute_major >= 9
     }
 
     /// A loaded kernel by name.
-    pub fn function(&self, name: &str) -> Result<&CudaFunction> {
+    pub(crate) fn function(&self, name: &str) -> Result<&CudaFunction> {
         self.functions
             .get(name)
             .ok_or_else(|| EngineError::Cuda(format!("kernel {name} not loaded")))
@@ -249,7 +354,7 @@ impl GpuContext {
 
     /// Allocates `n` zeroed elements (at least one, so every buffer has an address),
     /// naming `what` in the error if the device is out of memory.
-    pub fn alloc_zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    pub(crate) fn alloc_zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
         &self,
         n: usize,
         what: &str,
@@ -261,7 +366,7 @@ impl GpuContext {
     }
 
     /// Copies `host` to a new device buffer (at least one element).
-    pub fn upload<T: DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy>(
+    pub(crate) fn upload<T: DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy>(
         &self,
         host: &[T],
         what: &str,
@@ -296,22 +401,76 @@ mod tests {
     /// file is an error naming it (no NVRTC needed: nothing is compiled).
     #[test]
     fn kernel_sources_come_from_the_folder_given() {
-        let built_in = kernel_sources(None).unwrap();
-        assert_eq!(built_in.common, COMMON);
-        assert_eq!(built_in.modules.len(), KERNEL_SOURCES.len());
+        let built_in = KernelSources::read(None).unwrap();
+        assert_eq!(built_in.files.len(), FILES.len());
+        assert_eq!(built_in.headers.len(), HEADERS.len());
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("common.cuh"), "// common").unwrap();
-        for (name, _) in KERNEL_SOURCES {
+        std::fs::create_dir(dir.path().join("include")).unwrap();
+        for (name, _) in HEADERS {
+            let path = match *name {
+                "kernels.def" => dir.path().join(name),
+                _ => dir.path().join("include").join(name),
+            };
+            std::fs::write(path, format!("// {name}")).unwrap();
+        }
+        for (name, _) in FILES {
             std::fs::write(dir.path().join(format!("{name}.cu")), format!("// {name}")).unwrap();
         }
-        let read = kernel_sources(Some(dir.path())).unwrap();
-        assert_eq!(read.common, "// common");
-        for ((name, text), (want, _)) in read.modules.iter().zip(KERNEL_SOURCES) {
+        let read = KernelSources::read(Some(dir.path())).unwrap();
+        for ((name, text), (want, _)) in read.headers.iter().zip(HEADERS) {
+            assert_eq!(name, want);
+            assert_eq!(text, &format!("// {name}"));
+        }
+        for ((name, text), (want, _)) in read.files.iter().zip(FILES) {
             assert_eq!(name, want);
             assert_eq!(text, &format!("// {name}"));
         }
         std::fs::remove_file(dir.path().join("scan.cu")).unwrap();
-        let err = kernel_sources(Some(dir.path())).err().unwrap().to_string();
+        let err = KernelSources::read(Some(dir.path()))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("scan.cu"), "{err}");
+        std::fs::remove_file(dir.path().join("include").join("tree.cuh")).unwrap();
+        let err = KernelSources::read(Some(dir.path()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("tree.cuh"), "{err}");
+    }
+
+    /// The kernel files built in are those of the table, and the headers those under
+    /// `cuda/include` (so a new file or header cannot be left out of the binary).
+    #[test]
+    fn built_in_sources_are_the_tables_and_the_folders() {
+        let mut table: Vec<&str> = policy::file_kernels()
+            .unwrap()
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
+        let mut files: Vec<&str> = FILES.iter().map(|(f, _)| *f).collect();
+        table.sort_unstable();
+        files.sort_unstable();
+        assert_eq!(table, files);
+        let cuda = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
+        let listed = |dir: &Path, ext: &str| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(ext))
+                .collect();
+            names.sort();
+            names
+        };
+        let mut on_disk: Vec<String> = listed(&cuda, ".cu");
+        on_disk.iter_mut().for_each(|n| n.truncate(n.len() - 3));
+        assert_eq!(on_disk, files);
+        let mut headers: Vec<&str> = HEADERS
+            .iter()
+            .map(|(h, _)| *h)
+            .filter(|h| *h != "kernels.def")
+            .collect();
+        headers.sort_unstable();
+        assert_eq!(listed(&cuda.join("include"), ".cuh"), headers);
     }
 }

@@ -11,9 +11,9 @@ use super::frontier::{
     block_entries, row_windows, sort_entries, FrontierLayout, MAX_WINDOW_GROWTH,
 };
 use super::lone_cells::lone_cells;
-use super::row_groups::row_groups;
+use super::row_groups::{row_groups, RowGroups};
 use super::tile_plan::{Bottom, TilePlan, TileSizes};
-use super::{GpuOptions, OffsetSource};
+use super::{GpuOptions, OffsetSource, Tuning};
 use crate::engine::{Direction, EngineError, MatrixConfig, Result};
 use crate::k2tree::{K2Tree, TreeStats};
 
@@ -26,7 +26,7 @@ pub struct DeviceTree {
     pub(super) nibbles: CudaSlice<u64>,
     pub(super) ranks: CudaSlice<u64>,
     pub(super) sample_log2: u32,
-    /// The level tree-only products start from ([`TopLevel::for_tree`]).
+    /// The level tree-only products start from ([`TopLevel::for_stats`]).
     pub(super) top: TopLevel,
     /// Its codes, expanded on the host (`None` with a cached frontier, whose products
     /// never descend, and for an empty tree).
@@ -37,13 +37,13 @@ pub struct DeviceTree {
     pub(super) frontier_by_col: Option<CudaSlice<u64>>,
     /// What the frontier's entries are (`Codes` when there is no frontier).
     pub(super) layout: FrontierLayout,
-    /// A `RowBlocks` frontier laid out in [`RowWindows`](super::RowWindows) (`GpuOptions::row_windows`, when
+    /// A `RowBlocks` frontier laid out in row windows (`Tuning::row_windows`, when
     /// its markers and pads stay within `1 /` [`MAX_WINDOW_GROWTH`] of the entries).
     pub(super) windows: Option<DeviceWindows>,
-    /// The same entries in [`RowGroups`](super::RowGroups) (`GpuOptions::row_groups`).
+    /// The same entries in row groups (`Tuning::row_groups`).
     pub(super) groups: Option<DeviceGroups>,
     /// The cells taken out of the descended tree ([`super::LoneCells`],
-    /// `GpuOptions::lone_paths`; tree-only matrices only), applied after each descent.
+    /// `Tuning::lone_paths`; tree-only matrices only), applied after each descent.
     pub(super) lone: Option<DeviceLone>,
     /// Plan from the top level (tree-only products).
     pub(super) descend: TilePlan,
@@ -69,24 +69,19 @@ pub struct TopLevel {
 }
 
 /// Levels of at most this many nodes may always be the top level, whatever their codes
-/// take (the default of sessions 1-19; small trees keep their few launches).
-pub const SMALL_TOP_NODES: u64 = 1 << 16;
+/// take (small trees keep their few launches).
+pub(crate) const SMALL_TOP_NODES: u64 = 1 << 16;
 
 impl TopLevel {
-    /// The top level of `tree`: the deepest level above the leaves (at most `h − 2`) with
-    /// at most `top_nodes` nodes whose codes take no more bytes than the tree's own
-    /// signatures and directory, or with at most [`SMALL_TOP_NODES`] nodes; the root's
-    /// (level 0) when none is. The byte bound keeps a tree-only matrix within twice its
-    /// tree: on cnr-2000 the default picks level 16 (348 K nodes, 1.39 MB of 32-bit codes
-    /// beside a 1.46 MB tree), four expand launches fewer than level 12 and the level of
-    /// its octet leaf steps ([`super::tile_plan::Bottom::Octets`]).
-    pub fn for_tree(tree: &K2Tree, top_nodes: u64) -> TopLevel {
-        Self::for_stats(&tree.stats(), top_nodes)
-    }
-
-    /// [`TopLevel::for_tree`] from a tree's sizes alone (e.g. those of a tree not yet
-    /// built, [`TreeStats::of_codes`]).
-    pub fn for_stats(s: &TreeStats, top_nodes: u64) -> TopLevel {
+    /// The top level of a tree of sizes `s` (those of a built tree, or of one not yet
+    /// built, [`TreeStats::of_codes`]): the deepest level above the leaves (at most
+    /// `h − 2`) with at most `top_nodes` nodes whose codes take no more bytes than the
+    /// tree's own signatures and directory, or with at most [`SMALL_TOP_NODES`] nodes; the
+    /// root's (level 0) when none is. The byte bound keeps a tree-only matrix within twice
+    /// its tree: on cnr-2000 the default picks level 16 (348 K nodes, 1.39 MB of 32-bit
+    /// codes beside a 1.46 MB tree), four expand launches fewer than level 12 and the
+    /// level of its octet leaf steps ([`super::tile_plan::Bottom::Octets`]).
+    pub(crate) fn for_stats(s: &TreeStats, top_nodes: u64) -> TopLevel {
         if s.nodes == 0 {
             return TopLevel {
                 level: 0,
@@ -113,7 +108,7 @@ impl TopLevel {
     }
 
     /// Bytes of its codes on the device, for a tree of sizes `s`.
-    pub fn bytes(self, s: &TreeStats) -> u64 {
+    pub(crate) fn bytes(self, s: &TreeStats) -> u64 {
         if s.nodes == 0 {
             return 0;
         }
@@ -131,9 +126,9 @@ pub(super) enum TopCodes {
 /// (`clear_block_rows`) by the row windows and the row groups alike.
 pub(super) struct ClearedRows {
     /// The rows (`None`: none).
-    pub rows: Option<CudaSlice<u32>>,
+    pub(super) rows: Option<CudaSlice<u32>>,
     /// How many there are.
-    pub count: u64,
+    pub(super) count: u64,
 }
 
 impl ClearedRows {
@@ -150,41 +145,41 @@ impl ClearedRows {
     }
 }
 
-/// What the device keeps of a frontier laid out in [`RowWindows`](super::RowWindows) besides its entries.
+/// What the device keeps of a frontier laid out in row windows besides its entries.
 pub(super) struct DeviceWindows {
     /// Windows of the frontier.
-    pub windows: u64,
+    pub(super) windows: u64,
     /// The block rows whose runs are cut into shared parts.
-    pub shared: ClearedRows,
+    pub(super) shared: ClearedRows,
 }
 
 /// The lone cells of a tree-only matrix on the device.
 pub(super) struct DeviceLone {
     /// `(row, col)` pairs sorted by row (right products).
-    pub by_row: CudaSlice<u32>,
+    pub(super) by_row: CudaSlice<u32>,
     /// `(col, row)` pairs sorted by column (left products).
-    pub by_col: CudaSlice<u32>,
+    pub(super) by_col: CudaSlice<u32>,
     /// How many cells.
-    pub count: u64,
+    pub(super) count: u64,
 }
 
-/// What the device keeps of a frontier's [`RowGroups`](super::RowGroups).
+/// What the device keeps of a frontier's row groups.
 pub(super) struct DeviceGroups {
     /// The block column of each slot's entry (`RowGroups::cols`).
-    pub cols: CudaSlice<u32>,
+    pub(super) cols: CudaSlice<u32>,
     /// The bitmap of each slot's entry (`RowGroups::cells`).
-    pub cells: CudaSlice<u16>,
+    pub(super) cells: CudaSlice<u16>,
     /// Four words per warp (`RowGroups::desc`).
-    pub desc: CudaSlice<u32>,
+    pub(super) desc: CudaSlice<u32>,
     /// Warps of the layout.
-    pub warps: u32,
+    pub(super) warps: u32,
     /// Each group's row (`RowGroups::rows`).
-    pub rows: CudaSlice<u32>,
+    pub(super) rows: CudaSlice<u32>,
     /// The rows cut into pieces.
-    pub shared: ClearedRows,
+    pub(super) shared: ClearedRows,
     /// Device bytes of the layout ([`RowGroups::bytes`](super::RowGroups::bytes), as the
     /// engine's `load_bytes` predicts them).
-    pub bytes: u64,
+    pub(super) bytes: u64,
 }
 
 impl DeviceTree {
@@ -198,11 +193,11 @@ impl DeviceTree {
         config: MatrixConfig,
         options: &GpuOptions,
     ) -> Result<DeviceTree> {
-        let GpuOptions {
+        let Tuning {
             top_nodes,
             tile_nodes,
             ..
-        } = *options;
+        } = options.tuning;
         let split = lone_cells(tree, Self::lone_paths(config, options))
             .map_err(|e| EngineError::Unsupported(format!("taking out lone cells: {e}")))?;
         let lone = match &split {
@@ -234,7 +229,9 @@ impl DeviceTree {
             None
         };
         let layout = match config {
-            MatrixConfig::CachedFrontier => options.frontier.for_tree(tree, options.leaf_kernel),
+            MatrixConfig::CachedFrontier => {
+                options.frontier.for_tree(tree, options.tuning.leaf_kernel)
+            }
             MatrixConfig::TreeOnly => FrontierLayout::Codes,
         };
         let mut windows = None;
@@ -253,8 +250,8 @@ impl DeviceTree {
             (_, l) => {
                 let mut entries = block_entries(tree, l);
                 let block_rows = tree.rows().div_ceil(4) as u32;
-                if l == FrontierLayout::RowBlocks && options.row_groups {
-                    groups = row_groups(&entries, block_rows, options.row_group_iterations)
+                if l == FrontierLayout::RowBlocks && options.tuning.row_groups {
+                    groups = row_groups(&entries, block_rows, options.tuning.row_group_iterations)
                         .map(|g| Self::upload_groups(gpu, &g))
                         .transpose()?;
                 }
@@ -302,13 +299,13 @@ impl DeviceTree {
             + groups.as_ref().map_or(0, |g: &DeviceGroups| g.bytes);
         // Octet leaf steps run their own kernel, so a variant measured as a baseline
         // (`cells`, `wrank`, `wagg`, `window`) keeps its leaf steps over the leaves' parents.
-        let octets = options.octets && options.leaf_kernel.ends_in_octets();
-        let bottom = Bottom::new(options.subtree_levels, octets);
+        let octets = options.tuning.octets && options.tuning.leaf_kernel.ends_in_octets();
+        let bottom = Bottom::new(options.tuning.subtree_levels, octets);
         let tiles = match tile_nodes {
             Some(m) => TileSizes::fixed(m),
             None => TileSizes::auto(
                 tree,
-                (top.level, options.fused_levels, bottom),
+                (top.level, options.tuning.fused_levels, bottom),
                 tree_only,
                 bytes,
             ),
@@ -317,7 +314,7 @@ impl DeviceTree {
             tree,
             top.level,
             tiles.descend,
-            (options.fused_levels, bottom),
+            (options.tuning.fused_levels, bottom),
         );
         let over_frontier = (config == MatrixConfig::CachedFrontier).then(|| match &windows {
             // Block entries need no offsets: one plan serves both sources.
@@ -359,14 +356,14 @@ impl DeviceTree {
     /// both [`DeviceTree::load`] and the engine's `load_bytes`.
     pub(super) fn lone_paths(config: MatrixConfig, options: &GpuOptions) -> u32 {
         match config {
-            MatrixConfig::TreeOnly => options.lone_paths,
+            MatrixConfig::TreeOnly => options.tuning.lone_paths,
             MatrixConfig::CachedFrontier => 0,
         }
     }
 
     /// Uploads a frontier's row groups (`GpuContext::upload` gives an empty buffer one
     /// zeroed element, so the kernel's arguments are never null).
-    fn upload_groups(gpu: &GpuContext, g: &super::RowGroups) -> Result<DeviceGroups> {
+    fn upload_groups(gpu: &GpuContext, g: &RowGroups) -> Result<DeviceGroups> {
         Ok(DeviceGroups {
             cols: gpu.upload(&g.cols, "cached frontier (row groups' columns)")?,
             cells: gpu.upload(&g.cells, "cached frontier (row groups' bitmaps)")?,
@@ -379,7 +376,7 @@ impl DeviceTree {
     }
 
     /// The markers and pads a frontier of `entries` block entries in `layout` may take to
-    /// be laid out in [`RowWindows`](super::RowWindows) under `options` (`1 /`
+    /// be laid out in row windows under `options` (`1 /`
     /// [`MAX_WINDOW_GROWTH`] of them), or `None` when it is not to be: the one rule of both
     /// [`DeviceTree::load`] and the engine's `load_bytes`.
     pub(super) fn window_allowance(
@@ -387,7 +384,7 @@ impl DeviceTree {
         layout: FrontierLayout,
         entries: usize,
     ) -> Option<usize> {
-        (layout == FrontierLayout::RowBlocks && options.row_windows)
+        (layout == FrontierLayout::RowBlocks && options.tuning.row_windows)
             .then_some(entries / MAX_WINDOW_GROWTH)
     }
 
@@ -412,18 +409,18 @@ impl DeviceTree {
         self.layout
     }
 
-    /// Whether its `RowBlocks` frontier is laid out in [`RowWindows`](super::RowWindows), whose bit-packed
+    /// Whether its `RowBlocks` frontier is laid out in row windows, whose bit-packed
     /// right products `y = A x` store `y` (no clear, no atomics).
     pub fn has_row_windows(&self) -> bool {
         self.windows.is_some()
     }
 
-    /// How many lone cells it keeps beside the tree it descends (`GpuOptions::lone_paths`).
+    /// How many lone cells it keeps beside the tree it descends (`Tuning::lone_paths`).
     pub fn lone_cells(&self) -> u64 {
         self.lone.as_ref().map_or(0, |l| l.count)
     }
 
-    /// Whether its `RowBlocks` frontier is also kept in [`RowGroups`](super::RowGroups),
+    /// Whether its `RowBlocks` frontier is also kept in row groups,
     /// which bit-packed right products `y = A x` then read.
     pub fn has_row_groups(&self) -> bool {
         self.groups.is_some()
@@ -431,7 +428,7 @@ impl DeviceTree {
 
     /// The offset source a product asked to use `source` gets: the directory's plan over
     /// block entries, which need no child offsets at all (so no scan).
-    pub fn offsets(&self, source: OffsetSource) -> OffsetSource {
+    pub(crate) fn offsets(&self, source: OffsetSource) -> OffsetSource {
         if self.layout.packed() {
             OffsetSource::Directory
         } else {
@@ -459,7 +456,7 @@ impl DeviceTree {
     /// prunes whole subtrees (children of a pruned node are never expanded); with the
     /// cached frontier one check per last-internal-level node is cheaper than a descent
     /// that launches a thread per internal node anyway.
-    pub fn masked_plan(&self, source: OffsetSource) -> &TilePlan {
+    pub(crate) fn masked_plan(&self, source: OffsetSource) -> &TilePlan {
         self.dense_plan(source)
     }
 
@@ -509,7 +506,7 @@ mod tests {
             let s = t.stats();
             let own = s.tree_bytes + s.directory_bytes;
             for top_nodes in [1, 4, 1 << 10, 1 << 16, 1 << 18, u64::MAX] {
-                let top = TopLevel::for_tree(&t, top_nodes);
+                let top = TopLevel::for_stats(&t.stats(), top_nodes);
                 let fits = |d: u32| {
                     let at = TopLevel::at(h, d);
                     let nodes = t.level_nodes(d);
@@ -527,6 +524,9 @@ mod tests {
             }
         }
         let empty = K2Tree::from_edges(4, 4, vec![]);
-        assert_eq!(TopLevel::for_tree(&empty, 1).bytes(&empty.stats()), 0);
+        assert_eq!(
+            TopLevel::for_stats(&empty.stats(), 1).bytes(&empty.stats()),
+            0
+        );
     }
 }

@@ -106,7 +106,7 @@ pub fn device_count() -> Result<usize, DevicesError> {
 impl GpuSelection {
     /// The ordinals this selection means on a host with `found` devices: `All` is
     /// `0..found` (an error when `found` is 0), a list must name existing devices.
-    pub fn ordinals_of(&self, found: usize) -> Result<Vec<usize>, DevicesError> {
+    pub(crate) fn ordinals_of(&self, found: usize) -> Result<Vec<usize>, DevicesError> {
         match self {
             GpuSelection::All if found == 0 => {
                 Err(DevicesError::Unavailable("no CUDA device found".into()))
@@ -126,11 +126,6 @@ impl GpuSelection {
         self.ordinals_of(device_count()?)
     }
 
-    /// One engine per selected device, in selection order, with the default options.
-    pub fn open(&self) -> Result<Vec<GpuEngine>, DevicesError> {
-        self.open_with(GpuOptions::default())
-    }
-
     /// One engine per selected device, in selection order, each with `options`.
     pub fn open_with(&self, options: GpuOptions) -> Result<Vec<GpuEngine>, DevicesError> {
         self.ordinals()?
@@ -146,14 +141,7 @@ impl GpuSelection {
 /// The engines of `selection` for an `auto` engine choice, where the GPU is optional:
 /// `None` after one line on stderr when `selection` is `None` (the default, GPU 0) or
 /// `all` and no GPU is usable (callers then use the CPU engine). An explicit list must be
-/// honoured: an absent or unusable device in it is an error.
-pub fn open_or_notice(
-    selection: Option<&GpuSelection>,
-) -> Result<Option<Vec<GpuEngine>>, DevicesError> {
-    open_or_notice_with(selection, GpuOptions::default())
-}
-
-/// [`open_or_notice`] with engines of `options`.
+/// honoured: an absent or unusable device in it is an error. Each engine gets `options`.
 pub fn open_or_notice_with(
     selection: Option<&GpuSelection>,
     options: GpuOptions,

@@ -25,7 +25,7 @@ use super::LeafKernel;
 use crate::k2tree::{morton, K2Tree};
 
 /// The tallest tree whose block entries fit a word: `2(h − 2) + 16 ≤ 64`.
-pub const MAX_BLOCK_HEIGHT: u32 = 26;
+pub(crate) const MAX_BLOCK_HEIGHT: u32 = 26;
 
 /// Bits of a block index (row or column) in a block entry: `MAX_BLOCK_HEIGHT − 2`.
 const INDEX_BITS: u32 = MAX_BLOCK_HEIGHT - 2;
@@ -33,20 +33,13 @@ const INDEX_BITS: u32 = MAX_BLOCK_HEIGHT - 2;
 /// The block entry of the block at block row `row`, block column `col` (cells `4 row ..
 /// 4 row + 3` × `4 col .. 4 col + 3`) with cells `bitmap` (bit `4r + c` = cell `(r, c)`):
 /// `row << 40 | col << 16 | bitmap`. Sorting entries sorts them by row, then column.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entry, block_entry_parts};
-/// let e = block_entry(3, 7, 0b1000_0000_0000_0001);
-/// assert_eq!(block_entry_parts(e), (3, 7, 0b1000_0000_0000_0001));
-/// assert!(block_entry(3, 8, 1) > e && block_entry(4, 0, 1) > block_entry(3, 8, 1));
-/// ```
-pub fn block_entry(row: u32, col: u32, bitmap: u16) -> u64 {
+pub(crate) fn block_entry(row: u32, col: u32, bitmap: u16) -> u64 {
     debug_assert!(row >> INDEX_BITS == 0 && col >> INDEX_BITS == 0);
     (row as u64) << (16 + INDEX_BITS) | (col as u64) << 16 | bitmap as u64
 }
 
 /// `(block row, block column, bitmap)` of a [`block_entry`].
-pub fn block_entry_parts(e: u64) -> (u32, u32, u16) {
+pub(crate) fn block_entry_parts(e: u64) -> (u32, u32, u16) {
     let mask = (1u64 << INDEX_BITS) - 1;
     (
         (e >> (16 + INDEX_BITS)) as u32,
@@ -67,7 +60,8 @@ pub enum FrontierLayout {
     /// Morton codes in level order (the paper's): the leaf kernel reads the leaves from
     /// the tree through the directory.
     Codes,
-    /// [`block_entry`]s in level (Morton) order: no tree reads in the leaf kernel.
+    /// Block entries (`row << 40 | col << 16 | bitmap`: a node's 4x4 block of cells) in
+    /// level (Morton) order: no tree reads in the leaf kernel.
     Blocks,
     /// Block entries sorted by block row, then column (the default: with the tuned
     /// kernels the fastest right products, left ones within 0.54-0.66x of cuSPARSE's).
@@ -135,7 +129,7 @@ impl FrontierLayout {
 
     /// Copies of the frontier this layout keeps on the device (0 for none is the
     /// caller's: tree-only matrices have no frontier).
-    pub fn copies(self) -> u64 {
+    pub(crate) fn copies(self) -> u64 {
         if self == FrontierLayout::Both {
             2
         } else {
@@ -144,7 +138,7 @@ impl FrontierLayout {
     }
 
     /// Whether entries are [`block_entry`]s.
-    pub fn packed(self) -> bool {
+    pub(crate) fn packed(self) -> bool {
         self != FrontierLayout::Codes
     }
 
@@ -152,7 +146,7 @@ impl FrontierLayout {
     /// codes when the tree is too tall for block entries or the kernel reads the tree's
     /// leaves itself (`cells`, `window`: the paper's kernel and the window kernel are kept
     /// as measured baselines over codes).
-    pub fn for_tree(self, tree: &K2Tree, kernel: LeafKernel) -> FrontierLayout {
+    pub(crate) fn for_tree(self, tree: &K2Tree, kernel: LeafKernel) -> FrontierLayout {
         let fits = tree.height() <= MAX_BLOCK_HEIGHT;
         if self.packed() && fits && kernel.reads_blocks() {
             self
@@ -166,7 +160,7 @@ impl FrontierLayout {
 /// order (`Blocks`, and `Codes`, which has no block entries), sorted by block row and
 /// column (`RowBlocks`; `Both`, whose other copy [`sort_entries`] makes) or by block
 /// column and row (`ColBlocks`). The caller checks `tree.height() ≤ MAX_BLOCK_HEIGHT`.
-pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
+pub(crate) fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
     debug_assert!(tree.height() <= MAX_BLOCK_HEIGHT);
     if tree.nodes() == 0 {
         return Vec::new();
@@ -193,7 +187,7 @@ pub fn block_entries(tree: &K2Tree, layout: FrontierLayout) -> Vec<u64> {
 
 /// Puts block entries in the order of a sorted `layout` (`RowBlocks` and `Both`: by block
 /// row and column; `ColBlocks`: by block column and row); other layouts keep the order.
-pub fn sort_entries(entries: &mut [u64], layout: FrontierLayout) {
+pub(crate) fn sort_entries(entries: &mut [u64], layout: FrontierLayout) {
     match layout {
         FrontierLayout::RowBlocks | FrontierLayout::Both => entries.par_sort_unstable(),
         FrontierLayout::ColBlocks => entries.par_sort_unstable_by_key(|&e| {
@@ -205,23 +199,23 @@ pub fn sort_entries(entries: &mut [u64], layout: FrontierLayout) {
 }
 
 /// Entries of one window of a [`RowWindows`] frontier: one warp's, four per lane
-/// (`WINDOW` in `cuda/windows.cu`).
-pub const WINDOW_ENTRIES: usize = 128;
+/// (`WINDOW` in `cuda/row_stores.cu`).
+pub(crate) const WINDOW_ENTRIES: usize = 128;
 
 /// The block row of a padding marker: the largest block index, so windows are laid only
 /// for matrices with fewer block rows.
-pub const PAD_ROW: u32 = (1 << INDEX_BITS) - 1;
+pub(crate) const PAD_ROW: u32 = (1 << INDEX_BITS) - 1;
 
 /// The most markers and pads a [`RowWindows`] frontier may add to the row-sorted entries
 /// it lays out, as a fraction `1 / MAX_WINDOW_GROWTH` of them (10 %): the row-windowed product
 /// saves the clear of `y` and its reads, but every marker and pad is streamed by every
 /// product, and the frontier is device memory.
-pub const MAX_WINDOW_GROWTH: usize = 10;
+pub(crate) const MAX_WINDOW_GROWTH: usize = 10;
 
 /// A `RowBlocks` frontier laid out in windows of [`WINDOW_ENTRIES`] entries that no block
 /// row's run crosses, so that the warp that takes a window is the only writer of its rows'
 /// outputs and can store them: a right product `y = A x` then needs no clear of `y`, no
-/// atomics and no reads of it (`rowwindows_bits` in `cuda/windows.cu`).
+/// atomics and no reads of it (`rowwindows_bits` in `cuda/row_stores.cu`).
 ///
 /// Besides the block entries, in row order, the windows hold *markers*, entries without
 /// cells that every other kernel skips as empty blocks:
@@ -233,30 +227,17 @@ pub const MAX_WINDOW_GROWTH: usize = 10;
 ///   into parts of `WINDOW_ENTRIES − 1` entries, each starting a window behind this
 ///   marker. Its rows (in [`RowWindows::shared_rows`]) are cleared before a product and
 ///   take atomic ORs.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entry, row_windows, WINDOW_ENTRIES};
-/// // Block rows 0 and 2 hold a block each; row 1 is empty.
-/// let entries = [block_entry(0, 3, 1), block_entry(2, 0, 0x8000)];
-/// // Two entries would get 126 markers and pads: far over the growth allowed.
-/// assert!(row_windows(&entries, 3, usize::MAX).is_some());
-/// assert!(row_windows(&entries, 3, 10).is_none());
-/// let w = row_windows(&entries, 3, usize::MAX).unwrap();
-/// assert_eq!(w.entries.len(), WINDOW_ENTRIES);
-/// assert_eq!(&w.entries[..3], &[entries[0], block_entry(1, 0, 0), entries[1]]);
-/// assert!(w.shared_rows.is_empty());
-/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RowWindows {
+pub(crate) struct RowWindows {
     /// The windows' entries, a multiple of [`WINDOW_ENTRIES`].
-    pub entries: Vec<u64>,
+    pub(crate) entries: Vec<u64>,
     /// The block rows whose runs are cut into shared parts, ascending.
-    pub shared_rows: Vec<u32>,
+    pub(crate) shared_rows: Vec<u32>,
 }
 
 impl RowWindows {
     /// Windows the entries fill.
-    pub fn windows(&self) -> u64 {
+    pub(crate) fn windows(&self) -> u64 {
         (self.entries.len() / WINDOW_ENTRIES) as u64
     }
 }
@@ -266,7 +247,11 @@ impl RowWindows {
 /// take more than `max_extra` markers and pads (a sparse relation's empty rows; the engine
 /// allows `1 /` [`MAX_WINDOW_GROWTH`] of the entries), when the matrix has [`PAD_ROW`]
 /// block rows or more, or when the windows would number 2^32 or more.
-pub fn row_windows(entries: &[u64], block_rows: u32, max_extra: usize) -> Option<RowWindows> {
+pub(crate) fn row_windows(
+    entries: &[u64],
+    block_rows: u32,
+    max_extra: usize,
+) -> Option<RowWindows> {
     const W: usize = WINDOW_ENTRIES;
     if block_rows >= PAD_ROW {
         return None;
@@ -377,19 +362,7 @@ fn place_runs(lens: impl Iterator<Item = usize>, limit: usize) -> Option<(Vec<us
 /// entries with at most `max_extra` markers and pads (`None`: it lays none out), counted
 /// from the tree's frontier without building the entries: what a frontier in row windows
 /// takes on the device, for its memory budget.
-///
-/// ```
-/// use k2rpq::engine::gpu::{block_entries, row_windows, row_windows_size, FrontierLayout};
-/// use k2rpq::k2tree::K2Tree;
-/// let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i, (i * 7) % 400)).collect();
-/// let tree = K2Tree::from_edges(400, 400, edges);
-/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-/// let w = row_windows(&entries, 100, usize::MAX).unwrap();
-/// let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
-/// assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
-/// assert_eq!(row_windows_size(&tree, 0), None);
-/// ```
-pub fn row_windows_size(tree: &K2Tree, max_extra: usize) -> Option<(u64, u64)> {
+pub(crate) fn row_windows_size(tree: &K2Tree, max_extra: usize) -> Option<(u64, u64)> {
     let block_rows = tree.rows().div_ceil(4);
     if block_rows >= PAD_ROW as u64 || tree.height() > MAX_BLOCK_HEIGHT {
         return None;
@@ -426,6 +399,44 @@ pub(super) fn block_row_lengths(tree: &K2Tree) -> Vec<u32> {
 mod tests {
     use super::*;
     use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// A block entry keeps its parts, and entries sort by block row, then column.
+    #[test]
+    fn block_entries_sort_by_row_then_column() {
+        let e = block_entry(3, 7, 0b1000_0000_0000_0001);
+        assert_eq!(block_entry_parts(e), (3, 7, 0b1000_0000_0000_0001));
+        assert!(block_entry(3, 8, 1) > e && block_entry(4, 0, 1) > block_entry(3, 8, 1));
+    }
+
+    /// An empty block row between two others gets its marker; the windows are refused
+    /// when their markers and pads would pass the allowance.
+    #[test]
+    fn row_windows_mark_empty_rows() {
+        // Block rows 0 and 2 hold a block each; row 1 is empty.
+        let entries = [block_entry(0, 3, 1), block_entry(2, 0, 0x8000)];
+        // Two entries would get 126 markers and pads: far over the growth allowed.
+        assert!(row_windows(&entries, 3, usize::MAX).is_some());
+        assert!(row_windows(&entries, 3, 10).is_none());
+        let w = row_windows(&entries, 3, usize::MAX).unwrap();
+        assert_eq!(w.entries.len(), WINDOW_ENTRIES);
+        assert_eq!(
+            &w.entries[..3],
+            &[entries[0], block_entry(1, 0, 0), entries[1]]
+        );
+        assert!(w.shared_rows.is_empty());
+    }
+
+    /// The size counted from the tree is that of the windows laid out from its entries.
+    #[test]
+    fn row_windows_size_counts_the_layout() {
+        let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i, (i * 7) % 400)).collect();
+        let tree = K2Tree::from_edges(400, 400, edges);
+        let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+        let w = row_windows(&entries, 100, usize::MAX).unwrap();
+        let size = (w.entries.len() as u64, w.shared_rows.len() as u64);
+        assert_eq!(row_windows_size(&tree, usize::MAX), Some(size));
+        assert_eq!(row_windows_size(&tree, 0), None);
+    }
 
     /// Every cell of a block entry, as `(row, col)` of the matrix.
     fn cells_of(e: u64) -> impl Iterator<Item = (u32, u32)> {

@@ -6,11 +6,11 @@
 //! submit the work, and the events count that wait: little for one replayed CUDA graph
 //! (cnr-2000's bit-packed product: 14.5 µs from an idle stream, 13.8 µs held), much for a
 //! library call that submits several kernels (cuSPARSE's SpMV there: 22.3 against
-//! 17.5 µs; docs/BENCHMARKS.md, session 21). [`hold`] first enqueues one thread that spins
-//! on the device's global timer, so the start event, the work and the end event are all
-//! queued before the device reaches them, as NVBench does with its blocking kernel. A
-//! submission slower than the hold is still counted, so a hold can only leave host time
-//! in a measurement, never hide device time.
+//! 17.5 µs). [`hold_stream`] first enqueues one thread that spins on the device's global
+//! timer, so the start event, the work and the end event are all queued before the device
+//! reaches them, as NVBench does with its blocking kernel. A submission slower than the
+//! hold is still counted, so a hold can only leave host time in a measurement, never hide
+//! device time.
 //!
 //! The kernel is PTX text loaded by the driver (no NVRTC), once per context.
 
@@ -25,19 +25,20 @@ use crate::engine::Result;
 
 /// How long a timed repeat holds its stream by default: far longer than the host takes
 /// to submit an event, a graph launch or a cuSPARSE call and another event.
-pub const DEFAULT_HOLD_NS: u64 = 200_000;
+const DEFAULT_HOLD_NS: u64 = 200_000;
 
 /// The hold of every timed repeat in this process ([`timing_hold_ns`]).
 static TIMING_HOLD_NS: AtomicU64 = AtomicU64::new(DEFAULT_HOLD_NS);
 
-/// How long the timers of this crate (`baseline::Device::time`, `GpuEngine::time_ms`)
-/// hold their stream before a timed region, in nanoseconds; 0: no hold, the timing of
-/// sessions before 21, which counts the host's submission too.
+/// How long timers hold their stream before a timed region
+/// ([`GpuEngine::time_ms`](super::GpuEngine::time_ms), and the benchmarks' own), in
+/// nanoseconds: 200 µs unless set ([`set_timing_hold_ns`]); 0: no hold, so the events
+/// count the host's submission too.
 pub fn timing_hold_ns() -> u64 {
     TIMING_HOLD_NS.load(Ordering::Relaxed)
 }
 
-/// Sets [`timing_hold_ns`] for the whole process (`k2rpq bench-spmv --hold-us`).
+/// Sets [`timing_hold_ns`] for the whole process (`k2rpq-bench spmv --hold-us`).
 pub fn set_timing_hold_ns(ns: u64) {
     TIMING_HOLD_NS.store(ns, Ordering::Relaxed);
 }
@@ -88,7 +89,7 @@ fn kernel(stream: &Arc<CudaStream>) -> Result<CudaFunction> {
 /// `ns` is 0). Work enqueued after it waits behind it. Where the driver cannot load the
 /// kernel (a device older than compute capability 7.5), nothing is held: a one-line notice
 /// says so once, and timings then count the host's submission as with `ns` = 0.
-pub fn hold(stream: &Arc<CudaStream>, ns: u64) -> Result<()> {
+pub fn hold_stream(stream: &Arc<CudaStream>, ns: u64) -> Result<()> {
     static NOTICE: std::sync::Once = std::sync::Once::new();
     if ns == 0 {
         return Ok(());

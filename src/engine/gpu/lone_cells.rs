@@ -1,5 +1,5 @@
 //! Lone cells: the cells a tree-only matrix keeps in a list beside its tree
-//! (`GpuOptions::lone_paths`; `lone_cells_*` in `cuda/leaves.cu`).
+//! (`Tuning::lone_paths`; `lone_cells_*` in `cuda/lone_cells.cu`).
 //!
 //! A cell that no other cell shares a node with from some level down hangs at the end of
 //! a unary path: one node per level, each of which a tree-only descent expands as it does
@@ -11,7 +11,7 @@
 //! its own copy of the list, sorted by its output (rows for right products, columns for
 //! left ones), so that a warp's updates go to a few lines of `y` and the lanes of equal
 //! outputs combine first: in Morton order the launch cost 37-76 ns per cell, the random
-//! updates of `y` and the web graph's popular columns (docs/BENCHMARKS.md, session 32).
+//! updates of `y` and the web graph's popular columns.
 //! The two copies cost 16 bytes per cell against about half a byte per node removed, so
 //! a path of 32 nodes breaks even and shorter ones trade memory for time.
 
@@ -21,24 +21,24 @@ use crate::k2tree::{morton, InvalidTree, K2Tree, TreeStats};
 
 /// A tree-only matrix split for the device: the tree it descends and its lone cells.
 #[derive(Debug)]
-pub struct LoneCells {
+pub(crate) struct LoneCells {
     /// The tree without the lone cells (the same shape as the original).
-    pub tree: K2Tree,
+    pub(crate) tree: K2Tree,
     /// The lone cells as `(row, col)` pairs, `2 · count` words, sorted: the right
     /// products' list (output, input).
-    pub by_row: Vec<u32>,
+    pub(crate) by_row: Vec<u32>,
     /// The same cells as `(col, row)` pairs, sorted: the left products' list.
-    pub by_col: Vec<u32>,
+    pub(crate) by_col: Vec<u32>,
 }
 
 impl LoneCells {
     /// How many cells the list holds.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.by_row.len() as u64 / 2
     }
 
     /// Device bytes of both copies.
-    pub fn list_bytes(&self) -> u64 {
+    pub(crate) fn list_bytes(&self) -> u64 {
         list_bytes(self.count())
     }
 }
@@ -46,16 +46,16 @@ impl LoneCells {
 /// What [`lone_cells`] would take out of a tree, counted without splitting it
 /// ([`lone_count`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LoneCount {
+pub(crate) struct LoneCount {
     /// How many cells the lists would hold.
-    pub cells: u64,
+    pub(crate) cells: u64,
     /// The sizes of the tree left ([`LoneCells::tree`]'s `stats()`).
-    pub kept: TreeStats,
+    pub(crate) kept: TreeStats,
 }
 
 impl LoneCount {
     /// Device bytes of both copies of the list ([`LoneCells::list_bytes`]).
-    pub fn list_bytes(&self) -> u64 {
+    pub(crate) fn list_bytes(&self) -> u64 {
         list_bytes(self.cells)
     }
 }
@@ -68,16 +68,7 @@ fn list_bytes(cells: u64) -> u64 {
 /// The nodes of the unary path each cell of `codes` (sorted, distinct Morton codes of a
 /// tree of `height` levels) hangs below: the levels, down to the leaves, whose node holds
 /// that cell alone (0 for a cell that shares its leaf).
-///
-/// ```
-/// use k2rpq::engine::gpu::path_lengths;
-/// use k2rpq::k2tree::morton::encode;
-/// // A 16x16 matrix (4 levels): two cells in one leaf, one far away.
-/// let mut codes = vec![encode(0, 0), encode(1, 1), encode(15, 3)];
-/// codes.sort_unstable();
-/// assert_eq!(path_lengths(&codes, 4), vec![0, 0, 3]);
-/// ```
-pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
+pub(crate) fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
     // Base-4 digits two codes share from the top (a code has `height` digits).
     let shared = |a, b| morton::divergence(height, a, b);
     let n = codes.len();
@@ -103,7 +94,7 @@ pub fn path_lengths(codes: &[u64], height: u32) -> Vec<u32> {
 
 /// Splits `tree` into the cells that hang alone below a path of at least `min_path` nodes
 /// and a tree of the others; `None` when no cell does (or `min_path` is 0).
-pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, InvalidTree> {
+pub(crate) fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, InvalidTree> {
     let Some((codes, paths)) = coded_paths(tree, min_path) else {
         return Ok(None);
     };
@@ -147,18 +138,7 @@ pub fn lone_cells(tree: &K2Tree, min_path: u32) -> Result<Option<LoneCells>, Inv
 /// What [`lone_cells`]`(tree, min_path)` takes out, counted without building the tree left
 /// or the lists (what a load under a memory budget asks first); `None` as `lone_cells`
 /// gives `None`.
-///
-/// ```
-/// use k2rpq::engine::gpu::{lone_cells, lone_count};
-/// use k2rpq::k2tree::K2Tree;
-/// // Four cells together in one corner, one far away.
-/// let tree = K2Tree::from_edges(64, 64, vec![(0, 0), (0, 1), (1, 0), (1, 1), (60, 3)]);
-/// let count = lone_count(&tree, 3).unwrap();
-/// let split = lone_cells(&tree, 3).unwrap().unwrap();
-/// assert_eq!((count.cells, count.list_bytes()), (split.count(), split.list_bytes()));
-/// assert_eq!(count.kept, split.tree.stats());
-/// ```
-pub fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
+pub(crate) fn lone_count(tree: &K2Tree, min_path: u32) -> Option<LoneCount> {
     let (codes, paths) = coded_paths(tree, min_path)?;
     let kept: Vec<u64> = codes
         .par_iter()
@@ -198,6 +178,34 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
+    /// A cell that shares its leaf hangs below no path; a far one below the levels it
+    /// holds alone.
+    #[test]
+    fn path_lengths_count_the_lone_levels() {
+        // A 16x16 matrix (4 levels): two cells in one leaf, one far away.
+        let mut codes = vec![
+            morton::encode(0, 0),
+            morton::encode(1, 1),
+            morton::encode(15, 3),
+        ];
+        codes.sort_unstable();
+        assert_eq!(path_lengths(&codes, 4), vec![0, 0, 3]);
+    }
+
+    /// The count without building the tree left matches what the split builds.
+    #[test]
+    fn lone_count_is_what_the_split_takes_out() {
+        // Four cells together in one corner, one far away.
+        let tree = K2Tree::from_edges(64, 64, vec![(0, 0), (0, 1), (1, 0), (1, 1), (60, 3)]);
+        let count = lone_count(&tree, 3).unwrap();
+        let split = lone_cells(&tree, 3).unwrap().unwrap();
+        assert_eq!(
+            (count.cells, count.list_bytes()),
+            (split.count(), split.list_bytes())
+        );
+        assert_eq!(count.kept, split.tree.stats());
+    }
+
     /// The list and the smaller tree hold the original cells exactly once each; every
     /// listed cell's path is long enough, and the smaller tree keeps the matrix's shape.
     #[test]
@@ -235,7 +243,7 @@ mod tests {
                 for top_nodes in [1, 1 << 10, u64::MAX] {
                     assert_eq!(
                         TopLevel::for_stats(&count.kept, top_nodes),
-                        TopLevel::for_tree(&split.tree, top_nodes)
+                        TopLevel::for_stats(&split.tree.stats(), top_nodes)
                     );
                 }
                 assert_eq!(split.tree.rows(), tree.rows());

@@ -1,70 +1,72 @@
 //! The GPU engine: the paper's level-synchronous k²-tree SpMV (Algorithm 1) in CUDA C++
-//! kernels (`cuda/*.cu`), compiled at run time by NVRTC for the device's architecture.
+//! kernels (`cuda/`: kernel files by job over shared headers, and the policy table
+//! `cuda/kernels.def` that names the kernel of each step), compiled at run time by NVRTC
+//! for the device's architecture.
 //!
 //! A product follows a [`TilePlan`] made once per matrix: from the level expanded on the
-//! host (the deepest with at most 2^16 nodes), one `expand` kernel per tile and level
-//! writes the next frontier's Morton codes into a per-level scratch buffer of at most `M`
-//! codes, and the last internal level visits its leaves in place, one thread per (node,
-//! vector) pair, applying the semiring's atomic. Child offsets come from the sampled
-//! directory or from a single-pass scan of the fan-outs ([`OffsetSource`]). With the
-//! cached frontier (`k2+F`) a dense product is one kernel over the leaves per tile.
-//! Masked Boolean products look up, per node, a per-product pyramid of active input blocks
-//! (one bit per block of 2^g input rows, every g): tree-only, the descent writes a
-//! `PRUNED` code for each child whose input range meets no active row, so pruned subtrees
-//! issue no leaf reads or atomics; with the cached frontier each last-internal-level node
-//! checks its own block. Threads are still launched for every planned node (the plan is
-//! static, so there is no compaction): the saving is in leaf work, not in launches.
+//! host ([`Tuning::top_nodes`]), one `expand` kernel per tile and level writes the next
+//! frontier's Morton codes into a per-level scratch buffer of at most `M` codes, and the
+//! last internal level visits its leaves in place, one thread per (node, vector) pair,
+//! applying the semiring's atomic. Child offsets come from the sampled directory or from a
+//! single-pass scan of the fan-outs ([`OffsetSource`]). With the cached frontier (`k2+F`) a
+//! dense product is one kernel over the leaves per tile. Masked Boolean products look up,
+//! per node, a per-product pyramid of active input blocks (one bit per block of 2^g input
+//! rows, every g): tree-only, the descent writes a `PRUNED` code for each child whose input
+//! range meets no active row, so pruned subtrees issue no leaf reads or atomics; with the
+//! cached frontier each last-internal-level node checks its own block. Threads are still
+//! launched for every planned node (the plan is static, so there is no compaction): the
+//! saving is in leaf work, not in launches.
 //!
 //! Without libcuda, libnvrtc or a device, [`GpuEngine::new`] returns
 //! [`EngineError::Unavailable`]; it never panics. [`GpuEngine::new_or_notice`] prints the
 //! one-line notice callers show before falling back to the CPU engine.
+//!
+//! [`GpuOptions`] holds what a user chooses (the layout of resident relations' cached
+//! frontiers); everything else is [`Tuning`], measured defaults that only benchmarks and
+//! tests change.
 
 mod context;
 mod device_tree;
-pub mod devices;
+mod devices;
 mod frontier;
-pub mod hold;
+mod hold;
 mod launch;
 mod lone_cells;
+mod policy;
 mod product_graph;
 mod row_groups;
-pub mod tile_plan;
+mod tile_plan;
 
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+    CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg,
+    ValidAsZeroBits,
 };
 
-pub use context::{
-    compile_kernels, compile_module, driver_present, kernel_sources, nvrtc_present, GpuContext,
-    KernelSources, KERNEL_SOURCES,
-};
+pub use context::{compile_kernels, nvrtc_present, CompiledFile};
+use context::{cuda_err, driver_present, GpuContext};
 use device_tree::{ClearedRows, DeviceGroups, DeviceWindows};
-pub use device_tree::{DeviceTree, TopLevel, SMALL_TOP_NODES};
-pub use devices::{device_count, open_or_notice, open_or_notice_with, DevicesError, GpuSelection};
-pub use frontier::{
-    block_entries, block_entry, block_entry_parts, row_windows, row_windows_size, sort_entries,
-    FrontierLayout, RowWindows, MAX_BLOCK_HEIGHT, MAX_WINDOW_GROWTH, PAD_ROW, WINDOW_ENTRIES,
-};
-pub use launch::{LeafKernel, LeafOp};
-pub use lone_cells::{lone_cells, lone_count, path_lengths, LoneCells, LoneCount};
-pub use product_graph::{BitsGraph, ProductGraph};
-pub use row_groups::{
-    row_groups, row_groups_bytes, RowGroups, GROUP_ITERATIONS, MAX_GROUP_ITERATIONS,
-};
-pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
-
-use context::cuda_err;
+pub use device_tree::{DeviceTree, TopLevel};
+pub use devices::{device_count, open_or_notice_with, DevicesError, GpuSelection};
+use frontier::row_windows_size;
+pub use frontier::FrontierLayout;
+pub use hold::{hold_stream, set_timing_hold_ns, timing_hold_ns};
 use launch::{
     block_leaf_config, chunked_config, config_for, launch_step, launch_with_args, leaf_config,
     scan_config, subtree_config, StepParams,
 };
-use tile_plan::{MAX_FUSED_LEVELS, SCAN_TILE_NODES};
+use lone_cells::{lone_count, LoneCount};
+pub use policy::LeafKernel;
+use policy::{KernelStep, LeafOp};
+pub use product_graph::{BitsGraph, ProductGraph};
+use row_groups::{row_groups_bytes, GROUP_ITERATIONS, MAX_GROUP_ITERATIONS};
+pub use tile_plan::{CodeSource, Step, StepKind, TilePlan, TileSizes};
+use tile_plan::{MAX_FUSED_LEVELS, MAX_SUBTREE_LEVELS, SCAN_TILE_NODES};
 
 use super::{
-    check_bits_shape, check_product_shape, BitMatrix, Direction, Engine, EngineError, MatrixConfig,
-    Result, Semiring, SemiringKind, Traversal,
+    check_bits_shape, check_product_shape, BitMatrix, Direction, Element, Engine, EngineError,
+    MatrixConfig, Result, Semiring, Traversal,
 };
 use crate::k2tree::K2Tree;
 
@@ -79,113 +81,130 @@ pub enum OffsetSource {
     Scan,
 }
 
-/// Tunables of the GPU engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a user of the GPU engine chooses. Everything else is [`Tuning`], whose defaults
+/// are the measured best and which users never need to change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuOptions {
+    /// What the cached frontier of a resident relation holds (`CachedFrontier`
+    /// matrices). Default [`FrontierLayout::RowBlocks`] (the fastest right products with
+    /// the tuned kernels; [`FrontierLayout::ColBlocks`] serves left products best,
+    /// [`FrontierLayout::Both`] both directions for twice the frontier's bytes). A matrix
+    /// keeps codes anyway when its tree is too tall for block entries (more than 26
+    /// levels) or its leaf variant reads the tree's leaves itself (`cells`, `window`).
+    pub frontier: FrontierLayout,
+    /// The engine's tuning (kernel variants, tiles, launches, extra layouts).
+    pub tuning: Tuning,
+}
+
+/// The GPU engine's tuning: how products are planned and launched, and which extra
+/// layouts resident matrices keep. The defaults are the measured best (on an H200, over
+/// cnr-2000 and web graphs of up to 200M edges) and users never need to change them; benchmarks and tests vary them to measure the alternatives, and the command
+/// line exposes the few that trade memory for time (`--top-nodes`, `--row-groups`,
+/// `--lone-paths`, `--no-row-windows`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
     /// Tile size `M`: at most this many nodes (and children) per launch; the scratch is
-    /// `O(M × depth)`. `None` (default): chosen per plan when a matrix is loaded
-    /// ([`TileSizes::auto`]: one launch over a cached frontier; descents and scanned
-    /// frontier products with the largest tile whose scratch stays within the matrix's
-    /// resident bytes or 16 MiB, whichever is more). `Some(m)`: `m` for every plan (e.g.
-    /// `Some(1 << 15)` for a tree-only working set of 0.19x cuSPARSE's on cnr-2000, at
-    /// 5.7x the time).
+    /// `O(M × depth)`. `None` (default): chosen per plan when a matrix is loaded (one
+    /// launch over a cached frontier; descents and scanned frontier products with the
+    /// largest tile whose scratch stays within the matrix's resident bytes or 16 MiB,
+    /// whichever is more). `Some(m)`: `m` for every plan (e.g. `Some(1 << 15)` for a
+    /// tree-only working set of 0.19x cuSPARSE's on cnr-2000, at 5.7x the time).
     pub tile_nodes: Option<u64>,
-    /// Tree-only products start from a level the host expands at load: the deepest one
-    /// with at most this many nodes whose codes take no more bytes than the tree itself
-    /// ([`TopLevel::for_tree`]). Default 2^20: on cnr-2000 level 16 (348 K nodes, 1.39 MB
-    /// of 32-bit codes beside its 1.46 MB tree), the level of its octet leaf steps, so a
-    /// tree-only product is one launch with no scratch: 1.43-1.47x cuSPARSE's right
-    /// product against 1.56-1.59x from level 15 (2^18, the default of sessions 20-21),
-    /// and a working set of 5.5 MB against 7.7 (docs/BENCHMARKS.md, session 22).
+    /// Tree-only products start from a level the host expands at load: the deepest one with
+    /// at most this many nodes whose codes take no more bytes than the tree itself (or any
+    /// level of at most 2^16 nodes; [`DeviceTree::top_level`]). Default 2^20: on cnr-2000
+    /// level 16 (348 K nodes, 1.39 MB of 32-bit codes beside its 1.46 MB tree), the level
+    /// of its octet leaf steps, so a tree-only product is one launch with no scratch:
+    /// 1.43-1.47x cuSPARSE's time for the right product against 1.56-1.59x from level 15
+    /// (2^18), and a working set of 5.5 MB against 7.7.
     pub top_nodes: u64,
     /// Force an offset source; `None`: the scan for semiring batches of width > 1, the
     /// directory for single vectors and every bit-packed batch (measured fastest).
     pub offset_source: Option<OffsetSource>,
     /// Which leaf (and expand) kernels products use. Default [`LeafKernel::Tuned`].
     pub leaf_kernel: LeafKernel,
-    /// What the cached frontier holds (`CachedFrontier` matrices). Default
-    /// [`FrontierLayout::RowBlocks`] (measured fastest with the tuned kernels for right
-    /// products; [`FrontierLayout::ColBlocks`] serves left products best,
-    /// [`FrontierLayout::Both`] both directions for twice the frontier's bytes); see
-    /// [`FrontierLayout::for_tree`] for when a matrix keeps codes anyway.
-    pub frontier: FrontierLayout,
     /// Launch each traversal step so that it may start before the previous kernel ends
     /// (programmatic dependent launch, on devices of compute capability 9.0 and later;
     /// ignored before): the step's launch and its first reads of the resident tree overlap
-    /// the previous step's tail (docs/BENCHMARKS.md, session 10). Default `true`.
+    /// the previous step's tail. Default `true`.
     pub overlapped_launches: bool,
     /// At most this many levels per expand launch of a tree-only descent (1 to
-    /// [`tile_plan::MAX_FUSED_LEVELS`]): a thread per node writes its descendants that
-    /// many levels down, through levels that are small (at most
-    /// [`tile_plan::FUSED_LEVEL_NODES`] nodes) or thin (the next level holds at most
-    /// [`tile_plan::FUSED_FANOUT`] times the step's nodes), so the levels in between need
-    /// no scratch and no launches; the warp ranks once per level. Default
-    /// [`tile_plan::MAX_FUSED_LEVELS`] (3): the 200M-edge web graph's descent takes 40
-    /// launches instead of 410 and writes half the codes (docs/BENCHMARKS.md, sessions 23
-    /// and 27).
-    /// 1: a launch per level.
+    /// [`Tuning::MAX_FUSED_LEVELS`]): a thread per node writes its descendants that many
+    /// levels down, through levels that are small or thin (the next level holds at most a
+    /// few times the step's nodes), so the levels in between need no scratch and no
+    /// launches; the warp ranks once per level. Default [`Tuning::MAX_FUSED_LEVELS`] (3):
+    /// a 200M-edge web graph's descent takes 40 launches instead of 410 and writes half
+    /// the codes. 1: a launch per level.
     pub fused_levels: u32,
     /// Levels at the bottom of a tree-only descent left to subtree launches (2 to
-    /// [`tile_plan::MAX_SUBTREE_LEVELS`]; 0 or 1: none): level-by-level expand steps
-    /// stop that many internal levels above the leaves, and one launch per tile of that
-    /// level descends the rest, each block keeping its subtrees' codes in shared memory
-    /// (no scratch and no launches for the levels below). Default 0: on the H200 it gives
-    /// the smallest tree-only working set (cnr-2000: 4.4 MB against 15.5 MB) but made
-    /// the product 1.7-1.9x slower there (docs/BENCHMARKS.md, session 15).
+    /// [`Tuning::MAX_SUBTREE_LEVELS`]; 0 or 1: none): level-by-level expand steps stop
+    /// that many internal levels above the leaves, and one launch per tile of that level
+    /// descends the rest, each block keeping its subtrees' codes in shared memory (no
+    /// scratch and no launches for the levels below). Default 0: on the H200 it gives the
+    /// smallest tree-only working set (cnr-2000: 4.4 MB against 15.5 MB) but made the
+    /// product 1.7-1.9x slower there.
     pub subtree_levels: u32,
-    /// Lay a `RowBlocks` frontier out in [`RowWindows`] when its markers and pads stay
+    /// Lay a `RowBlocks` frontier out in row windows when its markers and pads stay
     /// within 10 % of its entries: bit-packed right products of one word per row that
     /// overwrite `y` ([`BitsUpdate::Overwrite`], [`Engine::bool_product_overwrite`]) then
     /// store each output word once, with no clear, atomics or reads of `y`; every other
     /// product reads the windows as row-sorted entries. Default `true`.
     pub row_windows: bool,
-    /// Also keep a `RowBlocks` frontier's entries in [`RowGroups`] (a second copy of the
+    /// Also keep a `RowBlocks` frontier's entries in row groups (a second copy of the
     /// entries, 6 bytes per entry and its pads: cnr-2000 4.5 MB), which bit-packed right
     /// products of one word per row that overwrite `y` then read instead of the row
     /// windows: on cnr-2000 0.70x their time, on graphs whose `x` does not stay in L2
-    /// 1.0-1.3x (docs/BENCHMARKS.md, session 31). Default `false`.
+    /// 1.0-1.3x. Default `false`.
     pub row_groups: bool,
-    /// The most iterations a warp of the [`RowGroups`] runs (1 to
-    /// [`MAX_GROUP_ITERATIONS`]; others are clamped): a block row of up to 32 times as many
-    /// entries takes one warp, a longer one a block of warps or pieces. A larger cap makes
-    /// fewer warps (cnr-2000: 4,544 at 8, 3,846 at 10, 3,400 at 12) with longer chains of
-    /// loads. Default [`GROUP_ITERATIONS`] (8).
+    /// The most iterations a warp of the row groups runs (1 to
+    /// [`Tuning::MAX_GROUP_ITERATIONS`]; others are clamped): a block row of up to 32
+    /// times as many entries takes one warp, a longer one a block of warps or pieces. A
+    /// larger cap makes fewer warps (cnr-2000: 4,544 at 8, 3,846 at 10, 3,400 at 12) with
+    /// longer chains of loads. Default 8.
     pub row_group_iterations: u32,
     /// End tree-only descents one level above the leaves' parents with leaf steps in
-    /// which a thread owns a node's 8x8 block of cells ([`tile_plan::Bottom::Octets`]):
-    /// the widest internal level then needs neither a launch nor scratch, and children
-    /// side by side share their rows' updates. For the `rows` family of leaf kernels
-    /// ([`LeafKernel::ends_in_octets`]); ignored with subtree levels. Default `true`
-    /// (docs/BENCHMARKS.md, session 22).
+    /// which a thread owns a node's 8x8 block of cells (octet leaf steps): the widest
+    /// internal level then needs neither a launch nor scratch, and children side by side
+    /// share their rows' updates. For the `rows` family of leaf kernels (`rows`, and
+    /// `tuned` and `runs`, which are `rows` over codes); ignored with subtree levels.
+    /// Default `true`.
     pub octets: bool,
     /// Chunks of 32 consecutive nodes a warp of a fused expand step or of an octet leaf
     /// step takes in a row: it ranks the directory for the first only and carries the
     /// counts on from chunk to chunk, so the launch has a lane per that many nodes. 0
     /// (the default): up to 4, as long as the launch keeps two SMs' worth of threads per
-    /// SM (steps of fewer than 540 K nodes keep a chunk per warp); n ≥ 1: n. The web
+    /// SM (steps of fewer than 540 K nodes keep a chunk per warp); n ≥ 1: n. A web
     /// graph's fused expand then issues 433 instructions per warp of nodes instead of
-    /// 772, and its tree-only products run ~22 % faster (docs/BENCHMARKS.md, session 24).
+    /// 772, and its tree-only products run ~22 % faster.
     pub warp_chunks: u32,
     /// Tree-only matrices keep each cell that hangs alone below a unary path of at least
-    /// this many nodes in a list beside the tree they descend ([`LoneCells`]), applied by
-    /// one flat launch after the descent: its path's nodes leave every expand and octet
-    /// step. 16 bytes per listed cell (a copy sorted by output per direction) against
-    /// about half a byte per node removed. On the synthetic 200M-edge web graph, 4 lists
-    /// 10 % of the cells and removes 46 % of the nodes: tree-only right products take
-    /// 0.81 ms instead of 1.81 (1.48x cuSPARSE's time instead of 3.30x) for 344 MB
-    /// resident instead of 164 (docs/BENCHMARKS.md, session 32). 0 (the default): none,
-    /// the frugal end, as tree-only is what the device cache falls back to.
+    /// this many nodes in a list beside the tree they descend, applied by one flat launch
+    /// after the descent: its path's nodes leave every expand and octet step. 16 bytes per
+    /// listed cell (a copy sorted by output per direction) against about half a byte per
+    /// node removed. On a synthetic 200M-edge web graph, 4 lists 10 % of the cells and
+    /// removes 46 % of the nodes: tree-only right products take 0.81 ms instead of 1.81
+    /// (1.48x cuSPARSE's time instead of 3.30x) for 344 MB resident instead of 164. 0 (the
+    /// default): none, the frugal end, as tree-only is what the device cache falls back
+    /// to.
     pub lone_paths: u32,
 }
 
-impl Default for GpuOptions {
+impl Tuning {
+    /// The most levels one expand launch descends ([`Tuning::fused_levels`]).
+    pub const MAX_FUSED_LEVELS: u32 = MAX_FUSED_LEVELS;
+    /// The most levels one subtree launch descends ([`Tuning::subtree_levels`]).
+    pub const MAX_SUBTREE_LEVELS: u32 = MAX_SUBTREE_LEVELS;
+    /// The largest cap on a row group warp's iterations ([`Tuning::row_group_iterations`]).
+    pub const MAX_GROUP_ITERATIONS: u32 = MAX_GROUP_ITERATIONS;
+}
+
+impl Default for Tuning {
     fn default() -> Self {
-        GpuOptions {
+        Tuning {
             tile_nodes: None,
             top_nodes: 1 << 20,
             offset_source: None,
             leaf_kernel: LeafKernel::Tuned,
-            frontier: FrontierLayout::default(),
             overlapped_launches: true,
             fused_levels: MAX_FUSED_LEVELS,
             subtree_levels: 0,
@@ -213,9 +232,9 @@ pub enum BitsUpdate {
 /// ([`GpuEngine::row_store`]).
 #[derive(Clone, Copy)]
 enum RowStore<'m> {
-    /// The row groups (`GpuOptions::row_groups`).
+    /// The row groups (`Tuning::row_groups`).
     Groups(&'m DeviceGroups),
-    /// The row windows (`GpuOptions::row_windows`).
+    /// The row windows (`Tuning::row_windows`).
     Windows(&'m DeviceWindows),
 }
 
@@ -273,6 +292,30 @@ impl ProductBytes {
     /// All of it.
     pub fn total(&self) -> u64 {
         self.matrix + self.scratch + self.vectors
+    }
+}
+
+/// The kernels of one product's steps (for its resolved leaf variant and operation), each
+/// looked up in the policy table once.
+struct StepKernels<'g> {
+    gpu: &'g GpuContext,
+    variant: LeafKernel,
+    op: LeafOp,
+    found: Vec<((KernelStep, FrontierLayout), &'g CudaFunction)>,
+}
+
+impl<'g> StepKernels<'g> {
+    /// The kernel of `step` over `frontier`.
+    fn get(&mut self, step: KernelStep, frontier: FrontierLayout) -> Result<&'g CudaFunction> {
+        let key = (step, frontier);
+        if let Some(&(_, f)) = self.found.iter().find(|(k, _)| *k == key) {
+            return Ok(f);
+        }
+        let f = self
+            .gpu
+            .function(policy::kernel(step, self.variant, frontier, self.op)?)?;
+        self.found.push((key, f));
+        Ok(f)
     }
 }
 
@@ -492,19 +535,30 @@ impl GpuEngine {
         &self.options
     }
 
-    /// The context (stream, kernels).
-    pub fn context(&self) -> &GpuContext {
-        &self.gpu
+    /// The stream all of the engine's work goes to (for callers that time it or order
+    /// their own work after it).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.gpu.stream()
+    }
+
+    /// The CUDA context of the engine's device.
+    pub fn cuda_context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        self.gpu.context()
     }
 
     fn source_for(&self, m: &DeviceTree, width: usize, bits: bool) -> OffsetSource {
         // Measured on the H200 (bench-spmv, cnr-2000): the directory is faster for every
         // bit-packed batch (W = 1, 2, 4: 1.3-1.9x), the scan for semiring batches of 16.
-        m.offsets(self.options.offset_source.unwrap_or(if width > 1 && !bits {
-            OffsetSource::Scan
-        } else {
-            OffsetSource::Directory
-        }))
+        m.offsets(
+            self.options
+                .tuning
+                .offset_source
+                .unwrap_or(if width > 1 && !bits {
+                    OffsetSource::Scan
+                } else {
+                    OffsetSource::Directory
+                }),
+        )
     }
 
     fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -594,7 +648,7 @@ impl GpuEngine {
 
     /// A zeroed device vector of `n` elements. Its allocation is padded to a multiple of
     /// four elements: leaf kernels update a single f32 vector four entries at a time
-    /// (`update_quad` in `cuda/leaves.cu`), and the last quad may reach past `n`.
+    /// (`update_quad` in `cuda/include/semirings.cuh`), and the last quad may reach past `n`.
     pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<DeviceVec<T>> {
         Ok(DeviceVec {
             buf: self.gpu.alloc_zeros(n.next_multiple_of(4), "vector")?,
@@ -616,16 +670,16 @@ impl GpuEngine {
 
     /// Milliseconds per call of `f` over `reps` calls, between two CUDA events on the
     /// engine's stream (after one warm-up call). The stream is held first
-    /// ([`hold::timing_hold_ns`], plus 10 µs a call), so the events time the device's
+    /// ([`timing_hold_ns`], plus 10 µs a call), so the events time the device's
     /// work rather than the host's submission of it.
     pub fn time_ms(&self, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
         use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
         let ctx = self.gpu.context();
         let s = self.gpu.stream();
         f()?;
-        let ns = hold::timing_hold_ns();
+        let ns = timing_hold_ns();
         if ns > 0 {
-            hold::hold(s, (ns + reps as u64 * 10_000).min(50_000_000))?;
+            hold_stream(s, (ns + reps as u64 * 10_000).min(50_000_000))?;
         }
         let e0 = ctx
             .new_event(Some(CU_EVENT_DEFAULT))
@@ -689,8 +743,9 @@ impl GpuEngine {
     /// Records the bit-packed Boolean product `y |= A x` (or `yᵀ |= xᵀ A`) once as a CUDA
     /// graph over batches the graph owns; [`BitsGraph::launch`] replays it. With
     /// [`BitsUpdate::Or`] a replay ORs into `y`, like [`Engine::bool_product`]; with
-    /// [`BitsUpdate::Overwrite`] each replay computes `y = A x`: over [`RowWindows`] by
-    /// storing every word once, otherwise with a clear of `y` (part of the graph) first.
+    /// [`BitsUpdate::Overwrite`] each replay computes `y = A x`: over row windows
+    /// ([`Tuning::row_windows`]) by storing every word once, otherwise with a clear of `y`
+    /// (part of the graph) first.
     pub fn record_bool_product(
         &self,
         m: &DeviceTree,
@@ -782,9 +837,12 @@ impl GpuEngine {
             m,
             plan,
             (
-                self.options
-                    .leaf_kernel
-                    .resolve(LeafOp::Bits, dir, x.words as u64, m.layout),
+                self.options.tuning.leaf_kernel.resolve(
+                    LeafOp::Bits,
+                    dir,
+                    x.words as u64,
+                    m.layout,
+                ),
                 LeafOp::Bits,
             ),
             xp,
@@ -810,17 +868,14 @@ impl GpuEngine {
     ) -> Result<()> {
         let s = self.gpu.stream();
         let (xp, yp) = (x.raw(s), y.raw(s));
-        let zero = match S::KIND {
-            SemiringKind::Tropical => f32::INFINITY.to_bits(),
-            _ => 0,
-        };
-        self.fill_u32(yp, zero, y.len as u64)?;
+        self.fill_u32(yp, S::zero().bits(), y.len as u64)?;
         let op = LeafOp::from(S::KIND);
         self.enqueue_plan(
             m,
             m.dense_plan(source),
             (
                 self.options
+                    .tuning
                     .leaf_kernel
                     .resolve(op, dir, batch as u64, m.layout),
                 op,
@@ -927,7 +982,7 @@ impl GpuEngine {
     /// Whether kernels written to wait for their predecessor are launched to overlap it:
     /// the options allow it and the device has programmatic dependent launches (sm_90).
     fn overlaps_launches(&self) -> bool {
-        self.options.overlapped_launches && self.gpu.supports_overlapped_launches()
+        self.options.tuning.overlapped_launches && self.gpu.supports_overlapped_launches()
     }
 
     /// Enqueues `y = A x` over the row windows `w` of `m` (the caller holds the engine's
@@ -964,7 +1019,7 @@ impl GpuEngine {
         // `n`, and the kernel reads and writes within them. When overlapped: the clear,
         // launched the usual way, starts after all earlier work of the stream, so only its
         // own writes (the shared rows) are unfinished when the product starts, and the
-        // product waits for them before its atomic ORs (`store_run` in cuda/windows.cu).
+        // product waits for them before its atomic ORs (`store_run` in cuda/row_stores.cu).
         // Every shared row has parts and each part waits, so the product ends after the
         // clear: later work of the stream, ordered after the product, sees the clear done.
         unsafe {
@@ -1023,21 +1078,16 @@ impl GpuEngine {
         let offsets = ptr(s, &scratch.offsets);
         let status = ptr(s, &scratch.status);
         let pyramid = if masked { ptr(s, &scratch.pyramid) } else { 0 };
-        let expand = self.gpu.function(kernel.expand())?;
-        let expand_levels = self.gpu.function("expand_levels")?;
-        let leaves = self.gpu.function(kernel.leaves(op))?;
-        let subtrees = self.gpu.function(launch::subtree_kernel(op))?;
-        let octets = self.gpu.function(launch::octet_kernel(kernel, op))?;
-        // Over block entries the leaf kernel reads each node's block from its entry.
-        let block_leaves = if layout.packed() {
-            Some(self.gpu.function(kernel.block_leaves(op, layout))?)
-        } else {
-            None
+        let mut kernels = StepKernels {
+            gpu: &self.gpu,
+            variant: kernel,
+            op,
+            found: Vec::new(),
         };
         let scan = self.gpu.function("scan_fanout")?;
         let scanning = source == OffsetSource::Scan;
         let overlapped = self.overlaps_launches();
-        let chunks = self.options.warp_chunks;
+        let chunks = self.options.tuning.warp_chunks;
         // `StepParams::dir` of every launch of the product.
         let dir_code = match dir {
             Direction::Right => 0,
@@ -1096,18 +1146,28 @@ impl GpuEngine {
                 // (it lies above the leaves' parents), and they read codes by width.
                 narrow: (step.src == CodeSource::Top && m.top.narrow) as u16,
             };
-            let (f, cfg) = match (expanding, block_leaves) {
-                _ if step.kind == StepKind::Subtrees => (subtrees, subtree_config(step.count)),
-                // The warp-rank expand takes one level; several take the plain one.
-                (true, _) if step.levels > 1 => (expand_levels, chunked_config(step.count, chunks)),
-                (true, _) => (expand, config_for(step.count)),
-                (false, _) if step.levels == 2 => {
-                    (octets, chunked_config(step.count * width, chunks))
-                }
-                (false, Some(b)) if step.src == CodeSource::Frontier => {
-                    (b, block_leaf_config(kernel, op, step.count, width))
-                }
-                (false, _) => (leaves, leaf_config(kernel, step.count * width)),
+            use FrontierLayout::Codes;
+            let (f, cfg) = if step.kind == StepKind::Subtrees {
+                let f = kernels.get(KernelStep::Subtrees, Codes)?;
+                (f, subtree_config(step.count))
+            } else if expanding && step.levels > 1 {
+                let f = kernels.get(KernelStep::ExpandLevels, Codes)?;
+                (f, chunked_config(step.count, chunks))
+            } else if expanding {
+                (
+                    kernels.get(KernelStep::Expand, Codes)?,
+                    config_for(step.count),
+                )
+            } else if step.levels == 2 {
+                let f = kernels.get(KernelStep::Octets, Codes)?;
+                (f, chunked_config(step.count * width, chunks))
+            } else if layout.packed() && step.src == CodeSource::Frontier {
+                // Over block entries the leaf kernel reads each node's block from its entry.
+                let f = kernels.get(KernelStep::Leaves, layout)?;
+                (f, block_leaf_config(kernel, op, step.count, width))
+            } else {
+                let f = kernels.get(KernelStep::Leaves, Codes)?;
+                (f, leaf_config(kernel, step.count * width))
             };
             // SAFETY: the plan's positions lie within the buffers sized from it, and x/y
             // were checked against the matrix's shape; every traversal kernel waits for
@@ -1128,7 +1188,7 @@ impl GpuEngine {
                 dir: dir_code,
                 ..StepParams::default()
             };
-            let f = self.gpu.function(launch::lone_kernel(op))?;
+            let f = kernels.get(KernelStep::Lone, FrontierLayout::Codes)?;
             // SAFETY: the cells lie inside the matrix, whose shape x and y were checked
             // against; the kernel waits for the descent before touching y.
             unsafe { launch_step(s, f, config_for(lone.count * width), &p, overlapped) }
@@ -1242,7 +1302,7 @@ impl Engine for GpuEngine {
                 let layout = self
                     .options
                     .frontier
-                    .for_tree(tree, self.options.leaf_kernel);
+                    .for_tree(tree, self.options.tuning.leaf_kernel);
                 // Row windows: their entries and shared rows, counted as `load` lays them
                 // (a `RowBlocks` frontier holds an entry per frontier node).
                 let entries = (s.frontier_bytes / 8) as usize;
@@ -1254,13 +1314,15 @@ impl Engine for GpuEngine {
                     });
                 // Row groups: planned from the block rows' lengths (an option, off by
                 // default).
-                let groups =
-                    (layout == FrontierLayout::RowBlocks && self.options.row_groups).then(|| {
-                        row_groups_bytes(tree, self.options.row_group_iterations).unwrap_or(0)
+                let groups = (layout == FrontierLayout::RowBlocks
+                    && self.options.tuning.row_groups)
+                    .then(|| {
+                        row_groups_bytes(tree, self.options.tuning.row_group_iterations)
+                            .unwrap_or(0)
                     });
                 frontier + groups.unwrap_or(0)
             } else {
-                TopLevel::for_stats(&s, self.options.top_nodes).bytes(&s)
+                TopLevel::for_stats(&s, self.options.tuning.top_nodes).bytes(&s)
             }
     }
 

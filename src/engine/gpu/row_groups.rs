@@ -1,9 +1,9 @@
 //! Row groups: a second arrangement of a `RowBlocks` frontier's entries for bit-packed
-//! right products of one word per row (`GpuOptions::row_groups`; `rowgroups_bits` in
-//! `cuda/windows.cu`).
+//! right products of one word per row (`Tuning::row_groups`; `rowgroups_bits` in
+//! `cuda/row_stores.cu`).
 //!
 //! Block rows are binned by length. A row of `len` entries gets a group of `g` lanes, the
-//! smallest power of two with `⌈len / g⌉ ≤` the iteration cap (`GpuOptions::
+//! smallest power of two with `⌈len / g⌉ ≤` the iteration cap (`Tuning::
 //! row_group_iterations`, default [`GROUP_ITERATIONS`]); a warp takes `32 / g`
 //! rows of one bin, sorted by length, so that its lanes run the same number of
 //! iterations. Lane `k` of a group reads entries `k, k + g, …` of its row, stored so that
@@ -13,55 +13,55 @@
 //! stores its row once: no run logic, no clear, no atomics. A row too long for one warp
 //! but not for [`GROUP_WARPS`] takes a block of its own, whose warps combine in shared
 //! memory; a longer one is cut into pieces of a warp each, its words cleared first and
-//! ORed into. On cnr-2000 the product takes 0.63x the time of the one over row windows
-//! (docs/BENCHMARKS.md, sessions 31 and 36), but on graphs whose `x` does not stay in L2
+//! ORed into. On cnr-2000 the product takes 0.63x the time of the one over row windows,
+//! but on graphs whose `x` does not stay in L2
 //! it is 1.07-1.2x slower: the bins scatter neighbouring rows, whose gathers share lines,
 //! and row windows keep them together.
 
 use std::ops::Range;
 
-use super::frontier::{block_entry, block_entry_parts, block_row_lengths};
+use super::frontier::{block_entry_parts, block_row_lengths};
 use crate::k2tree::K2Tree;
 
 /// The default iteration cap: a warp runs at most this many iterations, each lane
-/// reading at most this many entries (measured best of 4, 8 and 16 on cnr-2000:
-/// docs/BENCHMARKS.md, session 31).
-pub const GROUP_ITERATIONS: u32 = 8;
+/// reading at most this many entries (the best of 4, 8 and 16 on cnr-2000: 9.7 µs per
+/// product against 10.4 and 10.6).
+pub(crate) const GROUP_ITERATIONS: u32 = 8;
 /// The largest iteration cap a layout takes (larger ones are clamped to it).
-pub const MAX_GROUP_ITERATIONS: u32 = 64;
+pub(crate) const MAX_GROUP_ITERATIONS: u32 = 64;
 /// Warps per block of `rowgroups_bits` (`GROUP_WARPS` there).
-pub const GROUP_WARPS: u32 = 8;
-/// A group without a row (`NO_ROW` in `cuda/windows.cu`).
-pub const NO_ROW: u32 = 0x7FFF_FFFF;
+pub(crate) const GROUP_WARPS: u32 = 8;
+/// A group without a row (`NO_ROW` in `cuda/row_stores.cu`).
+pub(crate) const NO_ROW: u32 = 0x7FFF_FFFF;
 /// A row piece's flag: its row was cleared first and takes atomic ORs (`SHARED_PART`).
-pub const SHARED_PART: u32 = 0x8000_0000;
+pub(crate) const SHARED_PART: u32 = 0x8000_0000;
 /// Descriptor flag of a warp whose block's warps all hold pieces of one row (`BLOCK_ROW`).
-pub const BLOCK_ROW: u32 = 0x100;
+pub(crate) const BLOCK_ROW: u32 = 0x100;
 
 /// A `RowBlocks` frontier laid out in row groups.
 ///
 /// A slot keeps an entry's block column and bitmap in two arrays, 6 bytes instead of the
 /// entry's 8: the group's row is implied by the lane, and on cnr-2000 the slots are about
-/// a third of the product's L2 reads (docs/BENCHMARKS.md, session 33).
+/// a third of the product's L2 reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RowGroups {
+pub(crate) struct RowGroups {
     /// Per slot, warp by warp and iteration-major (`slot j · 32 + lane`): the entry's
     /// block column (0 in an empty slot).
-    pub cols: Vec<u32>,
+    pub(crate) cols: Vec<u32>,
     /// Per slot: the entry's 4x4 bitmap; 0 is an empty slot (no cells).
-    pub cells: Vec<u16>,
+    pub(crate) cells: Vec<u16>,
     /// Per warp: its first slot, its iterations, `log2 g` (with `BLOCK_ROW`) and its
     /// first entry of `rows`.
-    pub desc: Vec<[u32; 4]>,
+    pub(crate) desc: Vec<[u32; 4]>,
     /// Per group: its block row (`SHARED_PART` set for a piece), or `NO_ROW`.
-    pub rows: Vec<u32>,
+    pub(crate) rows: Vec<u32>,
     /// The block rows cut into pieces, cleared before each product.
-    pub shared_rows: Vec<u32>,
+    pub(crate) shared_rows: Vec<u32>,
 }
 
 impl RowGroups {
     /// Device bytes of the layout.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         layout_bytes(
             self.cols.len(),
             self.desc.len(),
@@ -71,12 +71,14 @@ impl RowGroups {
 
     /// The entry in slot `slot` of warp `w` (`slot j · 32 + lane` from the warp's first),
     /// as a block entry of its row, or `None` for an empty slot.
-    pub fn entry(&self, w: usize, slot: usize) -> Option<u64> {
+    #[cfg(test)]
+    fn entry(&self, w: usize, slot: usize) -> Option<u64> {
         let [first, _, flags, base] = self.desc[w];
         let at = first as usize + slot;
         let lane = slot % 32;
         let row = self.rows[base as usize + (lane >> (flags & 0xFF))] & !SHARED_PART;
-        (self.cells[at] != 0).then(|| block_entry(row, self.cols[at], self.cells[at]))
+        (self.cells[at] != 0)
+            .then(|| super::frontier::block_entry(row, self.cols[at], self.cells[at]))
     }
 }
 
@@ -119,24 +121,7 @@ struct Plan {
 /// `RowBlocks` frontier) for block rows `0 .. block_rows`, a warp running at most
 /// `iterations` iterations (clamped to `1 ..=` [`MAX_GROUP_ITERATIONS`]). `None` when the
 /// slots would not fit the kernel's 32-bit indices.
-///
-/// ```
-/// use k2rpq::engine::gpu::{
-///     block_entries, row_groups, row_groups_bytes, FrontierLayout, GROUP_ITERATIONS,
-/// };
-/// use k2rpq::k2tree::K2Tree;
-/// // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
-/// let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
-/// let entries = block_entries(&tree, FrontierLayout::RowBlocks);
-/// let g = row_groups(&entries, 3, GROUP_ITERATIONS).unwrap();
-/// // Every row is some group's, and every entry is in a slot.
-/// assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
-/// assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
-/// assert!(g.shared_rows.is_empty());
-/// // Its size is known from the tree without laying it out.
-/// assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
-/// ```
-pub fn row_groups(entries: &[u64], block_rows: u32, iterations: u32) -> Option<RowGroups> {
+pub(crate) fn row_groups(entries: &[u64], block_rows: u32, iterations: u32) -> Option<RowGroups> {
     debug_assert!(entries.is_sorted_by_key(|&e| block_entry_parts(e).0));
     let mut lens = vec![0u32; block_rows as usize];
     for &e in entries {
@@ -180,7 +165,7 @@ pub fn row_groups(entries: &[u64], block_rows: u32, iterations: u32) -> Option<R
 /// `iterations` ([`RowGroups::bytes`]), counted from the lengths of its block rows without
 /// building the entries or laying them out: what the row groups take on the device, for
 /// its memory budget. `None` as `row_groups` gives `None`.
-pub fn row_groups_bytes(tree: &K2Tree, iterations: u32) -> Option<u64> {
+pub(crate) fn row_groups_bytes(tree: &K2Tree, iterations: u32) -> Option<u64> {
     let plan = Plan::new(&block_row_lengths(tree), iterations);
     let rows: usize = plan.warps.iter().map(Warp::row_slots).sum();
     Some(layout_bytes(
@@ -257,8 +242,24 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::gpu::{block_entries, FrontierLayout};
+    use crate::engine::gpu::frontier::{block_entries, FrontierLayout};
     use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// Every row is some group's, every entry is in a slot, and the size is known from the
+    /// tree.
+    #[test]
+    fn every_row_is_a_groups() {
+        // Block row 0: cells in block columns 0 and 3; block row 1: none; block row 2: one.
+        let tree = K2Tree::from_edges(12, 16, vec![(0, 0), (1, 13), (2, 12), (9, 5)]);
+        let entries = block_entries(&tree, FrontierLayout::RowBlocks);
+        let g = row_groups(&entries, 3, GROUP_ITERATIONS).unwrap();
+        // Every row is some group's, and every entry is in a slot.
+        assert_eq!(g.rows.iter().filter(|&&r| r < 3).count(), 3);
+        assert_eq!(g.cells.iter().filter(|&&c| c != 0).count(), 3);
+        assert!(g.shared_rows.is_empty());
+        // Its size is known from the tree without laying it out.
+        assert_eq!(row_groups_bytes(&tree, GROUP_ITERATIONS), Some(g.bytes()));
+    }
 
     /// `y = A x` from the layout, lane by lane as `rowgroups_bits` computes it.
     fn product(g: &RowGroups, x: &[u64], n: usize) -> Vec<u64> {

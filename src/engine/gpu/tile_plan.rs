@@ -27,7 +27,7 @@ pub struct Step {
     pub kind: StepKind,
     /// Levels an expand step descends at once (leaf steps: the levels down to the leaves'
     /// parents, 1, or 2 for octet leaf steps; for subtree steps the levels below their
-    /// nodes' down to the last internal one): see [`TilePlan::descend`].
+    /// nodes' down to the last internal one).
     pub levels: u32,
     /// Level of the step's nodes.
     pub level: u32,
@@ -52,7 +52,7 @@ impl Step {
     /// step's fan-outs: the scan gives first children, which only steps of one level use.
     /// Expand steps of several levels and octet leaf steps rank once per warp and level,
     /// and subtree steps scan their own buffers.
-    pub fn takes_scan(&self) -> bool {
+    pub(crate) fn takes_scan(&self) -> bool {
         self.kind != StepKind::Subtrees && self.levels == 1
     }
 }
@@ -66,8 +66,8 @@ pub enum StepKind {
     /// Visit the leaves in place and update `y`.
     Leaves,
     /// Descend the nodes' subtrees to the leaves within one launch, each block with its
-    /// levels' codes in shared memory, and update `y` ([`TilePlan::descend`] with
-    /// subtree levels).
+    /// levels' codes in shared memory, and update `y` (descents with
+    /// [`Tuning::subtree_levels`](super::Tuning::subtree_levels)).
     Subtrees,
 }
 
@@ -81,60 +81,58 @@ pub struct TilePlan {
 }
 
 /// Nodes one scan tile covers (SCAN_THREADS × SCAN_ITEMS in `cuda/scan.cu`).
-pub const SCAN_TILE_NODES: u64 = 256 * 8;
+pub(crate) const SCAN_TILE_NODES: u64 = 256 * 8;
 
 /// The smallest tile an automatic choice makes: below it the launches of a descent
 /// multiply (cnr-2000's tree-only plan: 6 launches at 2^20, 85 at 2^15, 657 at 2^12).
-pub const MIN_AUTO_TILE: u64 = 1 << 15;
+pub(crate) const MIN_AUTO_TILE: u64 = 1 << 15;
 
 /// Scratch an automatic choice always allows, however small the matrix: on the H200 a
 /// launch of a descent costs ~2.5 µs, and capping cnr-2000's tree-only scratch at its
 /// 1.8 MB matrix (tiles of 2^15, 85 launches instead of 6) made its product 5.7x slower
-/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x
-/// (docs/BENCHMARKS.md, session 3). A few MB are nothing on the device; launches are not.
-pub const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
+/// (0.243 vs 0.043 ms) for a working set of 0.19x cuSPARSE's instead of 0.52x. A few MB
+/// are nothing on the device; launches are not.
+pub(crate) const MIN_SCRATCH_BUDGET: u64 = 16 << 20;
 
 /// Levels one expand step descends at most ([`TilePlan::descend`]).
-pub const MAX_FUSED_LEVELS: u32 = 3;
+pub(crate) const MAX_FUSED_LEVELS: u32 = 3;
 
 /// An expand step goes on through a level only while that level has at most this many
 /// nodes: a launch over a level this small is bound by its latency (a thread's chain of
 /// loads, the launch), not by its work, so the two launches around it cost more than a
 /// thread doing two or three levels of its own subtree (cnr-2000 tree-only: five expand
-/// launches of 39 K-348 K nodes took as long as its 647 K-node leaf step; docs/BENCHMARKS.md,
-/// sessions 9 and 10).
-pub const FUSED_LEVEL_NODES: u64 = 1 << 19;
+/// launches of 39 K-348 K nodes took as long as its 647 K-node leaf step).
+pub(crate) const FUSED_LEVEL_NODES: u64 = 1 << 19;
 
 /// An expand step also goes on through a larger level while the level below it holds at
 /// most this many times the nodes of the step's own, so a thread writes at most a few
 /// codes on average, and the levels in between are neither written nor read back. With 2
-/// (sessions 23-26) the web 200M graph's descent wrote 74 M codes in 81 launches, and
-/// cnr-2000 × 64, whose levels grow 1.7-1.9x each, took a launch per level (52 M codes,
-/// 96 launches). With 8 they write 69.6 M and 27 M codes in 40 and 16 launches, and
-/// their tree-only right products took 10 % and 15 % less time (docs/BENCHMARKS.md,
-/// session 27).
-pub const FUSED_FANOUT: u64 = 8;
+/// a 200M-edge web graph's descent wrote 74 M codes in 81 launches, and cnr-2000 × 64,
+/// whose levels grow 1.7-1.9x each, took a launch per level (52 M codes, 96 launches).
+/// With 8 they write 69.6 M and 27 M codes in 40 and 16 launches, and their tree-only
+/// right products took 10 % and 15 % less time.
+pub(crate) const FUSED_FANOUT: u64 = 8;
 
 /// Levels one subtree step descends at most, its nodes' level included (`SUBTREE_LEVELS`
-/// in `cuda/leaves.cu`: a buffer per level in shared memory).
-pub const MAX_SUBTREE_LEVELS: u32 = 8;
+/// in `cuda/subtrees.cu`: a buffer per level in shared memory).
+pub(crate) const MAX_SUBTREE_LEVELS: u32 = 8;
 
 /// Nodes of a subtree step that one block of its kernel takes (`SUBTREE_ROOTS` in
-/// `cuda/leaves.cu`).
-pub const SUBTREE_ROOTS: u64 = 64;
+/// `cuda/subtrees.cu`).
+pub(crate) const SUBTREE_ROOTS: u64 = 64;
 
 /// The largest tile: a scanned step's child offsets are u32 and a node has at most four
 /// children, so a step holds at most 2^30 nodes.
-pub const MAX_TILE: u64 = 1 << 30;
+pub(crate) const MAX_TILE: u64 = 1 << 30;
 
 /// What ends a tree-only descent below its level-by-level expand steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bottom {
+pub(crate) enum Bottom {
     /// Leaf steps over the last internal level (the leaves' parents): a thread per node
     /// and its 4x4 block of cells.
     Blocks,
     /// Leaf steps over the level above the leaves' parents: a thread per node and its 8x8
-    /// block of cells (`leaves_octets` in `cuda/leaves.cu`), so the level of the leaves'
+    /// block of cells (`leaves_octets` in `cuda/octets.cu`), so the level of the leaves'
     /// parents, the widest internal one, needs neither scratch nor launches. A tree of
     /// fewer than three levels below its top ends in [`Bottom::Blocks`].
     Octets,
@@ -146,7 +144,7 @@ pub enum Bottom {
 impl Bottom {
     /// The bottom a descent's options ask for: subtree steps when `subtree_levels` is at
     /// least 2, else octet leaf steps when `octets`, else block leaf steps.
-    pub fn new(subtree_levels: u32, octets: bool) -> Bottom {
+    pub(crate) fn new(subtree_levels: u32, octets: bool) -> Bottom {
         match subtree_levels {
             s if s >= 2 => Bottom::Subtrees(s),
             _ if octets => Bottom::Octets,
@@ -207,8 +205,13 @@ pub struct TileSizes {
 }
 
 impl TileSizes {
-    /// The same size `m` for every plan (an explicit [`super::GpuOptions::tile_nodes`]).
-    pub fn fixed(m: u64) -> TileSizes {
+    /// The scratch an automatic choice of tile sizes (no
+    /// [`Tuning::tile_nodes`](super::Tuning::tile_nodes)) always allows, however small the
+    /// matrix.
+    pub const MIN_SCRATCH_BUDGET: u64 = MIN_SCRATCH_BUDGET;
+
+    /// The same size `m` for every plan (an explicit [`super::Tuning::tile_nodes`]).
+    pub(crate) fn fixed(m: u64) -> TileSizes {
         let m = m.clamp(4, MAX_TILE);
         TileSizes {
             descend: m,
@@ -222,8 +225,8 @@ impl TileSizes {
     /// and `with_frontier` (the same plus the cached frontier):
     ///
     /// - over the frontier with the directory, no scratch depends on the tile: one launch
-    ///   for the whole level (session 2 measured 2^24-node tiles 14% faster than 2^20 on a
-    ///   200M-edge graph: 4 launches instead of 53);
+    ///   for the whole level (2^24-node tiles ran 14 % faster than 2^20 on a 200M-edge
+    ///   graph: 4 launches instead of 53);
     /// - over the frontier with the scan, and tree-only descents, the scratch grows with
     ///   the tile (`O(M × depth)` codes): the largest power of two whose scratch stays
     ///   within the matrix's own resident bytes or [`MIN_SCRATCH_BUDGET`], whichever is
@@ -233,7 +236,7 @@ impl TileSizes {
     /// `max_levels` and `bottom`: the levels per expand step and what ends a descent (see
     /// [`TilePlan::descend`]); levels passed through by expand steps of several levels
     /// need no scratch, nor do those below subtree steps or octet leaf steps.
-    pub fn auto(
+    pub(crate) fn auto(
         tree: &K2Tree,
         (top, max_levels, bottom): (u32, u32, Bottom),
         tree_only: u64,
@@ -251,7 +254,7 @@ impl TileSizes {
     /// descents and for scanned frontier products: the largest power-of-two tiles whose
     /// scratch fits, at least [`MIN_AUTO_TILE`]; one launch over the frontier with the
     /// directory.
-    pub fn within(
+    pub(crate) fn within(
         tree: &K2Tree,
         descent: (u32, u32, Bottom),
         descend: u64,
@@ -301,19 +304,7 @@ impl TilePlan {
     /// descends their subtrees to the leaves with no scratch below. With
     /// [`Bottom::Octets`] they stop one level above the leaves' parents, whose tiles are
     /// leaf steps of two levels.
-    ///
-    /// ```
-    /// use k2rpq::engine::gpu::tile_plan::{Bottom, StepKind, TilePlan};
-    /// use k2rpq::k2tree::K2Tree;
-    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9), (63, 63)]);
-    /// let h = t.height();
-    /// let blocks = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Blocks));
-    /// let octets = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Octets));
-    /// assert_eq!(octets.launches() + 1, blocks.launches());
-    /// let last = octets.steps.last().unwrap();
-    /// assert_eq!((last.kind, last.level, last.levels), (StepKind::Leaves, h - 3, 2));
-    /// ```
-    pub fn descend(
+    pub(crate) fn descend(
         tree: &K2Tree,
         top: u32,
         tile_nodes: u64,
@@ -341,7 +332,7 @@ impl TilePlan {
     /// subtree steps: the `subtrees`-th internal level from the bottom, or `top` when that
     /// is above it. `None` when there are none (`subtrees` below 2, or the tree has only
     /// the last internal level below `top`).
-    pub fn subtree_level(tree: &K2Tree, top: u32, subtrees: u32) -> Option<u32> {
+    pub(crate) fn subtree_level(tree: &K2Tree, top: u32, subtrees: u32) -> Option<u32> {
         let h = tree.height();
         if subtrees < 2 || tree.nodes() == 0 || top + 2 >= h {
             return None;
@@ -389,7 +380,7 @@ impl TilePlan {
     /// its expand steps write, a code buffer of at most `min(m, level)` codes (8 bytes),
     /// plus the scan's offsets of the largest step (4 bytes per node). An upper bound of
     /// `ScratchLayout`'s codes and offsets, computed without planning the tiles.
-    pub fn descend_scratch_bound(
+    pub(crate) fn descend_scratch_bound(
         tree: &K2Tree,
         (top, max_levels, bottom): (u32, u32, Bottom),
         m: u64,
@@ -409,7 +400,7 @@ impl TilePlan {
 
     /// The plan of a product over the cached frontier: the last internal level in tiles
     /// of at most `tile_nodes` nodes, each one kernel over its leaves.
-    pub fn frontier(tree: &K2Tree, tile_nodes: u64) -> TilePlan {
+    pub(crate) fn frontier(tree: &K2Tree, tile_nodes: u64) -> TilePlan {
         let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
             return plan;
@@ -437,17 +428,7 @@ impl TilePlan {
     /// laid out in [`super::RowWindows`] (the kernels skip its markers and pads). Block
     /// entries carry their blocks, so the steps need no node indices or children (their
     /// `child0` and `children` are 0).
-    ///
-    /// ```
-    /// use k2rpq::engine::gpu::TilePlan;
-    /// use k2rpq::k2tree::K2Tree;
-    /// let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9)]);
-    /// let plan = TilePlan::block_entries(&t, 256, 100);
-    /// let counts: Vec<u64> = plan.steps.iter().map(|s| s.count).collect();
-    /// assert_eq!(counts, [100, 100, 56]);
-    /// assert_eq!(plan.steps[2].src_off, 200);
-    /// ```
-    pub fn block_entries(tree: &K2Tree, entries: u64, tile_nodes: u64) -> TilePlan {
+    pub(crate) fn block_entries(tree: &K2Tree, entries: u64, tile_nodes: u64) -> TilePlan {
         let mut plan = TilePlan::empty(tree);
         if tree.nodes() == 0 {
             return plan;
@@ -563,20 +544,20 @@ impl TilePlan {
 
     /// First descendant `levels` levels below node `j` of level `d` (its first child for
     /// one level), where `j` may be one past the level's end.
-    pub fn descendants_of(tree: &K2Tree, d: u32, j: u64, levels: u32) -> u64 {
+    pub(crate) fn descendants_of(tree: &K2Tree, d: u32, j: u64, levels: u32) -> u64 {
         (0..levels).fold(j, |j, k| Self::children_of(tree, d + k, j))
     }
 
     /// Most nodes in one step that a scanned product scans ([`Step::takes_scan`]): the
     /// scan's offsets buffer. Fused expand steps and octet leaf steps, which rank instead,
     /// do not count.
-    pub fn max_scanned_nodes(&self) -> u64 {
+    pub(crate) fn max_scanned_nodes(&self) -> u64 {
         let scanned = self.steps.iter().filter(|s| s.takes_scan());
         scanned.map(|s| s.count).max().unwrap_or(0)
     }
 
     /// Scan tiles of the largest scanned step (for the look-back status words).
-    pub fn scan_tiles(&self) -> u64 {
+    pub(crate) fn scan_tiles(&self) -> u64 {
         self.max_scanned_nodes().div_ceil(SCAN_TILE_NODES)
     }
 
@@ -589,6 +570,32 @@ impl TilePlan {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    /// Block entries are cut into tiles of the size asked for, the last one shorter.
+    #[test]
+    fn block_entry_steps_cut_the_entries_in_tiles() {
+        let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9)]);
+        let plan = TilePlan::block_entries(&t, 256, 100);
+        let counts: Vec<u64> = plan.steps.iter().map(|s| s.count).collect();
+        assert_eq!(counts, [100, 100, 56]);
+        assert_eq!(plan.steps[2].src_off, 200);
+    }
+
+    /// Octet leaf steps end a descent one launch sooner, over the level above the leaves'
+    /// parents.
+    #[test]
+    fn octet_steps_take_one_level_fewer() {
+        let t = K2Tree::from_edges(64, 64, vec![(0, 0), (40, 9), (63, 63)]);
+        let h = t.height();
+        let blocks = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Blocks));
+        let octets = TilePlan::descend(&t, 0, 1 << 20, (1, Bottom::Octets));
+        assert_eq!(octets.launches() + 1, blocks.launches());
+        let last = octets.steps.last().unwrap();
+        assert_eq!(
+            (last.kind, last.level, last.levels),
+            (StepKind::Leaves, h - 3, 2)
+        );
+    }
 
     /// A tree of `m` pseudo-random cells of an `n × n` matrix (duplicates merged).
     pub(in crate::engine::gpu) fn tree(n: u32, m: usize, seed: u64) -> K2Tree {

@@ -1,12 +1,16 @@
-// Bit-packed right products y = A x (one u64 word per node) over a frontier laid out in
-// row windows (src/engine/gpu/frontier.rs, `RowWindows`): windows of WINDOW block entries,
-// sorted by block row, that no block row's run crosses. The warp that takes a window is
-// the only writer of its rows' words, so it stores them once: no clear of y, no atomics,
-// no reads of y (docs/BENCHMARKS.md, sessions 18-19). The exceptions are the runs longer
-// than a window, cut into *shared parts* (each starts a window behind a marker): their
-// rows are cleared first (`clear_block_rows`) and take atomic ORs. The product may start
-// with the clear (an overlapped launch, src/engine/gpu/mod.rs): it waits for the clear
-// before its first atomic OR only, so its loads and gathers overlap the clear's launch.
+// Bit-packed right products that store each word of y once: over row windows
+// (`rowwindows_bits`) and over row groups (`rowgroups_bits`), with the clear of the rows
+// whose parts several warps OR into (`clear_block_rows`).
+//
+// Bit-packed right products y = A x (one u64 word per node) over a frontier laid out in row
+// windows (src/engine/gpu/frontier.rs, `RowWindows`): windows of WINDOW block entries,
+// sorted by block row, that no block row's run crosses. The warp that takes a window is the
+// only writer of its rows' words, so it stores them once: no clear of y, no atomics, no
+// reads of y. The exceptions are the runs longer than a window, cut into *shared parts*
+// (each starts a window behind a marker): their rows are cleared first (`clear_block_rows`)
+// and take atomic ORs. The product may start with the clear (an overlapped launch,
+// src/engine/gpu/mod.rs): it waits for the clear before its first atomic OR only, so its
+// loads and gathers overlap the clear's launch.
 //
 // Entries without cells are markers: an empty block row's (`row << 40`: its words are
 // stored as zeros), padding (row PAD_ROW: nothing) and a shared part's start (`row << 40
@@ -18,12 +22,13 @@
 // its first start (its leading part) to the owner through shared memory, and the owner
 // stores the run's four words.
 
+#include "base.cuh"
+
 #define WINDOW 128
 #define WINDOW_WARPS 8
 #define PAD_ROW 0xFFFFFFu
 #define SHARED_PART 0x80000000u
 #define NO_ROW 0x7FFFFFFFu
-#define FULL_MASK 0xffffffffu
 
 __device__ __forceinline__ u32 window_bitmap(u64 e) { return (u32)(e & 0xFFFFull); }
 __device__ __forceinline__ u64 window_col(u64 e) { return (e >> 16) & 0xFFFFFFull; }
@@ -75,7 +80,7 @@ __device__ __forceinline__ void load_half(const u64 *p, u32 cells, u64 &a, u64 &
 // one instruction per cell and 32-bit half, and xv[c] read only where column c has a cell.
 // Written as C (`if (bit) acc[r] |= xv[c]`), NVRTC selected every word and ORed the
 // selections: ~55 instructions per entry instead of ~36. Both kernels sum this way
-// (`rowgroups_bits` −12 %, `rowwindows_bits` −3 % on cnr-2000; session 36).
+// (`rowgroups_bits` 12 % and `rowwindows_bits` 3 % less time on cnr-2000).
 __device__ __forceinline__ void or_cells_under(u32 bm, const u64 xv[4], u64 acc[4]) {
 #pragma unroll
     for (int r = 0; r < 4; ++r)
@@ -90,11 +95,10 @@ __device__ __forceinline__ void or_cells_under(u32 bm, const u64 xv[4], u64 acc[
 // `n`. Blocks of WINDOW_WARPS warps; a warp takes windows with the grid stride and loads
 // the next window's entries before this one's gathers, so its chain of loads per window is
 // the x gathers alone. Bounded to 64 registers (4 blocks per SM): the product is bound by
-// latency, and 75 registers (3 blocks) made it 10 % slower (docs/BENCHMARKS.md, session
-// 18); window indices in 32 bits (session 19). The window loads are written out here, with
-// the thread index computed in 64 bits: so written, ptxas emits the SASS of the experiment's
-// `rowwin_u32_half` (1157 instructions, 8 B spilled), 3.6 % faster on the web graph than
-// the same loads through a helper taking `u32 w` (1237, none spilled; session 21).
+// latency, and 75 registers (3 blocks) made it 10 % slower; window indices are 32 bits.
+// The window loads are written out here, with the thread index computed in 64 bits: so
+// written, ptxas emits 1157 instructions (8 B spilled), 3.6 % faster on the web graph
+// than the same loads through a helper taking `u32 w` (1237 instructions, none spilled).
 extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
     rowwindows_bits(const u64 *entries, u64 windows, const u64 *x, u64 inputs, u64 *y, u64 n) {
     // The leading parts of a warp's lanes, for the owners of their runs.
@@ -117,8 +121,8 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
         // The entry before this lane's first (lane 0's first always starts a run).
         u64 before = __shfl_up_sync(FULL_MASK, e[3], 1);
         // Every entry's x words before any sum: the gathers in flight together. Only the
-        // halves (columns 0-1, 2-3) the entry's cells read: fewer load instructions, −5 %
-        // on the web graph (docs/BENCHMARKS.md, session 19).
+        // halves (columns 0-1, 2-3) the entry's cells read: fewer load instructions, 5 %
+        // less time on the web graph.
         u64 xv[4][4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -186,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // column and bitmap, each loaded coalesced per iteration), ORs their cells' x words into
 // four words, and the group combines them by shuffles; its first lane stores the row. No
 // run logic crosses lanes, so a warp issues 42 % fewer instructions than over row windows
-// (cnr-2000, session 31). A block whose warps are marked BLOCK_ROW holds one long row (the
+// (cnr-2000). A block whose warps are marked BLOCK_ROW holds one long row (the
 // layout puts such blocks first, whole): its warps combine their words in shared memory
 // and one stores the row, so it needs no clear. Longer rows are cut into pieces of a warp
 // (SHARED_PART: cleared first, atomic ORs, as `store_run`).
@@ -198,9 +202,9 @@ extern "C" __global__ void __launch_bounds__(32 * WINDOW_WARPS, 4)
 // of a round in flight together).
 #define GROUP_ROUND 2
 
-// Two iterations per round (4 spilled registers and ran 5-7 % slower, session 31). The
-// sums are ORs under predicates and the x halves predicated loads (`or_cells_under`,
-// `load_half`): 113 instructions a round where the C form took 176 (session 36).
+// Two iterations per round (four spilled registers and ran 5-7 % slower). The sums are
+// ORs under predicates and the x halves predicated loads (`or_cells_under`,
+// `load_half`): 113 instructions a round where the C form took 176.
 extern "C" __global__ void __launch_bounds__(32 * GROUP_WARPS, 4)
     rowgroups_bits(const u32 *cols, const unsigned short *cells, const uint4 *desc, u32 warps, const u32 *rows,
                    const u64 *x, u64 inputs, u64 *y, u64 n) {
@@ -274,3 +278,4 @@ extern "C" __global__ void clear_block_rows(const u32 *rows, u64 count, u64 *y, 
         if (at < n) y[at] = 0ull;
     }
 }
+

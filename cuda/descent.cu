@@ -1,25 +1,20 @@
-// Level-synchronous k²-tree traversal (the paper's Algorithm 1): one kernel expands a tile
-// of an internal level into the next frontier; the last internal level visits its leaves
-// in place and applies the semiring's atomic to y.
-
-// Expand: node t of the step writes the codes of its descendants `p.width` levels down
+// The descent of the level-synchronous k²-tree traversal (the paper's Algorithm 1): an
+// expand step writes the codes of a tile of an internal level's children, or descendants
+// a few levels down, into the next frontier; leaf steps (leaves_codes.cu, octets.cu)
+// finish the product.
+//
+// Node t of the step writes the codes of its descendants `p.width` levels down
 // (1-3; its children when 1), in level order, at codes_out[first descendant - child0]
 // (child0: the first descendant of node0 at that level). A masked traversal writes PRUNED
 // for descendants on a path through a node whose input range meets no active input (and
 // for all descendants of a pruned node), so the positions stay those of the static tile
 // plan. Expanding several levels in one launch (small ones, or thin ones that hardly
-// grow: tile_plan::fused_levels) saves the launches and the scratch of the levels in
+// grow: `TilePlan::descend`) saves the launches and the scratch of the levels in
 // between: the descendants of consecutive nodes are contiguous on each level, so one
 // rank per warp and level finds them, and the signatures of a node's children (at most 4)
 // and grandchildren (at most 16) are one or two words.
 
-// The signatures of n ≤ 16 consecutive nodes from node j (0 when n = 0), node j in the
-// low nibble and nothing above the n-th.
-__device__ __forceinline__ u64 signatures(const u64 *nib, u64 j, u32 n) {
-    if (n == 0) return 0;
-    u64 run = signature_run(nib, j, n);
-    return n == 16 ? run : run & ((1ull << (4 * n)) - 1);
-}
+#include "tree.cuh"
 
 // What node t of an expand step reads from the tree: its signature, its children's and
 // grandchildren's (as far as the step goes), and its first descendant's global index.
@@ -46,9 +41,8 @@ __device__ __forceinline__ Descent descent(const StepParams &p, u64 t) {
 // ranked from the directory once per warp (`ranked` false: one rank per level, its
 // popcounts spread over the lanes), then carried from chunk to chunk. A rank per lane and
 // level made this kernel issue-bound on the web graph (`ncu`: 85 % of the SMs' issue slots,
-// 3 % of DRAM; docs/BENCHMARKS.md, session 23), and a rank per warp and chunk still took
-// ~150 of its ~770 instructions per warp (session 24). Such steps have no scanned offsets
-// (their child0 is a descendant's).
+// 3 % of DRAM), and a rank per warp and chunk still took ~150 of its ~770 instructions per
+// warp. Such steps have no scanned offsets (their child0 is a descendant's).
 __device__ __forceinline__ Descent warp_descent(const StepParams &p, u64 base, u32 lane, u64 next[3],
                                                 bool ranked) {
     Descent d;
@@ -91,9 +85,8 @@ __device__ __forceinline__ void write_children(const StepParams &p, const Descen
 // (q1, q2, q3), so a set bit's position is the low bits of its code and its ancestors'
 // are its high bits. Ascending positions are level order within the node's subtree.
 // Finding the ancestors by bit selects instead (`__fns`, ~55 instructions each) took
-// ~155 instructions per descendant on the web graph (`ncu` source counters; before them,
-// nested loops over the quadrants of each level ran ~1,700 per warp: docs/BENCHMARKS.md,
-// sessions 23-24).
+// ~155 instructions per descendant on the web graph (`ncu` source counters), and nested
+// loops over the quadrants of each level ~1,700 per warp.
 __device__ __forceinline__ void write_descendants(const StepParams &p, u32 levels, const Descent &d,
                                                   u64 code, u64 *out) {
     const bool alive = live(p, code != PRUNED, code, p.level);
@@ -133,8 +126,7 @@ __device__ __forceinline__ void write_descendants(const StepParams &p, u32 level
 }
 
 // The one-level kernel (`expand`) is compiled apart from the several-level one: with the
-// deeper levels' code in it, a one-level step measured 6-16 % slower (docs/BENCHMARKS.md,
-// session 12).
+// deeper levels' code in it, a one-level step ran 6-16 % slower.
 __device__ __forceinline__ void expand_nodes(const StepParams &p) {
     start_dependents();
     u64 t = global_thread();
@@ -167,7 +159,7 @@ __device__ __forceinline__ void expand_levels_nodes(const StepParams &p) {
     for (bool first = true; c < cend; ++c, first = false) {
         const u64 t = (c << 5) + lane;
         // The chunk's codes are loaded before its descent's chain of signature loads and
-        // scans, so that they are in flight with it (web graph −0.5 %, session 26).
+        // scans, so that they are in flight with it (0.5 % less time on the web graph).
         const u64 code = t < p.count ? code_at(p, p.src_off + t) : 0;
         if (!first) d = warp_descent(p, c << 5, lane, next, true);
         if (t >= p.count) continue;
@@ -177,83 +169,39 @@ __device__ __forceinline__ void expand_levels_nodes(const StepParams &p) {
 
 extern "C" __global__ void expand(StepParams p) { expand_nodes(p); }
 // Bounded to 5 blocks of 256 per SM (48 registers, no spills; 56 unbounded: 4 blocks): the
-// web graph's tree-only products −2.8 %; 6 blocks (40 registers, 16 B spilled) gained less
-// (docs/BENCHMARKS.md, session 26).
+// web graph's tree-only products took 2.8 % less time; 6 blocks (40 registers, 16 B
+// spilled) gained less.
 extern "C" __global__ void __launch_bounds__(256, 5) expand_levels(StepParams p) { expand_levels_nodes(p); }
 
-// The semirings of Table 1 as one `apply(y, i_in, i_out, b)` each.
-struct PlusTimesOp {
-    __device__ __forceinline__ static void apply(const StepParams &p, u64 in, u64 out, u64 b) {
-        float v = ((const float *)p.x)[in * p.width + b];
-        if (v != 0.0f) atomicAdd(&((float *)p.y)[out * p.width + b], v);
-    }
-};
-struct CountingOp {
-    __device__ __forceinline__ static void apply(const StepParams &p, u64 in, u64 out, u64 b) {
-        u32 v = ((const u32 *)p.x)[in * p.width + b];
-        if (v != 0) atomicAdd(&((u32 *)p.y)[out * p.width + b], v);
-    }
-};
-struct BooleanOp {
-    __device__ __forceinline__ static void apply(const StepParams &p, u64 in, u64 out, u64 b) {
-        u32 v = ((const u32 *)p.x)[in * p.width + b];
-        if (v != 0) atomicMax(&((u32 *)p.y)[out * p.width + b], 1u);
-    }
-};
-// (min, +) with unit edges: inputs are non-negative or +inf, so their bit patterns order
-// like unsigned integers and the integer atomicMin is the float minimum.
-struct TropicalOp {
-    __device__ __forceinline__ static void apply(const StepParams &p, u64 in, u64 out, u64 b) {
-        float v = ((const float *)p.x)[in * p.width + b];
-        if (v != __int_as_float(0x7f800000)) {
-            atomicMin(&((u32 *)p.y)[out * p.width + b], __float_as_uint(1.0f + v));
-        }
-    }
-};
-// Bit-packed Boolean batches: word b of row `in`, OR-ed into word b of row `out`.
-struct BitsOp {
-    __device__ __forceinline__ static void apply(const StepParams &p, u64 in, u64 out, u64 b) {
-        u64 v = ((const u64 *)p.x)[in * p.width + b];
-        if (v != 0) atomicOr(&((u64 *)p.y)[out * p.width + b], v);
-    }
-};
-
-// Last internal level: thread (t, b) owns vector b (or word b) of node t and visits the
-// node's leaves in place: leaf signatures are contiguous from first_child(t).
-template <typename Op>
-__device__ __forceinline__ void leaves(const StepParams &p) {
+// `expand` with the child offsets of `warp_children` (no per-thread
+// directory rank): used by the wrank and agg variants on tree-only descents.
+extern "C" __global__ void expand_wrank(StepParams p) {
     start_dependents();
     wait_prerequisites();
-    u64 total = p.count * p.width;
-    for (u64 g = global_thread(); g < total; g += thread_stride()) {
-        u64 t = g / p.width;
-        u64 b = g - t * p.width;
-        u64 code = p.codes_in[p.src_off + t];
-        if (!live(p, code != PRUNED, code, p.level)) continue;
-        u32 s = signature(p.nib, p.node0 + t);
-        u64 leaf = first_child(p, t);
+    const u32 lane = threadIdx.x & 31;
+    for (u64 base = global_thread() - lane; base < p.count; base += thread_stride()) {
+        u64 t = base + lane;
+        bool valid = t < p.count;
+        u64 tc = valid ? t : p.count - 1;
+        u32 s;
+        u64 first;
+        if (!p.offsets) {
+            warp_children(p, base, p.count, tc, lane, s, first);
+        } else {
+            s = signature(p.nib, p.node0 + tc);
+            first = first_child(p, tc);
+        }
+        if (!valid) continue;
+        u64 code = code_at(p, p.src_off + t);
+        u64 out = first - p.child0;
+        bool alive = live(p, code != PRUNED, code, p.level);
 #pragma unroll
-        for (u32 q = 0; q < 4; ++q) {
-            if (s & (1u << q)) {
-                u32 lam = signature(p.nib, leaf++);
-                u64 base = ((code << 2) | q) << 2;
-                u64 r0 = compact_bits(base >> 1);
-                u64 c0 = compact_bits(base);
-#pragma unroll
-                for (u32 e = 0; e < 4; ++e) {
-                    if (lam & (1u << e)) {
-                        u64 r = r0 + (e >> 1), c = c0 + (e & 1);
-                        if (p.dir == 0) Op::apply(p, c, r, b);
-                        else Op::apply(p, r, c, b);
-                    }
-                }
+        for (u32 b = 0; b < 4; ++b) {
+            if (s & (1u << b)) {
+                u64 child = (code << 2) | b;
+                if (!live(p, alive, child, p.level + 1)) child = PRUNED;
+                p.codes_out[out++] = child;
             }
         }
     }
 }
-
-extern "C" __global__ void leaves_plus_times(StepParams p) { leaves<PlusTimesOp>(p); }
-extern "C" __global__ void leaves_counting(StepParams p) { leaves<CountingOp>(p); }
-extern "C" __global__ void leaves_boolean(StepParams p) { leaves<BooleanOp>(p); }
-extern "C" __global__ void leaves_tropical(StepParams p) { leaves<TropicalOp>(p); }
-extern "C" __global__ void leaves_bits(StepParams p) { leaves<BitsOp>(p); }
