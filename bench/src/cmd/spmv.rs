@@ -56,7 +56,7 @@ pub struct Args {
     pub warmup: usize,
     /// Microseconds each timed repeat holds the stream before its start event, so that
     /// the events time the device's work, not the host's submission of it (0: no hold,
-    /// the timing before session 21; see docs/BENCHMARKS.md).
+    /// timing from an idle stream; see docs/PERFORMANCE.md, "Method").
     #[arg(long, default_value_t = 200)]
     pub hold_us: u64,
     /// Batch widths of the f32 products.
