@@ -23,7 +23,7 @@ build)
     root="$(cd "$here/.." && pwd)"
     carry="$root/.carry/gpu"
     cd "$root"
-    rm -rf "$carry"; mkdir -p "$carry/bin" "$carry/data"
+    rm -rf "$carry"; mkdir -p "$carry/bin" "$carry/data/cnr-2000"
     cargo build --release -p k2rpq-cli -p k2rpq-bench
     cp target/release/k2rpq target/release/k2rpq-bench "$carry/bin/"
     # The GPU test binaries: tests named gpu_* or *_gpu in any crate of the workspace.
@@ -40,7 +40,7 @@ for line in sys.stdin:
         print(m["executable"])
 ' | while read -r exe; do cp "$exe" "$carry/bin/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
     shared="${K2RPQ_SHARED:-$root/../shared}"
-    cp "$shared/data/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/"
+    cp "$shared/data/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/cnr-2000/"
     xz -T0 -6 "$carry"/bin/*
     cp "$here/gpu-suite.sh" "$carry/gpu-suite.sh"
     du -sh "$carry"
@@ -53,7 +53,7 @@ run)
     tmp="${TMPDIR:-/tmp}/k2rpq-gpu"; mkdir -p "$tmp"
     for f in "$carry"/bin/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done
     chmod +x "$carry"/bin/*
-    bin="$carry/bin"; k2="$bin/k2rpq"; kb="$bin/k2rpq-bench"; cnr="$carry/data/cnr-2000.arcs.tsv.gz"
+    bin="$carry/bin"; k2="$bin/k2rpq"; kb="$bin/k2rpq-bench"; cnr="$carry/data/cnr-2000/cnr-2000.arcs.tsv.gz"
     export K2RPQ_SHARED="$carry" NCCL_NVLS_ENABLE=0
     export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/machine.txt"
