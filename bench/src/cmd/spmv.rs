@@ -93,7 +93,7 @@ pub struct Args {
     pub skip_cpu: bool,
     /// GPU leaf-kernel variants to run beside the default (`tuned`), each as contenders of
     /// their own: `cells` (the paper's), `rows`, `wrank`, `wagg`, `window`, and `runs`
-    /// (block entries only; issue 10).
+    /// (block entries only).
     #[arg(long, value_delimiter = ',', default_value = "cells,rows,wrank,wagg,window,runs", value_parser = parse_leaf_kernel)]
     pub leaf_kernels: Vec<LeafKernel>,
     /// Iteration caps of the row groups (`gpu k2+F rowgrp`), each timed as a contender of
