@@ -5,7 +5,9 @@
 //! Each kernel file (`cuda/<file>.cu`) is one NVRTC program, compiled with the shared
 //! headers (`cuda/include/*.cuh` and the policy table `cuda/kernels.def`) handed to NVRTC
 //! by name, so `#include "tree.cuh"` resolves without any file on disk. The files compile
-//! in parallel, one thread each.
+//! in parallel, one thread each. A device loads each file's machine code from the
+//! on-disk cache of [`super::kernel_cache`] when an entry for exactly these sources,
+//! this architecture and this NVRTC is there, and compiles (and stores) it otherwise.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 
-use super::policy;
+use super::{kernel_cache, policy};
 use crate::engine::{EngineError, Result};
 
 /// The shared headers, by the name the kernel files include them with.
@@ -167,7 +169,15 @@ impl KernelSources {
             let threads: Vec<_> = self
                 .files
                 .iter()
-                .map(|(name, text)| (name, s.spawn(move || self.compile_file(name, text, arch))))
+                .map(|(name, text)| {
+                    let ptx = move || {
+                        let ptx = self.compile_file(name, text, arch, Output::Ptx)?;
+                        Ok(c_text(
+                            &ptx.iter().map(|&b| b as c_char).collect::<Vec<_>>(),
+                        ))
+                    };
+                    (name, s.spawn(ptx))
+                })
                 .collect();
             threads
                 .into_iter()
@@ -181,8 +191,60 @@ impl KernelSources {
         })
     }
 
-    /// Compiles kernel file `name` (text `text`) for `arch` with the headers: its PTX.
-    fn compile_file(&self, name: &str, text: &str, arch: &str) -> Result<String> {
+    /// The machine code of every file for the device's `arch`, one thread each, in
+    /// [`FILES`] order: from the on-disk cache where an entry is whole, else compiled and
+    /// stored.
+    fn machine_code(&self, arch: &str, cache: Option<&Path>) -> Result<Vec<(&'static str, Code)>> {
+        let version = nvrtc_version();
+        std::thread::scope(|s| {
+            let threads: Vec<_> = self
+                .files
+                .iter()
+                .map(|&(name, ref text)| {
+                    let key = self.cache_key(name, text, arch, &version);
+                    let job = move || -> Result<Code> {
+                        if let Some(code) = cache.and_then(|d| kernel_cache::read(d, &key)) {
+                            return Ok(Code { code, cached: true });
+                        }
+                        let code = self.compile_file(name, text, arch, Output::Cubin)?;
+                        if let Some(d) = cache {
+                            // A cache that cannot be written only costs the next start time.
+                            let _ = kernel_cache::write(d, &key, &code);
+                        }
+                        Ok(Code {
+                            code,
+                            cached: false,
+                        })
+                    };
+                    (name, s.spawn(job))
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|(name, t)| {
+                    let code = t.join().unwrap_or_else(|_| {
+                        Err(EngineError::Cuda(format!("NVRTC panicked on {name}.cu")))
+                    })?;
+                    Ok((name, code))
+                })
+                .collect()
+        })
+    }
+
+    /// The cache entry of file `name` compiled for `arch` by NVRTC `version`.
+    fn cache_key(&self, name: &str, text: &str, arch: &str, version: &str) -> String {
+        let mut parts: Vec<&[u8]> = vec![text.as_bytes(), arch.as_bytes(), version.as_bytes()];
+        parts.extend(COMPILE_OPTIONS.iter().map(|o| o.as_bytes()));
+        for (n, t) in &self.headers {
+            parts.push(n.as_bytes());
+            parts.push(t.as_bytes());
+        }
+        kernel_cache::key(name, &parts)
+    }
+
+    /// Compiles kernel file `name` (text `text`) for `arch` with the headers: its PTX or
+    /// its machine code (CUBIN, for a real architecture such as `sm_90`).
+    fn compile_file(&self, name: &str, text: &str, arch: &str, output: Output) -> Result<Vec<u8>> {
         let file = format!("{name}.cu");
         let c = |s: &str| {
             CString::new(s)
@@ -219,10 +281,8 @@ impl KernelSources {
         .map_err(|e| EngineError::Cuda(format!("NVRTC {file}: {e:?}")))?;
         // SAFETY: nvrtcCreateProgram succeeded, so it wrote the program.
         let prog = Program(unsafe { prog.assume_init() });
-        let options = [
-            format!("--gpu-architecture={arch}"),
-            "-std=c++17".to_string(),
-        ];
+        let mut options = vec![format!("--gpu-architecture={arch}")];
+        options.extend(COMPILE_OPTIONS.iter().map(|o| o.to_string()));
         // SAFETY: `prog.0` is a live program (destroyed only when `prog` drops).
         if let Err(e) = unsafe { nvrtc::compile_program(prog.0, &options) } {
             // SAFETY: as above.
@@ -231,10 +291,55 @@ impl KernelSources {
                 .unwrap_or_else(|_| format!("{e:?}"));
             return Err(EngineError::Cuda(format!("NVRTC {file}: {log}")));
         }
-        // SAFETY: as above; the program compiled.
-        let ptx = unsafe { nvrtc::get_ptx(prog.0) }
-            .map_err(|e| EngineError::Cuda(format!("NVRTC {file}: {e:?}")))?;
-        Ok(c_text(&ptx))
+        let fail = |e: &dyn std::fmt::Debug| EngineError::Cuda(format!("NVRTC {file}: {e:?}"));
+        match output {
+            Output::Ptx => {
+                // SAFETY: as above; the program compiled.
+                let ptx = unsafe { nvrtc::get_ptx(prog.0) }.map_err(|e| fail(&e))?;
+                Ok(ptx.iter().map(|&c| c as u8).collect())
+            }
+            Output::Cubin => {
+                let mut size = 0usize;
+                // SAFETY: as above; `size` receives the CUBIN's length.
+                unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+                    .result()
+                    .map_err(|e| fail(&e))?;
+                let mut cubin = vec![0u8; size];
+                // SAFETY: as above; `cubin` holds the `size` bytes NVRTC writes.
+                unsafe { nvrtc_sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
+                    .result()
+                    .map_err(|e| fail(&e))?;
+                Ok(cubin)
+            }
+        }
+    }
+}
+
+/// A kernel file's machine code, and whether it came from the on-disk cache.
+struct Code {
+    code: Vec<u8>,
+    cached: bool,
+}
+
+/// What [`KernelSources::compile_file`] returns.
+#[derive(Clone, Copy)]
+enum Output {
+    /// PTX text (for any architecture; what CI's check compiles).
+    Ptx,
+    /// Machine code for a real architecture (what a device loads).
+    Cubin,
+}
+
+/// NVRTC's options besides the architecture.
+const COMPILE_OPTIONS: &[&str] = &["-std=c++17"];
+
+/// NVRTC's version, `major.minor` (part of every cache key).
+fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two integers.
+    match unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }.result() {
+        Ok(()) => format!("{major}.{minor}"),
+        Err(_) => "unknown".into(),
     }
 }
 
@@ -311,12 +416,34 @@ impl GpuContext {
         unsafe { ctx.disable_event_tracking() };
         keep_pool_memory(&ctx);
         let stream = ctx.new_stream().map_err(cuda_err("new stream"))?;
+        let dir = std::env::var_os("K2RPQ_KERNEL_DIR").map(PathBuf::from);
+        let sources = KernelSources::read(dir.as_deref())?;
+        let mut kernels = policy::file_kernels()?;
         let mut functions = HashMap::new();
-        for file in compile_kernels(&arch)? {
-            let module = ctx
-                .load_module(Ptx::from_src(file.ptx))
-                .map_err(cuda_err("load module"))?;
-            for (f, _) in file.kernels {
+        let cache = kernel_cache::folder();
+        for (name, Code { code, cached }) in sources.machine_code(&arch, cache.as_deref())? {
+            let module = match ctx.load_module(Ptx::from_binary(code)) {
+                Ok(m) => m,
+                // An entry the driver refuses is rebuilt, never trusted twice.
+                Err(_) if cached => {
+                    let text = &sources
+                        .files
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .expect("a file")
+                        .1;
+                    let code = sources.compile_file(name, text, &arch, Output::Cubin)?;
+                    if let Some(d) = &cache {
+                        let key = sources.cache_key(name, text, &arch, &nvrtc_version());
+                        let _ = kernel_cache::write(d, &key, &code);
+                    }
+                    ctx.load_module(Ptx::from_binary(code))
+                        .map_err(cuda_err("load module"))?
+                }
+                Err(e) => return Err(cuda_err("load module")(e)),
+            };
+            let at = kernels.iter().position(|(f, _)| *f == name);
+            for (f, _) in at.map(|i| kernels.swap_remove(i).1).unwrap_or_default() {
                 let func = module.load_function(f).map_err(cuda_err(f))?;
                 functions.insert(f, func);
             }
@@ -395,6 +522,44 @@ pub(crate) fn alloc_err(e: DriverError, bytes: u64, what: &str) -> EngineError {
 
 #[cfg(test)]
 mod tests {
+    /// The machine code of every file is compiled once, stored, and read back from the
+    /// cache by the next process; a damaged entry is compiled again. Needs NVRTC (CI
+    /// installs it), not a GPU.
+    #[test]
+    fn machine_code_is_cached_on_disk() {
+        if !nvrtc_present() {
+            assert!(
+                std::env::var_os("K2RPQ_REQUIRE_NVRTC").is_none(),
+                "K2RPQ_REQUIRE_NVRTC is set but libnvrtc cannot be loaded"
+            );
+            eprintln!("skipped: libnvrtc not found");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("k2rpq-kernels-{}", std::process::id()));
+        let sources = KernelSources::read(None).unwrap();
+        let first = sources.machine_code("sm_90", Some(&dir)).unwrap();
+        assert!(first
+            .iter()
+            .all(|(_, c)| !c.cached && c.code.starts_with(b"\x7fELF")));
+        let second = sources.machine_code("sm_90", Some(&dir)).unwrap();
+        assert!(second.iter().all(|(_, c)| c.cached));
+        for ((_, a), (_, b)) in first.iter().zip(&second) {
+            assert_eq!(a.code, b.code);
+        }
+        // A damaged entry is a miss (another architecture is another key: see
+        // `kernel_cache`'s tests).
+        let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(entries.len(), FILES.len());
+        let victim = entries[0].path();
+        let mut bytes = std::fs::read(&victim).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0xff;
+        std::fs::write(&victim, bytes).unwrap();
+        let third = sources.machine_code("sm_90", Some(&dir)).unwrap();
+        assert_eq!(third.iter().filter(|(_, c)| !c.cached).count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
 
     /// Without a folder the built-in sources; with one, each file's text, and a missing

@@ -30,6 +30,7 @@ mod device_tree;
 mod devices;
 mod frontier;
 mod hold;
+mod kernel_cache;
 mod launch;
 mod lone_cells;
 mod policy;
