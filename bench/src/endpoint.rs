@@ -262,7 +262,10 @@ async fn load(queries: &[EndpointQuery], options: &LoadOptions) -> anyhow::Resul
     if let Some(s) = sampler {
         s.await?;
     }
-    let mut latencies: Vec<f64> = tallies.iter().flat_map(|t| t.latencies.iter().copied()).collect();
+    let mut latencies: Vec<f64> = tallies
+        .iter()
+        .flat_map(|t| t.latencies.iter().copied())
+        .collect();
     let mut kinds: Vec<(String, u64)> = Vec::new();
     for e in tallies.iter().flat_map(|t| &t.errors) {
         match kinds.iter_mut().find(|(k, _)| k == e) {
@@ -275,7 +278,10 @@ async fn load(queries: &[EndpointQuery], options: &LoadOptions) -> anyhow::Resul
         .iter()
         .enumerate()
         .map(|(i, q)| {
-            let mut v: Vec<f64> = tallies.iter().flat_map(|t| t.per_query[i].iter().copied()).collect();
+            let mut v: Vec<f64> = tallies
+                .iter()
+                .flat_map(|t| t.per_query[i].iter().copied())
+                .collect();
             (q.id.clone(), v.len() as u64, Latency::of(&mut v).p50)
         })
         .collect();
@@ -308,12 +314,21 @@ async fn request(client: &reqwest::Client, url: &str, sparql: &str) -> Result<u6
         .body(sparql.to_owned())
         .send()
         .await
-        .map_err(|e| if e.is_timeout() { "timeout".to_owned() } else { "transport".to_owned() })?;
+        .map_err(|e| {
+            if e.is_timeout() {
+                "timeout".to_owned()
+            } else {
+                "transport".to_owned()
+            }
+        })?;
     let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| if e.is_timeout() { "timeout".to_owned() } else { "transport".to_owned() })?;
+    let body = response.bytes().await.map_err(|e| {
+        if e.is_timeout() {
+            "timeout".to_owned()
+        } else {
+            "transport".to_owned()
+        }
+    })?;
     if !status.is_success() {
         return Err(format!("status {}", status.as_u16()));
     }
@@ -348,7 +363,11 @@ impl LoadReport {
             self.errors
         );
         if !self.error_kinds.is_empty() {
-            let kinds: Vec<String> = self.error_kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            let kinds: Vec<String> = self
+                .error_kinds
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
             s.push_str(&format!(" ({})", kinds.join(", ")));
         }
         let measured: Vec<&RssSample> = self.rss.iter().filter(|r| r.t_s >= 0.0).collect();

@@ -31,15 +31,27 @@ pub fn service_description(format: RdfFormat, base: &str, graphs: &[GraphSummary
             NamedNode::new_unchecked(format!("{base}/{path}")).into(),
         );
     }
-    add(&service, sd("supportedLanguage"), sd("SPARQL10Query").into());
-    add(&service, sd("supportedLanguage"), sd("SPARQL11Query").into());
+    add(
+        &service,
+        sd("supportedLanguage"),
+        sd("SPARQL10Query").into(),
+    );
+    add(
+        &service,
+        sd("supportedLanguage"),
+        sd("SPARQL11Query").into(),
+    );
     for f in RESULT_FORMATS.iter().chain(GRAPH_FORMATS) {
         let iri = match f {
             Format::Results(r) => r.iri(),
             Format::Rdf(r) => r.iri(),
             Format::Html => continue,
         };
-        add(&service, sd("resultFormat"), NamedNode::new_unchecked(iri).into());
+        add(
+            &service,
+            sd("resultFormat"),
+            NamedNode::new_unchecked(iri).into(),
+        );
     }
     let dataset = BlankNode::default();
     add(&service, sd("defaultDataset"), dataset.clone().into());

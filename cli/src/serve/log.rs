@@ -38,7 +38,12 @@ struct LogLine {
 
 impl Drop for LogLine {
     fn drop(&mut self) {
-        let sent = self.record.sent.lock().map(|s| s.clone()).unwrap_or_default();
+        let sent = self
+            .record
+            .sent
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
         let mut line = format!(
             "k2rpq serve: {} {} {} {} rows {:.1} ms",
             self.method,

@@ -78,7 +78,9 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
         .ok()
         .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e9)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("invalid number of seconds {s:?} (a positive number like 60 or 0.5)"))
+        .ok_or_else(|| {
+            format!("invalid number of seconds {s:?} (a positive number like 60 or 0.5)")
+        })
 }
 
 /// The endpoint's limits.
@@ -116,12 +118,7 @@ pub struct Endpoint {
 }
 
 /// The endpoint's routes over `evaluator`, serving at `address`.
-pub fn router(
-    evaluator: Arc<dyn Evaluator>,
-    limits: Limits,
-    cors: bool,
-    address: &str,
-) -> Router {
+pub fn router(evaluator: Arc<dyn Evaluator>, limits: Limits, cors: bool, address: &str) -> Router {
     let endpoint = Arc::new(Endpoint {
         pool: Arc::new(Semaphore::new(limits.workers)),
         evaluator,
@@ -186,7 +183,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .and_then(|mut a| a.next())
                 .ok_or(())
         })
-        .map_err(|()| anyhow::anyhow!("invalid --bind {:?} (HOST:PORT, like 127.0.0.1:7878)", args.bind))?;
+        .map_err(|()| {
+            anyhow::anyhow!(
+                "invalid --bind {:?} (HOST:PORT, like 127.0.0.1:7878)",
+                args.bind
+            )
+        })?;
     let database = Arc::new(args.device.open_database(&args.store, args.engine)?);
     let limits = Limits {
         timeout: args.timeout,

@@ -64,9 +64,11 @@ impl Format {
             Format::Results(QueryResultsFormat::Json) => {
                 &["application/sparql-results+json", "application/json"]
             }
-            Format::Results(QueryResultsFormat::Xml) => {
-                &["application/sparql-results+xml", "application/xml", "text/xml"]
-            }
+            Format::Results(QueryResultsFormat::Xml) => &[
+                "application/sparql-results+xml",
+                "application/xml",
+                "text/xml",
+            ],
             Format::Results(QueryResultsFormat::Csv) => &["text/csv"],
             Format::Results(QueryResultsFormat::Tsv) => &["text/tab-separated-values"],
             Format::Rdf(RdfFormat::NTriples) => &["application/n-triples"],
@@ -267,7 +269,10 @@ mod tests {
         assert_eq!(pick("text/csv", RESULT_FORMATS), Ok(CSV));
         assert_eq!(pick("text/tab-separated-values", RESULT_FORMATS), Ok(TSV));
         assert_eq!(
-            pick("application/sparql-results+json;q=0.5, application/sparql-results+xml", RESULT_FORMATS),
+            pick(
+                "application/sparql-results+json;q=0.5, application/sparql-results+xml",
+                RESULT_FORMATS
+            ),
             Ok(XML)
         );
         // `text/*` matches CSV first; an explicit weight on TSV beats it.
@@ -316,7 +321,10 @@ mod tests {
 
     #[test]
     fn the_format_parameter_overrides_accept() {
-        assert_eq!(negotiate(Some("text/csv"), Some("tsv"), RESULT_FORMATS), Ok(TSV));
+        assert_eq!(
+            negotiate(Some("text/csv"), Some("tsv"), RESULT_FORMATS),
+            Ok(TSV)
+        );
         assert_eq!(negotiate(None, Some("text/csv"), RESULT_FORMATS), Ok(CSV));
         assert_eq!(negotiate(None, Some("xml"), RESULT_FORMATS), Ok(XML));
         assert_eq!(negotiate(None, Some("ttl"), GRAPH_FORMATS), Ok(TTL));

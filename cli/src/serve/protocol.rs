@@ -154,7 +154,10 @@ fn root(endpoint: &Endpoint, headers: &HeaderMap, params: &Params) -> Result<Res
     let format = negotiate::negotiate(accept(headers)?, params.format()?, negotiate::ROOT_FORMATS)?;
     Ok(match format {
         Format::Rdf(rdf) => {
-            let base = match headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()) {
+            let base = match headers
+                .get(axum::http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+            {
                 Some(host) => format!("http://{host}"),
                 None => format!("http://{}", endpoint.address),
             };
@@ -367,9 +370,8 @@ async fn answer(
         }),
         Ok(Ok(Ok(()))) => {
             let deadline = deadline + DEADLINE_GRACE;
-            let body = futures_util::stream::unfold(
-                Some((guard, receiver)),
-                move |state| async move {
+            let body =
+                futures_util::stream::unfold(Some((guard, receiver)), move |state| async move {
                     let (guard, mut receiver) = state?;
                     match tokio::time::timeout_at(deadline, receiver.recv()).await {
                         Ok(Some(Err(e))) => {
@@ -386,8 +388,7 @@ async fn answer(
                             None,
                         )),
                     }
-                },
-            );
+                });
             Ok((
                 [(CONTENT_TYPE, format.content_type())],
                 Body::from_stream(body),
