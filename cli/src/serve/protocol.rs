@@ -235,9 +235,8 @@ fn parse(params: &Params, body_query: Option<String>) -> Result<Query, HttpError
     };
     let mut query = match SparqlParser::new().parse_query(&text) {
         Ok(q) => q,
-        Err(e) if SparqlParser::new().parse_update(&text).is_ok() => {
-            let _ = e;
-            return Err(HttpError::read_only());
+        Err(_) if SparqlParser::new().parse_update(&text).is_ok() => {
+            return Err(HttpError::read_only())
         }
         Err(e) => {
             let e = SparqlError::Syntax(e);

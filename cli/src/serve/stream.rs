@@ -21,7 +21,8 @@ use oxrdfio::{RdfFormat, RdfSerializer};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 use tokio::sync::mpsc;
 
-use super::evaluate::{Answer, Control, EvaluationError};
+use super::evaluate::{Answer, Control, EvaluationError, Rows, Triples};
+use super::negotiate::Format;
 
 /// Bytes gathered before a chunk goes to the client.
 const CHUNK_BYTES: usize = 32 * 1024;
@@ -136,7 +137,7 @@ impl ChunkWriter {
 /// of `control`. Records what was sent in `sent`. Runs on a blocking thread.
 pub fn write_answer(
     answer: Answer,
-    format: super::negotiate::Format,
+    format: Format,
     control: &Control,
     timeout_s: f64,
     sender: mpsc::Sender<Chunk>,
@@ -148,16 +149,16 @@ pub fn write_answer(
         gone: false,
     };
     let result = match (answer, format) {
-        (Answer::Boolean(b), super::negotiate::Format::Results(f)) => {
+        (Answer::Boolean(b), Format::Results(f)) => {
             sent.lock().unwrap().rows = 1;
             QueryResultsSerializer::from_format(f)
                 .serialize_boolean_to_writer(&mut out, b)
                 .map(|_| None)
         }
-        (Answer::Solutions { variables, rows }, super::negotiate::Format::Results(f)) => {
+        (Answer::Solutions { variables, rows }, Format::Results(f)) => {
             write_solutions(f, variables, rows, control, &mut out, sent)
         }
-        (Answer::Graph(triples), super::negotiate::Format::Rdf(f)) => {
+        (Answer::Graph(triples), Format::Rdf(f)) => {
             write_triples(f, triples, control, &mut out, sent)
         }
         _ => Err(io::Error::other(
@@ -170,15 +171,15 @@ pub fn write_answer(
         Ok(Some(cut)) => {
             let message = cut.message(timeout_s);
             match format {
-                super::negotiate::Format::Results(QueryResultsFormat::Json) => {
+                Format::Results(QueryResultsFormat::Json) => {
                     add_json_note(&mut out.buffer, &cut, sent.lock().unwrap().rows, &message);
                     out.send_buffer();
                 }
-                super::negotiate::Format::Results(QueryResultsFormat::Xml) => {
+                Format::Results(QueryResultsFormat::Xml) => {
                     let _ = write!(out, "\n<!-- {} -->\n", message.replace("--", "- -"));
                     out.abort(&message);
                 }
-                super::negotiate::Format::Rdf(_) => {
+                Format::Rdf(_) => {
                     let _ = write!(out, "\n# {message}\n");
                     out.abort(&message);
                 }
@@ -220,7 +221,7 @@ fn stop_before(
 fn write_solutions(
     format: QueryResultsFormat,
     variables: Vec<oxrdf::Variable>,
-    rows: super::evaluate::Rows,
+    rows: Rows,
     control: &Control,
     out: &mut ChunkWriter,
     sent: &SentRecord,
@@ -277,7 +278,7 @@ fn write_solutions(
 /// were.
 fn write_triples(
     format: RdfFormat,
-    triples: super::evaluate::Triples,
+    triples: Triples,
     control: &Control,
     out: &mut ChunkWriter,
     sent: &SentRecord,
