@@ -384,3 +384,110 @@ impl LoadReport {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k2rpq_cli::serve::evaluate::{Answer, Control, EvaluationError, Evaluator, GraphSummary};
+    use k2rpq_cli::serve::{router, Limits};
+
+    #[test]
+    fn workloads_of_both_kinds_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let rq = dir.path().join("w.rq");
+        std::fs::write(
+            &rq,
+            "# header comment only\n;\n# first\nASK { ?x ?p ?y }\n;\nSELECT * WHERE { ?x ?p ?y }\n;\n",
+        )
+        .unwrap();
+        let queries = read_endpoint_workload(&rq).unwrap();
+        assert_eq!(queries.len(), 2);
+        assert_eq!(queries[0].id, "first");
+        assert!(queries[0].sparql.contains("ASK"));
+        assert_eq!(queries[1].id, "q02");
+        let log = dir.path().join("w.rpq");
+        std::fs::write(&log, "a1, <http://e/a> <http://e/p>+ ?y\n").unwrap();
+        let queries = read_endpoint_workload(&log).unwrap();
+        assert_eq!(queries[0].id, "a1");
+        assert_eq!(
+            queries[0].sparql,
+            "SELECT * WHERE { <http://e/a> (<http://e/p>)+ ?y }"
+        );
+        std::fs::write(&rq, "# nothing\n").unwrap();
+        assert!(read_endpoint_workload(&rq).is_err());
+    }
+
+    /// Answers `true`, or fails for queries that mention `fail`.
+    struct Answering;
+
+    impl Evaluator for Answering {
+        fn evaluate(
+            &self,
+            query: &spargebra::Query,
+            _: &Control,
+        ) -> Result<Answer, EvaluationError> {
+            if query.to_string().contains("fail") {
+                return Err(EvaluationError::Failed("asked to fail".into()));
+            }
+            Ok(Answer::Boolean(true))
+        }
+
+        fn graphs(&self) -> Vec<GraphSummary> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_load_test_counts_answers_and_errors() {
+        let (found, address) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let bound = listener.local_addr().unwrap();
+                found.send(bound).unwrap();
+                let app = router(
+                    Arc::new(Answering),
+                    Limits::default(),
+                    false,
+                    &bound.to_string(),
+                );
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        let address = address.recv().unwrap();
+        let queries = vec![
+            EndpointQuery {
+                id: "ok".into(),
+                sparql: "ASK { ?x ?p ?y }".into(),
+            },
+            EndpointQuery {
+                id: "fails".into(),
+                sparql: "ASK { ?x <http://e/fail> ?y }".into(),
+            },
+        ];
+        let options = LoadOptions {
+            url: format!("http://{address}/query"),
+            clients: 4,
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            server_pid: Some(std::process::id()),
+            rss_interval: Duration::from_millis(100),
+            request_timeout: Duration::from_secs(10),
+        };
+        let report = run_load(&queries, &options).unwrap();
+        assert!(report.completed > 10, "{report:?}");
+        assert!(report.errors > 10, "{report:?}");
+        assert_eq!(report.error_kinds.len(), 1, "{report:?}");
+        assert_eq!(report.error_kinds[0].0, "status 500");
+        assert_eq!(report.per_query[0].0, "ok");
+        assert_eq!(report.per_query[0].1, report.completed);
+        assert_eq!(report.per_query[1].1, 0);
+        assert!(report.latency_ms.p50 > 0.0 && report.latency_ms.p50 <= report.latency_ms.p99);
+        assert!(!report.rss.is_empty());
+        assert!(report.summary().contains("errors (status 500:"));
+    }
+}
