@@ -11,18 +11,28 @@
 //!   a query the evaluator does not support, 500 for a failure or a timeout before the
 //!   first row, 503 when no worker frees up within `--queue-timeout`.
 //! - Queries run on a pool of `--workers` blocking threads sharing one opened store and
-//!   device cache; answers stream out as rows come ([`stream`] says what a client sees of
-//!   an answer cut by `--limit` or `--timeout`).
+//!   device cache; answers stream out as rows come.
+//!
+//! What a client sees of an answer cut by `--limit` or `--timeout` (or by an evaluation
+//! error after the first row):
+//! - SPARQL JSON: a complete document with one more top-level member after `results`,
+//!   `"cut": {"reason": "limit" | "timeout" | "error", "rows": N, "message": "..."}`;
+//! - SPARQL XML, CSV, TSV, N-Triples, Turtle: the rows sent so far (XML, N-Triples and
+//!   Turtle then a comment saying why), and a response body that ends without its last
+//!   chunk, which HTTP clients report as an error (curl: "transfer closed with
+//!   outstanding read data remaining"); the XML document also lacks its closing tags.
+//!
+//! A timeout before the first row is a 500 whose message starts `timeout:`.
 //!
 //! Evaluation sits behind [`evaluate::Evaluator`]: [`router`] serves any evaluator.
 
-pub mod describe;
+mod describe;
 pub mod evaluate;
 mod log;
-pub mod negotiate;
-pub mod page;
+mod negotiate;
+mod page;
 mod protocol;
-pub mod stream;
+mod stream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

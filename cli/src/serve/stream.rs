@@ -2,16 +2,7 @@
 //! to the response body in chunks through a bounded channel, so a large answer is never
 //! held whole and a slow client slows the writer instead of filling memory.
 //!
-//! What a client sees when an answer is cut (by the row limit, the timeout, or an
-//! evaluation error after the first row), by format:
-//! - SPARQL JSON: a complete document with one more top-level member after `results`,
-//!   `"cut": {"reason": "limit" | "timeout" | "error", "rows": N, "message": "..."}`;
-//! - SPARQL XML, CSV, TSV, N-Triples, Turtle: the rows sent so far (XML, N-Triples and
-//!   Turtle then a comment saying why), and the response ends without its last chunk:
-//!   the HTTP client reports an incomplete body (curl: "transfer closed with outstanding
-//!   read data remaining"), and an XML document lacks its closing tags.
-//!
-//! A complete answer has no `cut` member and ends normally.
+//! What a client sees of a cut answer is described in the [module](super) docs.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
