@@ -64,11 +64,9 @@ impl Format {
             Format::Results(QueryResultsFormat::Json) => {
                 &["application/sparql-results+json", "application/json"]
             }
-            Format::Results(QueryResultsFormat::Xml) => &[
-                "application/sparql-results+xml",
-                "application/xml",
-                "text/xml",
-            ],
+            Format::Results(QueryResultsFormat::Xml) => {
+                &["application/sparql-results+xml", "application/xml"]
+            }
             Format::Results(QueryResultsFormat::Csv) => &["text/csv"],
             Format::Results(QueryResultsFormat::Tsv) => &["text/tab-separated-values"],
             Format::Rdf(RdfFormat::NTriples) => &["application/n-triples"],
