@@ -595,6 +595,33 @@ fn sigterm_stops_the_server_cleanly() {
 }
 
 #[test]
+fn sigterm_lets_an_answer_in_progress_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = load_file(dir.path(), &data::repo_file("fixtures/codex/codex-m.nt.gz"));
+    let server = Server::start(&store, &[]);
+    // Every triple: long enough (about a second in a debug build) to be in progress at
+    // the signal; were it done before, the assertions hold all the same.
+    let q = "SELECT * WHERE { ?x ?p ?y }";
+    let url = server.url("/query");
+    let answer = std::thread::spawn(move || {
+        let r = client()
+            .get(url)
+            .query(&[("query", q)])
+            .header("Accept", "text/tab-separated-values")
+            .send()
+            .unwrap();
+        (r.status(), r.text().unwrap())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{log:?}");
+    let (answer_status, body) = answer.join().unwrap();
+    assert_eq!(answer_status, StatusCode::OK);
+    assert_eq!(body.lines().count(), 1 + 206_205);
+    assert!(log.iter().any(|l| l.contains("GET /query 200")), "{log:?}");
+}
+
+#[test]
 fn bad_arguments_are_refused_before_serving() {
     let dir = tempfile::tempdir().unwrap();
     let store = load(dir.path(), FAMILY);

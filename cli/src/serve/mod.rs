@@ -162,7 +162,7 @@ pub fn router(evaluator: Arc<dyn Evaluator>, limits: Limits, cors: bool, address
 }
 
 /// Waits for SIGINT or SIGTERM.
-async fn shutdown_signal() {
+async fn signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let terminate = async {
@@ -179,7 +179,21 @@ async fn shutdown_signal() {
         _ = interrupt => {}
         _ = terminate => {}
     }
-    eprintln!("k2rpq serve: stopping (answers in progress finish first)");
+}
+
+/// Resolves at the first SIGINT or SIGTERM, which starts the graceful shutdown: no new
+/// connections, answers in progress finish (within their timeout). A second signal
+/// exits at once.
+async fn shutdown_signal() {
+    signal().await;
+    eprintln!(
+        "k2rpq serve: stopping; answers in progress finish first (a second signal stops at once)"
+    );
+    tokio::spawn(async {
+        signal().await;
+        eprintln!("k2rpq serve: stopped at once");
+        std::process::exit(130);
+    });
 }
 
 /// Runs `k2rpq serve`.
