@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod build;
 pub mod cache;
+pub mod endpoint;
 pub mod gen;
 pub mod input;
 pub mod oxigraph_runner;

@@ -34,6 +34,8 @@ enum Command {
     BuildTree(cmd::build_tree::Args),
     /// Generate synthetic datasets (see `gen wikidata-like --help`).
     Gen(cmd::gen::Args),
+    /// Load-test a SPARQL endpoint: N clients replay a workload for a fixed time.
+    Endpoint(cmd::endpoint::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Cache(a) => cmd::cache::run(a),
         Command::BuildTree(a) => cmd::build_tree::run(a),
         Command::Gen(a) => cmd::gen::run(a),
+        Command::Endpoint(a) => cmd::endpoint::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

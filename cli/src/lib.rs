@@ -12,4 +12,5 @@ pub mod progress;
 pub mod query;
 pub mod report;
 pub mod rpq;
+pub mod serve;
 pub mod source;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use k2rpq_cli::{dump, explain, info, lines, load, query, report, rpq};
+use k2rpq_cli::{dump, explain, info, lines, load, query, report, rpq, serve};
 
 /// The binary's allocator (feature `mimalloc`, on by default): an answer allocates and
 /// frees a string per term, and glibc's allocator measured 10-15 % slower on the median
@@ -38,11 +38,18 @@ enum Command {
     Explain(explain::Args),
     /// Write a store back as N-Quads or N-Triples.
     Dump(dump::Args),
+    /// Serve a store as a read-only SPARQL endpoint (SPARQL 1.1 Protocol) with a query page.
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
-    report::exit_quietly_on_broken_pipe();
-    let result = match Cli::parse().command {
+    let command = Cli::parse().command;
+    // A server writes to sockets its clients may close at any time: a closed socket is an
+    // error of that request (SIGPIPE stays ignored), not the end of the process.
+    if !matches!(command, Command::Serve(_)) {
+        report::exit_quietly_on_broken_pipe();
+    }
+    let result = match command {
         Command::Load(a) => load::run(a),
         Command::Info(a) => info::run(a),
         Command::Lines(a) => lines::run(a),
@@ -50,6 +57,7 @@ fn main() -> ExitCode {
         Command::Rpq(a) => rpq::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Dump(a) => dump::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
