@@ -19,14 +19,9 @@ pub const SERVICE_IRI: &str = "urn:k2rpq:paths";
 /// Prefix of the variables that stand for the query's blank nodes after the rewrite.
 const BLANK_VARIABLE_PREFIX: &str = "k2rpq_b";
 
-/// The internal variable name of blank node `label` in standalone evaluation.
-pub(crate) fn blank_variable_name(label: &str) -> String {
-    format!("_:{label}")
-}
-
-/// Whether a variable name stands for a blank node (never projected by `SELECT *`).
+/// Whether a variable name stands for one of the query's blank nodes after the rewrite.
 pub fn is_hidden_variable(name: &str) -> bool {
-    name.starts_with("_:") || name.starts_with(BLANK_VARIABLE_PREFIX)
+    name.starts_with(BLANK_VARIABLE_PREFIX)
 }
 
 /// One member of a group of joined triple and path patterns.
@@ -326,47 +321,50 @@ impl Rewriter {
             }
         }
         let mut parts = Vec::new();
-        // VALUES first: the standalone evaluator restricts later patterns by them.
+        // VALUES first: joined first, they restrict the patterns after them.
         let (vals, rest): (Vec<_>, Vec<_>) = others
             .drain(..)
             .partition(|o| matches!(o, GraphPattern::Values { .. }));
         parts.extend(vals);
         if self.wrap && !paths.is_empty() {
-            // The triples and paths of the group go to k2rpq together, so that constants
-            // and the triples' bindings restrict the paths there (the service sees no outer
-            // bindings). Moved, not copied: a BGP's solutions are a set, so the
-            // multiplicities are those of the group.
-            let mut vars = Vec::new();
-            for t in &triples {
-                add_variables(&t.subject, &mut vars);
-                add_variables(&t.object, &mut vars);
-                if let NamedNodePattern::Variable(v) = &t.predicate {
-                    if !vars.contains(v) {
-                        vars.push(v.clone());
+            // Each set of paths joined by shared variables goes to k2rpq with the triples
+            // joined to it, so that constants and the triples' bindings restrict the paths
+            // there (the service sees no outer bindings). Moved, not copied: a BGP's
+            // solutions are a set, so the multiplicities are those of the group. Triples
+            // joined to no path stay with Oxigraph, and so do cross products between
+            // the sets, which its evaluator streams.
+            let mut members: Vec<GraphPattern> = paths;
+            let mut loose = Vec::new();
+            let path_count = members.len();
+            members.extend(
+                triples
+                    .into_iter()
+                    .map(|t| GraphPattern::Bgp { patterns: vec![t] }),
+            );
+            let vars: Vec<Vec<Variable>> = members.iter().map(member_variables).collect();
+            let component = components(&vars);
+            let mut groups: Vec<(usize, Vec<GraphPattern>, Vec<Variable>)> = Vec::new();
+            for (i, member) in members.into_iter().enumerate() {
+                let c = component[i];
+                match groups.iter_mut().find(|g| g.0 == c) {
+                    Some(g) => {
+                        g.1.push(member);
+                        for v in &vars[i] {
+                            if !g.2.contains(v) {
+                                g.2.push(v.clone());
+                            }
+                        }
                     }
+                    None if i < path_count => groups.push((c, vec![member], vars[i].clone())),
+                    None => loose.push(member),
                 }
             }
-            for p in &paths {
-                if let GraphPattern::Path {
-                    subject, object, ..
-                } = p
-                {
-                    add_variables(subject, &mut vars);
-                    add_variables(object, &mut vars);
-                }
+            for (_, members, vars) in groups {
+                let inner = join_all(merge_triples(members));
+                parts.push(service(inner, vars, graph, &values));
             }
-            let mut members = Vec::new();
-            if !triples.is_empty() {
-                members.push(GraphPattern::Bgp { patterns: triples });
-            }
-            members.extend(paths);
-            let mut it = members.into_iter();
-            let first = it.next().expect("a path");
-            let inner = it.fold(first, |l, r| GraphPattern::Join {
-                left: Box::new(l),
-                right: Box::new(r),
-            });
-            parts.push(service(inner, vars, graph, &values));
+            let loose = merge_triples(loose);
+            parts.extend(loose);
         } else {
             if !triples.is_empty() {
                 parts.push(GraphPattern::Bgp { patterns: triples });
@@ -374,15 +372,92 @@ impl Rewriter {
             parts.extend(paths);
         }
         parts.extend(rest);
-        let mut it = parts.into_iter();
-        let first = it.next().unwrap_or(GraphPattern::Bgp {
-            patterns: Vec::new(),
-        });
-        it.fold(first, |l, r| GraphPattern::Join {
-            left: Box::new(l),
-            right: Box::new(r),
-        })
+        join_all(parts)
     }
+}
+
+/// The variables of a path pattern or a BGP (its graph's aside), in order.
+fn member_variables(p: &GraphPattern) -> Vec<Variable> {
+    let mut vars = Vec::new();
+    match p {
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            add_variables(subject, &mut vars);
+            add_variables(object, &mut vars);
+        }
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                add_variables(&t.subject, &mut vars);
+                if let NamedNodePattern::Variable(v) = &t.predicate {
+                    if !vars.contains(v) {
+                        vars.push(v.clone());
+                    }
+                }
+                add_variables(&t.object, &mut vars);
+            }
+        }
+        _ => {}
+    }
+    vars
+}
+
+/// For each member (by its variables), the smallest index of the members it is joined
+/// to through shared variables, directly or not.
+fn components(vars: &[Vec<Variable>]) -> Vec<usize> {
+    let mut component: Vec<usize> = (0..vars.len()).collect();
+    loop {
+        let mut changed = false;
+        for i in 0..vars.len() {
+            for j in i + 1..vars.len() {
+                if component[i] != component[j] && vars[i].iter().any(|v| vars[j].contains(v)) {
+                    let (a, b) = (
+                        component[i].min(component[j]),
+                        component[i].max(component[j]),
+                    );
+                    for c in component.iter_mut() {
+                        if *c == b {
+                            *c = a;
+                        }
+                    }
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return component;
+        }
+    }
+}
+
+/// The members with every single-triple BGP merged into one BGP, first.
+fn merge_triples(members: Vec<GraphPattern>) -> Vec<GraphPattern> {
+    let mut triples = Vec::new();
+    let mut others = Vec::new();
+    for m in members {
+        match m {
+            GraphPattern::Bgp { patterns } => triples.extend(patterns),
+            other => others.push(other),
+        }
+    }
+    let mut out = Vec::new();
+    if !triples.is_empty() {
+        out.push(GraphPattern::Bgp { patterns: triples });
+    }
+    out.extend(others);
+    out
+}
+
+/// The join of `members` (the empty BGP for none).
+fn join_all(members: Vec<GraphPattern>) -> GraphPattern {
+    let mut it = members.into_iter();
+    let first = it.next().unwrap_or(GraphPattern::Bgp {
+        patterns: Vec::new(),
+    });
+    it.fold(first, |l, r| GraphPattern::Join {
+        left: Box::new(l),
+        right: Box::new(r),
+    })
 }
 
 fn add_variables(t: &TermPattern, vars: &mut Vec<Variable>) {
@@ -546,22 +621,6 @@ fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
 /// any relation (a variable predicate or a negated property set). Engines use it to
 /// estimate the work of a query before choosing where to run it.
 pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
-    fn path(e: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
-        match e {
-            PropertyPathExpression::NamedNode(n) => {
-                out.push(n.as_str().to_owned());
-                true
-            }
-            PropertyPathExpression::Reverse(a)
-            | PropertyPathExpression::ZeroOrMore(a)
-            | PropertyPathExpression::OneOrMore(a)
-            | PropertyPathExpression::ZeroOrOne(a) => path(a, out),
-            PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
-                path(a, out) && path(b, out)
-            }
-            PropertyPathExpression::NegatedPropertySet(_) => false,
-        }
-    }
     fn walk(p: &GraphPattern, out: &mut Vec<String>) -> bool {
         match p {
             GraphPattern::Bgp { patterns } => patterns.iter().all(|t| match &t.predicate {
@@ -571,7 +630,7 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
                 }
                 NamedNodePattern::Variable(_) => false,
             }),
-            GraphPattern::Path { path: e, .. } => path(e, out),
+            GraphPattern::Path { path: e, .. } => path_predicates(e, out),
             p => sub_patterns(p).into_iter().all(|inner| walk(inner, out)),
         }
     }
@@ -582,6 +641,25 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
     out.sort_unstable();
     out.dedup();
     Some(out)
+}
+
+/// Adds the predicate IRIs `path` reads to `out`; false when it may read any relation (a
+/// negated property set).
+pub(crate) fn path_predicates(path: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
+    match path {
+        PropertyPathExpression::NamedNode(n) => {
+            out.push(n.as_str().to_owned());
+            true
+        }
+        PropertyPathExpression::Reverse(a)
+        | PropertyPathExpression::ZeroOrMore(a)
+        | PropertyPathExpression::OneOrMore(a)
+        | PropertyPathExpression::ZeroOrOne(a) => path_predicates(a, out),
+        PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
+            path_predicates(a, out) && path_predicates(b, out)
+        }
+        PropertyPathExpression::NegatedPropertySet(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -654,6 +732,40 @@ mod tests {
         assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
         assert!(s.contains("^(<http://p>) / (<http://q>)*"), "{s}");
         assert!(!s.contains("k2rpq_b"), "{s}");
+    }
+
+    /// The text of the first SERVICE call, up to its closing brace.
+    fn service_body(s: &str) -> &str {
+        let start = s.find("SERVICE").unwrap();
+        let mut depth = 0;
+        for (i, c) in s[start..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 1 => return &s[start..start + i],
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        &s[start..]
+    }
+
+    #[test]
+    fn only_patterns_joined_to_a_path_go_to_its_service() {
+        // A triple joined to the path goes with it; one joined to nothing stays outside.
+        let s =
+            rewritten("SELECT * WHERE { ?x <http://p> ?y . ?y <http://q>+ ?z . ?a <http://r> ?b }");
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        let service = service_body(&s);
+        assert!(service.contains("<http://p>"), "{s}");
+        assert!(!service.contains("<http://r>"), "{s}");
+        // Two paths that share no variable: two services, no cross product inside one.
+        let s = rewritten("SELECT * WHERE { ?x <http://p>+ ?y . ?a <http://q>* ?b }");
+        assert_eq!(s.matches("SERVICE").count(), 2, "{s}");
+        // Joined through a triple: one service.
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://p>+ ?y . ?y <http://r> ?a . ?a <http://q>* ?b }",
+        );
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
     }
 
     #[test]
