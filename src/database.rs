@@ -36,7 +36,6 @@ use crate::rpq::{
 use crate::sparql::group::{evaluate_group, DefaultGraph, GraphScope, GroupSolutions, PathGroup};
 use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
 use crate::sparql::semantics::Deadline;
-use crate::sparql::store::RecentTerms;
 use crate::sparql::{
     self, watchdog, CancellationToken, PathDataset, QueryResults, QuerySolutionIter,
     RelationProvider, SparqlError, StoreQuads,
@@ -717,8 +716,7 @@ impl Database {
         if let Some(d) = deadline {
             watchdog::cancel_at(d, token.clone());
         }
-        let recent = Arc::new(RecentTerms::default());
-        let quads = StoreQuads::new(self.store.clone()).with_recent_terms(recent.clone());
+        let quads = StoreQuads::new(self.store.clone());
         let mut evaluator = QueryEvaluator::new().with_cancellation_token(token);
         let query = match self.scope_of(query) {
             Some(scope) => {
@@ -728,7 +726,6 @@ impl Database {
                         engines: self.path_engines(),
                         scope,
                         deadline,
-                        recent,
                     },
                 );
                 wrap_paths_in_service(query)
@@ -870,14 +867,12 @@ impl PathEngines {
 }
 
 /// The `SERVICE <urn:k2rpq:paths>` handler of one [`Database::query`]: evaluates each
-/// group on the database's engines, over the query's dataset, until its deadline; the
-/// rows' terms are decoded as the evaluator reads them and remembered in `recent`, where
-/// the evaluator maps them back to ids.
+/// group on the database's engines, over the query's dataset, until its deadline; its
+/// rows reach the evaluator as store ids, never decoded.
 struct StorePathService {
     engines: PathEngines,
     scope: GraphScope,
     deadline: Option<Instant>,
-    recent: Arc<RecentTerms>,
 }
 
 impl ServiceHandler for StorePathService {
@@ -890,12 +885,7 @@ impl ServiceHandler for StorePathService {
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
         let group = PathGroup::from_pattern(pattern)?;
         let solutions = self.engines.evaluate(&group, &self.scope, self.deadline)?;
-        let store = self.engines.store.clone();
-        Ok(solutions.into_solutions(
-            move |id| store.dictionary().term(id),
-            Some(self.recent.clone()),
-            Deadline(self.deadline),
-        ))
+        Ok(solutions.into_id_solutions(Deadline(self.deadline)))
     }
 }
 

@@ -274,7 +274,6 @@ impl<E: Engine + 'static> ServiceHandler for PathService<E> {
         let snapshot = Arc::clone(&self.snapshot);
         Ok(solutions.into_solutions(
             move |id| snapshot.dataset.dictionary().term(id),
-            None,
             Deadline::default(),
         ))
     }

@@ -13,7 +13,6 @@
 //! sets, joined as bags.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 use oxrdf::{Term, TermRef, Variable};
@@ -22,7 +21,7 @@ use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern};
 
 use super::dataset::PathDataset;
 use super::semantics::{evaluate_path_from, evaluate_path_with, Bag, Deadline};
-use super::store::RecentTerms;
+use super::store::id_term;
 use super::SparqlError;
 use crate::engine::{Engine, MatrixConfig};
 use crate::rpq::{parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, RelationSource};
@@ -316,14 +315,41 @@ pub struct GroupSolutions {
 
 impl GroupSolutions {
     /// The solutions as Oxigraph's, decoding each id as the stream reaches it (each
-    /// distinct term once, up to [`DECODED_TERMS`]) with `decode`, and remembering the
-    /// decoded terms' ids in `recent` (where the evaluator maps them back to ids). Past
-    /// `deadline` the stream ends in [`SparqlError::Timeout`]: the evaluator may combine
-    /// these rows in memory, where it checks no cancellation.
+    /// distinct term once, up to 2^20 of them) with `decode`. Past `deadline` the stream
+    /// ends in [`SparqlError::Timeout`]: the evaluator may combine these rows in memory,
+    /// where it checks no cancellation.
     pub fn into_solutions(
         self,
         decode: impl Fn(u32) -> Option<Term> + 'static,
-        recent: Option<Arc<RecentTerms>>,
+        deadline: Deadline,
+    ) -> spareval::QuerySolutionIter<'static> {
+        let mut decoded: HashMap<u32, Term> = HashMap::new();
+        self.into_terms(
+            move |id| {
+                if let Some(t) = decoded.get(&id) {
+                    return Some(t.clone());
+                }
+                let t = decode(id)?;
+                if decoded.len() < DECODED_TERMS {
+                    decoded.insert(id, t.clone());
+                }
+                Some(t)
+            },
+            deadline,
+        )
+    }
+
+    /// The solutions as Oxigraph's with each store id as its [`id_term`], for the
+    /// evaluator over [`super::StoreQuads`], which reads the id back: no term is decoded.
+    /// Past `deadline` the stream ends as [`GroupSolutions::into_solutions`]'s does.
+    pub fn into_id_solutions(self, deadline: Deadline) -> spareval::QuerySolutionIter<'static> {
+        self.into_terms(|id| Some(id_term(id)), deadline)
+    }
+
+    /// The solutions with each store id as `term` gives it.
+    fn into_terms(
+        self,
+        mut term: impl FnMut(u32) -> Option<Term> + 'static,
         deadline: Deadline,
     ) -> spareval::QuerySolutionIter<'static> {
         let GroupSolutions {
@@ -331,34 +357,29 @@ impl GroupSolutions {
             rows,
             query_terms,
         } = self;
-        let mut decoded: HashMap<u32, Term> = HashMap::new();
-        let mut term = move |id: u32| -> Result<Term, SparqlError> {
+        let mut cell = move |id: u32| -> Result<Term, SparqlError> {
             if id >= QUERY_TERM_BASE {
                 return query_terms
                     .get((id - QUERY_TERM_BASE) as usize)
                     .cloned()
                     .ok_or(SparqlError::MissingTerm(id));
             }
-            if let Some(t) = decoded.get(&id) {
-                return Ok(t.clone());
-            }
-            let t = decode(id).ok_or(SparqlError::MissingTerm(id))?;
-            if decoded.len() < DECODED_TERMS {
-                if let Some(r) = &recent {
-                    r.remember(&t, id);
-                }
-                decoded.insert(id, t.clone());
-            }
-            Ok(t)
+            term(id).ok_or(SparqlError::MissingTerm(id))
         };
-        let mut failed = false;
+        let (mut failed, mut count) = (false, 0usize);
         let rows = rows.into_iter().map_while(move |row| {
             if failed {
                 return None;
             }
-            let row = deadline.check().and_then(|()| {
+            count += 1;
+            let on_time = if count % 64 == 1 {
+                deadline.check()
+            } else {
+                Ok(())
+            };
+            let row = on_time.and_then(|()| {
                 row.into_iter()
-                    .map(|id| id.map(&mut term).transpose())
+                    .map(|id| id.map(&mut cell).transpose())
                     .collect::<Result<Vec<_>, _>>()
             });
             failed = row.is_err();
@@ -878,6 +899,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 bags
             }
         };
+        let mut next_check = ROWS_PER_CHECK;
         for bag in bags {
             let mut pairs: Vec<((u32, u32), u64)> = bag.into_iter().collect();
             pairs.sort_unstable();
@@ -897,8 +919,9 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 for _ in 0..m {
                     out.rows.push(row.clone());
                 }
-                if out.rows.len() % ROWS_PER_CHECK < m as usize {
+                if out.rows.len() >= next_check {
                     self.deadline.check()?;
+                    next_check = out.rows.len() + ROWS_PER_CHECK;
                 }
             }
         }

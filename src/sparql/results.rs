@@ -204,10 +204,12 @@ pub fn write_results(
                     }
                     w.finish().map_err(io)?;
                 }
-                other => return Err(SparqlError::Results(format!(
+                other => {
+                    return Err(SparqlError::Results(format!(
                     "a CONSTRUCT or DESCRIBE result is RDF: write it as nt, ttl or table, not {}",
                     other.name()
-                ))),
+                )))
+                }
             }
             Ok(written)
         }

@@ -284,6 +284,9 @@ impl Rewriter {
         let mut items = Vec::new();
         let mut others = Vec::new();
         flatten(p, &mut items, &mut others);
+        if self.wrap {
+            distribute_over_union(&mut items, &mut others);
+        }
         let mut values: Vec<GraphPattern> = outer_values.to_vec();
         values.extend(
             others
@@ -513,6 +516,109 @@ fn service(
         name: NamedNodePattern::NamedNode(NamedNode::new_unchecked(SERVICE_IRI)),
         inner: Box::new(inner),
         silent: false,
+    }
+}
+
+/// Where a group joins plain triples (no path, no blank node) with one UNION whose
+/// branches hold paths, and the triples share a variable with it, joins the triples into
+/// every branch instead (`T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)`, for bags too): each branch's
+/// path service then receives the triples' constants and bindings, which it would
+/// otherwise never see.
+fn distribute_over_union(items: &mut Vec<Item>, others: &mut [GraphPattern]) {
+    let plain = |i: &Item| match i {
+        Item::Path(s, PropertyPathExpression::NamedNode(_), o) => {
+            !matches!(s, TermPattern::BlankNode(_)) && !matches!(o, TermPattern::BlankNode(_))
+        }
+        _ => false,
+    };
+    if items.is_empty() || !items.iter().all(plain) {
+        return;
+    }
+    let mut unions = others
+        .iter_mut()
+        .filter(|o| matches!(o, GraphPattern::Union { .. }));
+    let (Some(union), None) = (unions.next(), unions.next()) else {
+        return;
+    };
+    let mut union_vars = Vec::new();
+    if !holds_path(union, &mut union_vars) {
+        return;
+    }
+    let shares = items.iter().any(|i| match i {
+        Item::Path(s, _, o) => [s, o]
+            .into_iter()
+            .any(|t| matches!(t, TermPattern::Variable(v) if union_vars.contains(v))),
+        Item::Triple(_) => false,
+    });
+    if !shares {
+        return;
+    }
+    let triples: Vec<TriplePattern> = std::mem::take(items)
+        .into_iter()
+        .filter_map(|i| match i {
+            Item::Path(subject, PropertyPathExpression::NamedNode(n), object) => {
+                Some(TriplePattern {
+                    subject,
+                    predicate: n.into(),
+                    object,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    fn into_branches(p: &GraphPattern, triples: &[TriplePattern]) -> GraphPattern {
+        match p {
+            GraphPattern::Union { left, right } => GraphPattern::Union {
+                left: Box::new(into_branches(left, triples)),
+                right: Box::new(into_branches(right, triples)),
+            },
+            branch => GraphPattern::Join {
+                left: Box::new(GraphPattern::Bgp {
+                    patterns: triples.to_vec(),
+                }),
+                right: Box::new(branch.clone()),
+            },
+        }
+    }
+    *union = into_branches(union, &triples);
+}
+
+/// Whether a UNION's branches hold a property path (or a blank node, which may be the
+/// middle of a split sequence) in their own groups; collects the variables they use.
+fn holds_path(p: &GraphPattern, vars: &mut Vec<Variable>) -> bool {
+    let mut found = false;
+    let mut term = |t: &TermPattern, vars: &mut Vec<Variable>| match t {
+        TermPattern::Variable(v) => {
+            if !vars.contains(v) {
+                vars.push(v.clone());
+            }
+        }
+        TermPattern::BlankNode(_) => found = true,
+        _ => {}
+    };
+    match p {
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                term(&t.subject, vars);
+                term(&t.object, vars);
+            }
+            found
+        }
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            term(subject, vars);
+            term(object, vars);
+            true
+        }
+        GraphPattern::Union { left, right } | GraphPattern::Join { left, right } => {
+            let l = holds_path(left, vars);
+            holds_path(right, vars) || l
+        }
+        GraphPattern::Filter { inner, .. } | GraphPattern::Graph { inner, .. } => {
+            holds_path(inner, vars)
+        }
+        _ => false,
     }
 }
 
@@ -766,6 +872,25 @@ mod tests {
             "SELECT * WHERE { ?x <http://p>+ ?y . ?y <http://r> ?a . ?a <http://q>* ?b }",
         );
         assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn triples_joined_to_a_union_of_paths_go_into_each_branch() {
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> <http://n> { ?x <http://b> ?p } UNION { ?x <http://d>/<http://l>* ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 2, "{s}");
+        let service = service_body(&s);
+        assert!(service.contains("<http://i>"), "{s}");
+        // Not where the union holds no path, nor where a triple has a blank node.
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> <http://n> { ?x <http://b> ?p } UNION { ?x <http://d> ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 1, "{s}");
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> [] { ?x <http://b> ?p } UNION { ?x <http://d>+ ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 1, "{s}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Terms are the dictionary's ids ([`StoreTerm::Id`]); a term the store does not hold (a
 //! constant of the query, a computed value) is carried as itself ([`StoreTerm::Other`]).
 //! A term the dictionary holds is always an id, so equal internal terms are the same RDF
-//! term, as `sameTerm` requires.
+//! term, as `sameTerm` requires. The path service hands its rows to the evaluator as ids
+//! ([`id_term`]), never decoded.
 //!
 //! A quad pattern reads k²-trees: with its subject bound, the row of the predicate's tree
 //! (`s p ?o`); with its object bound, the column (`?s p o`); with both, one cell; with
@@ -13,8 +14,7 @@
 //! scan streams: cells come out of a depth-first descent as they are asked for, and no
 //! relation is materialised to answer a pattern.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use oxrdf::Term;
 use spareval::{InternalQuad, QueryableDataset};
@@ -32,34 +32,36 @@ pub enum StoreTerm {
     Other(Arc<Term>),
 }
 
-/// Terms decoded for the evaluator with their ids, so that mapping them back (the rows of
-/// the path service come back as terms) costs a hash look-up instead of a dictionary
-/// search. Bounded: beyond [`RecentTerms::CAPACITY`] terms, look-ups go to the dictionary.
-#[derive(Debug, Default)]
-pub struct RecentTerms {
-    ids: Mutex<HashMap<Term, u32>>,
+/// The high 64 bits of the blank nodes that carry store ids ([`id_term`]).
+const ID_MARK: u64 = 0x6b32_7270_7169_6421;
+
+/// A term that stands for store id `id` on its way from the path service to the evaluator,
+/// which maps it back to the id without a dictionary look-up ([`StoreQuads`]): a blank
+/// node with a reserved 128-bit identifier (its high bits [`ID_MARK`]). A query cannot name
+/// a blank node, and the evaluator's fresh ones are random, so no other term takes that
+/// form but by a 2^-64 chance.
+///
+/// ```
+/// use k2rpq::sparql::store::{id_of_term, id_term};
+/// assert_eq!(id_of_term(&id_term(42)), Some(42));
+/// let b: oxrdf::Term = oxrdf::BlankNode::default().into();
+/// assert_eq!(id_of_term(&b), None);
+/// ```
+pub fn id_term(id: u32) -> Term {
+    oxrdf::BlankNode::new_from_unique_id((u128::from(ID_MARK) << 64) | u128::from(id)).into()
 }
 
-impl RecentTerms {
-    /// The most terms remembered (about 100 bytes each).
-    pub const CAPACITY: usize = 1 << 20;
-
-    /// Remembers that `term` has id `id`.
-    pub fn remember(&self, term: &Term, id: u32) {
-        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
-        if ids.len() < Self::CAPACITY {
-            ids.entry(term.clone()).or_insert(id);
-        }
+/// The store id an [`id_term`] stands for.
+pub fn id_of_term(term: &Term) -> Option<u32> {
+    let Term::BlankNode(b) = term else {
+        return None;
+    };
+    let label = b.as_str();
+    if label.len() != 32 {
+        return None;
     }
-
-    /// The id remembered for `term`.
-    pub fn id(&self, term: &Term) -> Option<u32> {
-        self.ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(term)
-            .copied()
-    }
+    let v = u128::from_str_radix(label, 16).ok()?;
+    ((v >> 64) as u64 == ID_MARK && (v >> 32) as u32 == 0).then_some(v as u32)
 }
 
 /// The quads of a store, for spareval ([`QueryableDataset`]).
@@ -83,7 +85,6 @@ pub struct StoreQuads {
     store: Arc<Store>,
     /// `(name id, graph)` of every named graph, by name id.
     named: Arc<[(u32, GraphId)]>,
-    recent: Option<Arc<RecentTerms>>,
 }
 
 impl StoreQuads {
@@ -100,14 +101,7 @@ impl StoreQuads {
         StoreQuads {
             store,
             named: named.into(),
-            recent: None,
         }
-    }
-
-    /// Also looks terms up in `recent` before the dictionary.
-    pub fn with_recent_terms(mut self, recent: Arc<RecentTerms>) -> Self {
-        self.recent = Some(recent);
-        self
     }
 
     /// The store.
@@ -202,7 +196,7 @@ impl QueryableDataset<'static> for StoreQuads {
     }
 
     fn internalize_term(&self, term: Term) -> Result<StoreTerm, SparqlError> {
-        if let Some(id) = self.recent.as_ref().and_then(|r| r.id(&term)) {
+        if let Some(id) = id_of_term(&term) {
             return Ok(StoreTerm::Id(id));
         }
         Ok(match self.store.dictionary().id(term.as_ref()) {
