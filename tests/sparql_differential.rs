@@ -592,6 +592,11 @@ fn random_whole_queries_match_oxigraph() {
                 format!("SELECT * WHERE {{ VALUES ?x {{ {c1} {c2} }} ?x {p1} ?y }}"),
                 format!("SELECT * WHERE {{ ?x {p1} ?y . ?y {v} ?a FILTER(?a > 1) }}"),
                 format!("SELECT ?x (COUNT(?y) AS ?n) (SUM(?a) AS ?s) WHERE {{ ?x {p1} ?y . ?y {v} ?a }} GROUP BY ?x"),
+                format!("SELECT ?y (COUNT(*) AS ?n) (COUNT(DISTINCT ?x) AS ?d) (COUNT(?z) AS ?b) WHERE {{ ?x {p1} ?y . OPTIONAL {{ ?y {v} ?z }} }} GROUP BY ?y"),
+                format!("SELECT (COUNT(*) AS ?n) (COUNT(DISTINCT *) AS ?d) WHERE {{ ?x {p1} ?y . ?y {p2} ?z }}"),
+                format!("SELECT ?z (COUNT(DISTINCT ?x) AS ?n) WHERE {{ ?x {p1} ?y . ?y {p2} ?z }} GROUP BY ?z"),
+                format!("SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }}"),
+                format!("SELECT ?y WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }} }} ?y {v} ?a }}"),
                 format!("SELECT ?y ?z WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ {c1} {p1} ?y }} }} ?y {p2} ?z }}"),
                 format!("SELECT ?x ?y WHERE {{ ?x {p1} ?y }} ORDER BY ?x ?y LIMIT 4"),
                 format!("ASK {{ {c1} {p1} {c2} }}"),
@@ -609,7 +614,7 @@ fn random_whole_queries_match_oxigraph() {
                 let got =
                     answers::named_multiset(f.db.query(q).unwrap_or_else(|e| panic!("{q}: {e}")));
                 assert_eq!(got, want, "store: {q}");
-                if i == 9 {
+                if i == 14 {
                     // ORDER BY with a total order: the same rows in the same order.
                     let rows = |r| answers::rows(r).1;
                     let ours = rows(f.db.query(q).unwrap());

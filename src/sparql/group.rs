@@ -12,7 +12,7 @@
 //! keep SPARQL 1.1's multiplicities ([`super::semantics`]); the triples of a group are
 //! sets, joined as bags.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Instant;
 
 use oxrdf::{Term, TermRef, Variable};
@@ -102,6 +102,35 @@ pub struct GroupPattern {
     pub object: TermPattern,
 }
 
+/// A count the path service computes over a group's rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// `COUNT(*)`, `COUNT(DISTINCT *)`: rows (distinct ones).
+    Rows {
+        /// Distinct rows only.
+        distinct: bool,
+    },
+    /// `COUNT(?v)`, `COUNT(DISTINCT ?v)`: rows binding `?v` (distinct values).
+    Bound {
+        /// The variable.
+        variable: Variable,
+        /// Distinct values only.
+        distinct: bool,
+    },
+}
+
+/// What the service does to a group's rows before it returns them, as the query asks
+/// around the group (pushed in by the rewrite).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Modifier {
+    /// Keeps these columns (`SELECT ?a ?b`).
+    Project(Vec<Variable>),
+    /// Drops duplicate rows (`DISTINCT`, `REDUCED`).
+    Distinct,
+    /// Groups the rows by these variables and counts each group: `(variable, count)`.
+    Group(Vec<Variable>, Vec<(Variable, Count)>),
+}
+
 /// A group of joined triple and path patterns and the VALUES pushed into it: what the
 /// path service evaluates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,6 +141,8 @@ pub struct PathGroup {
     pub patterns: Vec<GroupPattern>,
     /// `GRAPH g {}` members: one solution for each named graph `g` matches.
     pub graphs: Vec<NamedNodePattern>,
+    /// Applied to the group's rows in order, the first innermost.
+    pub modifiers: Vec<Modifier>,
 }
 
 impl PathGroup {
@@ -133,7 +164,36 @@ impl PathGroup {
     /// ```
     pub fn from_pattern(pattern: &GraphPattern) -> Result<PathGroup, SparqlError> {
         let mut group = PathGroup::default();
-        group.read(pattern, None)?;
+        // Projections, DISTINCT and counts around the group, outermost first.
+        let mut p = pattern;
+        loop {
+            let (modifier, inner) = match p {
+                GraphPattern::Project { inner, variables } if values_of(p).is_none() => {
+                    (Modifier::Project(variables.clone()), inner)
+                }
+                GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner }
+                    if values_of(p).is_none() =>
+                {
+                    (Modifier::Distinct, inner)
+                }
+                GraphPattern::Group {
+                    inner,
+                    variables,
+                    aggregates,
+                } => {
+                    let counts = aggregates
+                        .iter()
+                        .map(|(v, a)| Ok((v.clone(), count_of(a)?)))
+                        .collect::<Result<_, SparqlError>>()?;
+                    (Modifier::Group(variables.clone(), counts), inner)
+                }
+                _ => break,
+            };
+            group.modifiers.push(modifier);
+            p = inner;
+        }
+        group.modifiers.reverse();
+        group.read(p, None)?;
         Ok(group)
     }
 
@@ -210,6 +270,23 @@ impl PathGroup {
         Some(out)
     }
 
+    /// The columns of the service's rows: the group's variables, as the modifiers leave
+    /// them.
+    pub fn columns(&self) -> Vec<Variable> {
+        let mut columns = self.variables();
+        for m in &self.modifiers {
+            match m {
+                Modifier::Project(vars) => columns = vars.clone(),
+                Modifier::Distinct => {}
+                Modifier::Group(by, counts) => {
+                    columns = by.clone();
+                    columns.extend(counts.iter().map(|(v, _)| v.clone()));
+                }
+            }
+        }
+        columns
+    }
+
     /// The variables the group binds, in order of appearance.
     pub fn variables(&self) -> Vec<Variable> {
         let mut out: Vec<Variable> = Vec::new();
@@ -244,6 +321,28 @@ impl PathGroup {
     }
 }
 
+/// The count an aggregate asks for (only counts are pushed into the service).
+fn count_of(a: &spargebra::algebra::AggregateExpression) -> Result<Count, SparqlError> {
+    use spargebra::algebra::{AggregateExpression, AggregateFunction, Expression};
+    match a {
+        AggregateExpression::CountSolutions { distinct } => Ok(Count::Rows {
+            distinct: *distinct,
+        }),
+        AggregateExpression::FunctionCall {
+            name: AggregateFunction::Count,
+            expr: Expression::Variable(v),
+            distinct,
+        } => Ok(Count::Bound {
+            variable: v.clone(),
+            distinct: *distinct,
+        }),
+        other => Err(SparqlError::Unsupported(format!(
+            "aggregate {other} inside SERVICE <{}>",
+            super::rewrite::SERVICE_IRI
+        ))),
+    }
+}
+
 /// The table of a VALUES pattern, possibly projected (`Project`) and deduplicated
 /// (`Distinct`, `Reduced`); `None` for any other pattern.
 fn values_of(p: &GraphPattern) -> Option<ValuesTable> {
@@ -272,7 +371,7 @@ fn values_of(p: &GraphPattern) -> Option<ValuesTable> {
         }
         GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner } => {
             let mut t = values_of(inner)?;
-            let mut seen = HashSet::new();
+            let mut seen = HashSet::default();
             t.rows.retain(|r| seen.insert(r.clone()));
             Some(t)
         }
@@ -323,7 +422,7 @@ impl GroupSolutions {
         decode: impl Fn(u32) -> Option<Term> + 'static,
         deadline: Deadline,
     ) -> spareval::QuerySolutionIter<'static> {
-        let mut decoded: HashMap<u32, Term> = HashMap::new();
+        let mut decoded: HashMap<u32, Term> = HashMap::default();
         self.into_terms(
             move |id| {
                 if let Some(t) = decoded.get(&id) {
@@ -448,18 +547,41 @@ pub fn evaluate_group<'a, E: Engine>(
         table = join(&table, &t, ctx.deadline)?;
     }
     let variables = group.variables();
-    let cols: Vec<Option<usize>> = variables.iter().map(|v| table.col(v.as_str())).collect();
-    let rows = table
-        .rows
-        .iter()
-        .map(|r| cols.iter().map(|c| c.and_then(|c| r[c])).collect())
-        .collect();
+    table = project(&table, &variables);
+    for m in &group.modifiers {
+        ctx.deadline.check()?;
+        table = match m {
+            Modifier::Project(vars) => project(&table, vars),
+            Modifier::Distinct => {
+                let mut seen = HashSet::default();
+                table.rows.retain(|r| seen.insert(r.clone()));
+                table
+            }
+            Modifier::Group(by, counts) => ctx.count(&table, by, counts),
+        };
+    }
     Ok(GroupSolutions {
-        variables,
-        rows,
+        variables: group.columns(),
+        rows: table.rows,
         query_terms: ctx.query_terms.into_inner().0,
     })
 }
+
+/// The columns `vars` of `table`, in that order (unbound where it has none).
+fn project(table: &Table, vars: &[Variable]) -> Table {
+    let cols: Vec<Option<usize>> = vars.iter().map(|v| table.col(v.as_str())).collect();
+    Table {
+        vars: vars.iter().map(|v| v.as_str().to_owned()).collect(),
+        rows: table
+            .rows
+            .iter()
+            .map(|r| cols.iter().map(|c| c.and_then(|c| r[c])).collect())
+            .collect(),
+    }
+}
+
+/// One solution: a term id (or unbound) per variable of its table.
+type IdRow = Vec<Option<u32>>;
 
 /// Solutions as id rows.
 #[derive(Clone, Debug, Default)]
@@ -583,6 +705,53 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 })
                 .collect(),
         }
+    }
+
+    /// The rows of `table` grouped by `by`, each group with its `counts` (as integer
+    /// literals); with no `by`, one group even when there is no row (counts of 0).
+    fn count(&self, table: &Table, by: &[Variable], counts: &[(Variable, Count)]) -> Table {
+        let key_cols: Vec<Option<usize>> = by.iter().map(|v| table.col(v.as_str())).collect();
+        let mut groups: Vec<(IdRow, Vec<&IdRow>)> = Vec::new();
+        let mut index: HashMap<Vec<Option<u32>>, usize> = HashMap::default();
+        for r in &table.rows {
+            let k: Vec<Option<u32>> = key_cols.iter().map(|c| c.and_then(|c| r[c])).collect();
+            let i = *index.entry(k.clone()).or_insert_with(|| {
+                groups.push((k, Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(r);
+        }
+        if groups.is_empty() && by.is_empty() {
+            groups.push((Vec::new(), Vec::new()));
+        }
+        let mut vars: Vec<String> = by.iter().map(|v| v.as_str().to_owned()).collect();
+        vars.extend(counts.iter().map(|(v, _)| v.as_str().to_owned()));
+        let rows = groups
+            .into_iter()
+            .map(|(mut row, members)| {
+                for (_, c) in counts {
+                    let n = match c {
+                        Count::Rows { distinct: false } => members.len(),
+                        Count::Rows { distinct: true } => {
+                            members.iter().collect::<HashSet<_>>().len()
+                        }
+                        Count::Bound { variable, distinct } => {
+                            let col = table.col(variable.as_str());
+                            let values = members.iter().filter_map(|r| col.and_then(|c| r[c]));
+                            if *distinct {
+                                values.collect::<HashSet<_>>().len()
+                            } else {
+                                values.count()
+                            }
+                        }
+                    };
+                    let n = oxrdf::Literal::from(n as i64);
+                    row.push(Some(self.id(n.as_ref().into())));
+                }
+                row
+            })
+            .collect();
+        Table { vars, rows }
     }
 
     /// `GRAPH g {}`: one empty solution if `g` names a named graph of the scope; for a
@@ -880,7 +1049,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                     self.deadline,
                 )?]
             } else {
-                let mut seen_calls = HashSet::new();
+                let mut seen_calls = HashSet::default();
                 let mut bags = Vec::new();
                 for (es, eo) in calls {
                     if seen_calls.insert((es, eo)) {
@@ -901,9 +1070,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         };
         let mut next_check = ROWS_PER_CHECK;
         for bag in bags {
-            let mut pairs: Vec<((u32, u32), u64)> = bag.into_iter().collect();
-            pairs.sort_unstable();
-            for ((x, y), m) in pairs {
+            for ((x, y), m) in bag {
                 if same_var && x != y {
                     continue;
                 }
@@ -955,7 +1122,7 @@ fn join(l: &Table, r: &Table, deadline: Deadline) -> Result<Table, SparqlError> 
         .enumerate()
         .filter_map(|(ri, v)| l.col(v).map(|li| (li, ri)))
         .collect();
-    let mut index: HashMap<Vec<u32>, Vec<usize>> = HashMap::new();
+    let mut index: HashMap<Vec<u32>, Vec<usize>> = HashMap::default();
     let mut loose = Vec::new(); // right rows with an unbound shared variable
     for (i, row) in r.rows.iter().enumerate() {
         let key: Option<Vec<u32>> = shared.iter().map(|&(_, ri)| row[ri]).collect();

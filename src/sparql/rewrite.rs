@@ -233,16 +233,24 @@ impl Rewriter {
                 inner: b(self.pattern(inner, graph, &[])),
                 expression: expression.clone(),
             },
-            GraphPattern::Project { inner, variables } => GraphPattern::Project {
-                inner: b(self.pattern(inner, graph, &[])),
-                variables: variables.clone(),
-            },
-            GraphPattern::Distinct { inner } => GraphPattern::Distinct {
-                inner: b(self.pattern(inner, graph, &[])),
-            },
-            GraphPattern::Reduced { inner } => GraphPattern::Reduced {
-                inner: b(self.pattern(inner, graph, &[])),
-            },
+            GraphPattern::Project { inner, variables } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Project {
+                        inner: b(inner),
+                        variables: variables.clone(),
+                    }
+                })
+            }
+            GraphPattern::Distinct { inner } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Distinct { inner: b(inner) }
+                })
+            }
+            GraphPattern::Reduced { inner } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Reduced { inner: b(inner) }
+                })
+            }
             GraphPattern::Slice {
                 inner,
                 start,
@@ -256,11 +264,16 @@ impl Rewriter {
                 inner,
                 variables,
                 aggregates,
-            } => GraphPattern::Group {
-                inner: b(self.pattern(inner, graph, &[])),
-                variables: variables.clone(),
-                aggregates: aggregates.clone(),
-            },
+            } => {
+                let counts = aggregates.iter().all(|(_, a)| is_count(a));
+                into_service(self.pattern(inner, graph, &[]), counts, |inner| {
+                    GraphPattern::Group {
+                        inner: b(inner),
+                        variables: variables.clone(),
+                        aggregates: aggregates.clone(),
+                    }
+                })
+            }
             GraphPattern::Service {
                 name,
                 inner,
@@ -588,11 +601,7 @@ fn distribute_over_union(items: &mut Vec<Item>, others: &mut [GraphPattern]) {
 fn holds_path(p: &GraphPattern, vars: &mut Vec<Variable>) -> bool {
     let mut found = false;
     let mut term = |t: &TermPattern, vars: &mut Vec<Variable>| match t {
-        TermPattern::Variable(v) => {
-            if !vars.contains(v) {
-                vars.push(v.clone());
-            }
-        }
+        TermPattern::Variable(v) if !vars.contains(v) => vars.push(v.clone()),
         TermPattern::BlankNode(_) => found = true,
         _ => {}
     };
@@ -749,6 +758,43 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// `modify(inner)`, where `inner` is a rewritten pattern; when it is one path service call
+/// and `pushable`, with the modifier inside the call: the service then returns projected,
+/// deduplicated or counted rows of ids instead of every row of the group.
+fn into_service(
+    inner: GraphPattern,
+    pushable: bool,
+    modify: impl FnOnce(GraphPattern) -> GraphPattern,
+) -> GraphPattern {
+    match inner {
+        GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner,
+            silent,
+        } if pushable && name.as_str() == SERVICE_IRI => GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner: Box::new(modify(*inner)),
+            silent,
+        },
+        other => modify(other),
+    }
+}
+
+/// Whether an aggregate is a count the path service computes: `COUNT(*)` or `COUNT(?v)`,
+/// with or without DISTINCT.
+pub(crate) fn is_count(a: &spargebra::algebra::AggregateExpression) -> bool {
+    use spargebra::algebra::{AggregateExpression, AggregateFunction, Expression};
+    match a {
+        AggregateExpression::CountSolutions { .. } => true,
+        AggregateExpression::FunctionCall {
+            name: AggregateFunction::Count,
+            expr: Expression::Variable(_),
+            ..
+        } => true,
+        AggregateExpression::FunctionCall { .. } => false,
+    }
+}
+
 /// Adds the predicate IRIs `path` reads to `out`; false when it may read any relation (a
 /// negated property set).
 pub(crate) fn path_predicates(path: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
@@ -891,6 +937,40 @@ mod tests {
             "SELECT * WHERE { ?x <http://i> [] { ?x <http://b> ?p } UNION { ?x <http://d>+ ?p } }",
         );
         assert_eq!(s.matches("<http://i>").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn counts_projections_and_distinct_go_into_a_lone_service() {
+        for q in [
+            "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://p>+ ?y }",
+            "SELECT ?x (COUNT(DISTINCT ?y) AS ?n) WHERE { ?x <http://p>+ ?y } GROUP BY ?x",
+            "SELECT DISTINCT ?y WHERE { ?x <http://p>+ ?y }",
+        ] {
+            let s = rewritten(q);
+            assert!(s.starts_with("SELECT") && s.contains("SERVICE"), "{s}");
+            let service = service_body(&s);
+            let modifier = if q.contains("COUNT") {
+                "GROUP BY"
+            } else {
+                "DISTINCT"
+            };
+            assert!(
+                service.contains(modifier) || service.contains("COUNT"),
+                "{q}: {s}"
+            );
+        }
+        // Other aggregates, and groups over more than the service, stay outside.
+        for q in [
+            "SELECT (SUM(?y) AS ?n) WHERE { ?x <http://p>+ ?y }",
+            "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://p>+ ?y OPTIONAL { ?y <http://q> ?z } }",
+        ] {
+            let s = rewritten(q);
+            let service = service_body(&s);
+            assert!(
+                !service.contains("SUM") && !service.contains("COUNT"),
+                "{q}: {s}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! Ids at or above the graph's `node_count` stand for terms the graph does not hold (a
 //! query constant the dictionary does not know): they only take part in zero-length paths.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 use super::SparqlError;
@@ -130,7 +130,7 @@ pub fn evaluate_path_from<E: Engine>(
     if is_closure && starts.len() > 1 {
         return ev.closure_from(path, &starts);
     }
-    let mut out = Bag::new();
+    let mut out = Bag::default();
     for s in starts {
         ev.deadline.check()?;
         for (k, m) in ev.eval(path, Endpoint::Const(s), Endpoint::Var)? {
@@ -174,7 +174,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
 
     /// One solution per edge of `p` between the endpoints (`inverse`: object to subject).
     fn link(&self, p: u32, s: Endpoint, o: Endpoint, inverse: bool) -> Bag {
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         let Some(t) = self.graph.relation(p) else {
             return out;
         };
@@ -220,7 +220,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     fn negated(&self, items: &[(u32, bool)], s: Endpoint, o: Endpoint) -> Bag {
         let forward_part = items.is_empty() || items.iter().any(|i| !i.1);
         let inverse_part = items.iter().any(|i| i.1);
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         for p in self.graph.predicates() {
             if forward_part && !items.contains(&(p, false)) {
                 for (k, m) in self.link(p, s, o, false) {
@@ -241,7 +241,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     fn closure(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, SparqlError> {
         let outside = |e: Endpoint| matches!(e, Endpoint::Const(c) if !self.in_space(c));
         if outside(s) || outside(o) {
-            let mut out = Bag::new();
+            let mut out = Bag::default();
             if path.accepts_empty() {
                 match (s, o) {
                     (Endpoint::Const(a), Endpoint::Const(b)) if a == b => {
@@ -303,11 +303,11 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             return Ok(swap(self.sequence(&ia, &ib, o, s)?));
         }
         let first = self.eval(a, s, Endpoint::Var)?;
-        let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+        let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::default();
         for ((x, m), c) in first {
             by_middle.entry(m).or_default().push((x, c));
         }
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         let join = |second: Bag, out: &mut Bag| {
             for ((m, y), c2) in second {
                 if let Some(starts) = by_middle.get(&m) {

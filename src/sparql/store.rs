@@ -37,7 +37,7 @@ const ID_MARK: u64 = 0x6b32_7270_7169_6421;
 
 /// A term that stands for store id `id` on its way from the path service to the evaluator,
 /// which maps it back to the id without a dictionary look-up ([`StoreQuads`]): a blank
-/// node with a reserved 128-bit identifier (its high bits [`ID_MARK`]). A query cannot name
+/// node with a reserved 128-bit identifier (a fixed mark in its high 64 bits). A query cannot name
 /// a blank node, and the evaluator's fresh ones are random, so no other term takes that
 /// form but by a 2^-64 chance.
 ///
@@ -56,13 +56,16 @@ pub fn id_of_term(term: &Term) -> Option<u32> {
     let Term::BlankNode(b) = term else {
         return None;
     };
-    let label = b.as_str();
-    if label.len() != 32 {
+    // The label is the identifier in lower-case hexadecimal: the mark, eight zeros, the id.
+    let id = b.as_str().strip_prefix(ID_LABEL_PREFIX)?;
+    if id.len() != 8 {
         return None;
     }
-    let v = u128::from_str_radix(label, 16).ok()?;
-    ((v >> 64) as u64 == ID_MARK && (v >> 32) as u32 == 0).then_some(v as u32)
+    u32::from_str_radix(id, 16).ok()
 }
+
+/// The first 24 hexadecimal digits of an [`id_term`]'s label.
+const ID_LABEL_PREFIX: &str = "6b3272707169642100000000";
 
 /// The quads of a store, for spareval ([`QueryableDataset`]).
 ///
@@ -422,6 +425,66 @@ impl Drop for TreeCells {
         };
         if self.listed.is_none() && self.visits > 0 {
             self.tree.lines_after(by_column, self.visits);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn id_labels_are_the_mark_in_hexadecimal() {
+        assert_eq!(
+            format!("{:x}", u128::from(ID_MARK) << 64),
+            format!("{ID_LABEL_PREFIX}00000000")
+        );
+        for id in [0, 1, 0xff, 0x8000_0000, u32::MAX] {
+            assert_eq!(id_of_term(&id_term(id)), Some(id));
+        }
+        let named: Term = oxrdf::NamedNode::new_unchecked("http://e/a").into();
+        assert_eq!(id_of_term(&named), None);
+        let other: Term = oxrdf::BlankNode::new_unchecked(format!("{ID_LABEL_PREFIX}1")).into();
+        assert_eq!(id_of_term(&other), None);
+    }
+
+    #[test]
+    fn streamed_cells_are_the_trees_cells() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for case in 0..200 {
+            let n = rng.random_range(1..70u32);
+            let edges: Vec<(u32, u32)> = (0..rng.random_range(0..120))
+                .map(|_| (rng.random_range(0..n), rng.random_range(0..n)))
+                .collect();
+            let tree = Arc::new(K2Tree::from_edges(n as u64, n as u64, edges));
+            let all: Vec<(u32, u32)> = TreeCells::new(tree.clone(), Line::All).collect();
+            assert_eq!(all, tree.cells(), "case {case}");
+            for k in 0..n + 2 {
+                let row: Vec<u32> = TreeCells::new(tree.clone(), Line::Row(k))
+                    .map(|(r, c)| {
+                        assert_eq!(r, k);
+                        c
+                    })
+                    .collect();
+                assert_eq!(row, tree.row(k), "case {case} row {k}");
+                let column: Vec<u32> = TreeCells::new(tree.clone(), Line::Column(k))
+                    .map(|(r, c)| {
+                        assert_eq!(c, k);
+                        r
+                    })
+                    .collect();
+                assert_eq!(column, tree.column(k), "case {case} column {k}");
+                let c = rng.random_range(0..n + 2);
+                let cell: Vec<_> = TreeCells::new(tree.clone(), Line::Cell(k, c)).collect();
+                let want = if tree.contains(k, c) {
+                    vec![(k, c)]
+                } else {
+                    vec![]
+                };
+                assert_eq!(cell, want, "case {case} cell {k} {c}");
+            }
         }
     }
 }
