@@ -33,8 +33,12 @@ use crate::rpq::{
     PathGraph, PathResult, PerQueryRelations, Plan, PredId, RelKey, RelationSource, RpqError,
     Share,
 };
-use crate::sparql::group::{evaluate_group, DefaultGraph, GraphScope, GroupSolutions, PathGroup};
-use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
+use crate::sparql::group::{
+    evaluate_group, DefaultGraph, GraphScope, GroupSolutions, PathGroup, ValuesTable,
+};
+use crate::sparql::rewrite::{
+    wrap_paths_and_small_subqueries_in_service, wrap_paths_in_service, SERVICE_IRI,
+};
 use crate::sparql::semantics::Deadline;
 use crate::sparql::{
     self, watchdog, CancellationToken, PathDataset, QueryResults, QuerySolutionIter,
@@ -728,7 +732,13 @@ impl Database {
                         deadline,
                     },
                 );
-                wrap_paths_in_service(query)
+                // A subquery in the service is evaluated over the store's own dataset:
+                // only where the query names none.
+                if query.dataset().is_none() {
+                    wrap_paths_and_small_subqueries_in_service(query)
+                } else {
+                    wrap_paths_in_service(query)
+                }
             }
             // The default graph merges several graphs: paths cross them, which the
             // engines' per-graph relations cannot follow; Oxigraph's evaluator answers
@@ -868,7 +878,10 @@ impl PathEngines {
 
 /// The `SERVICE <urn:k2rpq:paths>` handler of one [`Database::query`]: evaluates each
 /// group on the database's engines, over the query's dataset, until its deadline; its
-/// rows reach the evaluator as store ids, never decoded.
+/// rows reach the evaluator as store ids, never decoded. A small subquery the rewrite
+/// joined to the group is evaluated first, by Oxigraph's evaluator over the store, and its
+/// rows join the group as values.
+#[derive(Clone)]
 struct StorePathService {
     engines: PathEngines,
     scope: GraphScope,
@@ -883,9 +896,47 @@ impl ServiceHandler for StorePathService {
         pattern: &spargebra::algebra::GraphPattern,
         _base_iri: Option<&oxiri::Iri<String>>,
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let group = PathGroup::from_pattern(pattern)?;
+        let mut group = PathGroup::from_pattern(pattern)?;
+        for sub in std::mem::take(&mut group.subqueries) {
+            let values = self.subquery_values(sub)?;
+            group.values.push(values);
+        }
         let solutions = self.engines.evaluate(&group, &self.scope, self.deadline)?;
         Ok(solutions.into_id_solutions(Deadline(self.deadline)))
+    }
+}
+
+impl StorePathService {
+    /// The rows of a subquery, by Oxigraph's evaluator over the store (the rewrite moves
+    /// only subqueries of queries without `FROM`, with a LIMIT of at most
+    /// [`SMALL_SUBQUERY_ROWS`](crate::sparql::rewrite::SMALL_SUBQUERY_ROWS) rows).
+    fn subquery_values(
+        &self,
+        pattern: spargebra::algebra::GraphPattern,
+    ) -> Result<ValuesTable, SparqlError> {
+        let token = CancellationToken::new();
+        if let Some(d) = self.deadline {
+            watchdog::cancel_at(d, token.clone());
+        }
+        let evaluator = QueryEvaluator::new()
+            .with_cancellation_token(token)
+            .with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), self.clone());
+        let query = spargebra::Query::Select {
+            dataset: None,
+            pattern,
+            base_iri: None,
+        };
+        let quads = StoreQuads::new(self.engines.store.clone());
+        let QueryResults::Solutions(solutions) = evaluator.prepare(&query).execute(quads)? else {
+            return Err(SparqlError::Unsupported(
+                "a subquery that is not a SELECT".into(),
+            ));
+        };
+        let variables = solutions.variables().to_vec();
+        let rows = solutions
+            .map(|s| s.map(|s| s.values().to_vec()))
+            .collect::<Result<_, _>>()?;
+        Ok(ValuesTable { variables, rows })
     }
 }
 

@@ -597,6 +597,7 @@ fn random_whole_queries_match_oxigraph() {
                 format!("SELECT ?z (COUNT(DISTINCT ?x) AS ?n) WHERE {{ ?x {p1} ?y . ?y {p2} ?z }} GROUP BY ?z"),
                 format!("SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }}"),
                 format!("SELECT ?y WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }} }} ?y {v} ?a }}"),
+                format!("SELECT ?x ?y ?n WHERE {{ {{ SELECT ?x (COUNT(*) AS ?n) WHERE {{ ?x {v} ?a . ?x ?p ?o }} GROUP BY ?x ORDER BY DESC(?n) ?x LIMIT 3 }} ?x {p1} ?y }}"),
                 format!("SELECT ?y ?z WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ {c1} {p1} ?y }} }} ?y {p2} ?z }}"),
                 format!("SELECT ?x ?y WHERE {{ ?x {p1} ?y }} ORDER BY ?x ?y LIMIT 4"),
                 format!("ASK {{ {c1} {p1} {c2} }}"),
@@ -609,12 +610,12 @@ fn random_whole_queries_match_oxigraph() {
                 format!("SELECT ?x WHERE {{ ?x {v} ?a FILTER NOT EXISTS {{ ?x {p1} ?y }} }}"),
                 format!("DESCRIBE ?y WHERE {{ {c1} {p1} ?y }}"),
             ];
-            for (i, q) in queries.iter().enumerate() {
+            for q in &queries {
                 let want = answers::oxigraph_answer(&f.store, q);
                 let got =
                     answers::named_multiset(f.db.query(q).unwrap_or_else(|e| panic!("{q}: {e}")));
                 assert_eq!(got, want, "store: {q}");
-                if i == 14 {
+                if q.contains("ORDER BY ?x ?y LIMIT") {
                     // ORDER BY with a total order: the same rows in the same order.
                     let rows = |r| answers::rows(r).1;
                     let ours = rows(f.db.query(q).unwrap());

@@ -13,7 +13,13 @@ use oxigraph::io::RdfFormat;
 mod answers;
 use answers::multiset;
 
-const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
+#[path = "data/mod.rs"]
+mod data;
+
+/// CoDEx-M, found where the test binary runs too (a GPU machine's copy of the repository).
+fn codex_m() -> std::path::PathBuf {
+    data::repo_file("fixtures/codex/codex-m.nt.gz")
+}
 
 const QUERIES: &[&str] = &[
     "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }",
@@ -27,7 +33,7 @@ const QUERIES: &[&str] = &[
 
 fn embedded_gpu_matches_cpu() {
     let store = oxigraph::store::Store::new().expect("store");
-    let bytes = std::fs::read(CODEX_M).expect("CoDEx-M");
+    let bytes = std::fs::read(codex_m()).expect("CoDEx-M");
     store
         .load_from_reader(
             RdfFormat::NTriples,
@@ -46,12 +52,7 @@ fn embedded_gpu_matches_cpu() {
 /// CoDEx-M loaded into a store in `dir`; returns its folder.
 fn codex_store(dir: &std::path::Path) -> std::path::PathBuf {
     let store = dir.join("store");
-    load(
-        &[Input::Path(CODEX_M.into())],
-        &store,
-        &LoadOptions::default(),
-    )
-    .expect("load");
+    load(&[Input::Path(codex_m())], &store, &LoadOptions::default()).expect("load");
     store
 }
 

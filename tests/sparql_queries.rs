@@ -89,6 +89,8 @@ fn every_construct_matches_oxigraph() {
         "SELECT ?x (MIN(STR(?y)) AS ?first) (SAMPLE(?x) AS ?same) WHERE { ?x :p+ ?y } GROUP BY ?x",
         "SELECT ?x ?n WHERE { { SELECT ?x (COUNT(?y) AS ?n) WHERE { ?x :p+ ?y } GROUP BY ?x } FILTER(?n > 2) }",
         "SELECT ?y WHERE { { SELECT ?y WHERE { :a :p+ ?y } ORDER BY ?y LIMIT 2 } ?y :q ?z }",
+        "SELECT ?x ?z WHERE { { SELECT ?x WHERE { ?x :age ?a } ORDER BY DESC(?a) LIMIT 2 } ?x :p/:q* ?z }",
+        "SELECT ?x ?z WHERE { { SELECT ?x WHERE { ?x :age ?a } ORDER BY ?a LIMIT 2000 } ?x :p+ ?z }",
         "SELECT ?x (COUNT(?y) AS ?n) WHERE { ?x :p+ ?y } GROUP BY ?x HAVING (COUNT(?y) > 1)",
         // GRAPH, and paths that must not cross graphs.
         "SELECT ?g ?x WHERE { GRAPH ?g { :a :link+ ?x } }",

@@ -71,13 +71,13 @@ impl<'a, E: Engine> RelationProvider<'a, E> for PerQueryProvider<'a, E> {
     }
 }
 
-/// A VALUES table pushed into a group.
+/// A table of values joined with a group: pushed-in VALUES, or the rows of a subquery.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValuesTable {
     /// Its variables.
     pub variables: Vec<Variable>,
-    /// Its rows, one value (or none) per variable, without duplicates.
-    pub rows: Vec<Vec<Option<GroundTerm>>>,
+    /// Its rows, one value (or none) per variable.
+    pub rows: Vec<Vec<Option<Term>>>,
 }
 
 /// The predicate of a group member.
@@ -143,6 +143,10 @@ pub struct PathGroup {
     pub graphs: Vec<NamedNodePattern>,
     /// Applied to the group's rows in order, the first innermost.
     pub modifiers: Vec<Modifier>,
+    /// Subqueries joined with the group, which its caller evaluates into [`ValuesTable`]s
+    /// before [`evaluate_group`] (the rewrite puts small ones here:
+    /// [`super::rewrite::wrap_paths_and_small_subqueries_in_service`]).
+    pub subqueries: Vec<GraphPattern>,
 }
 
 impl PathGroup {
@@ -245,6 +249,18 @@ impl PathGroup {
                     self.values.push(v);
                     Ok(())
                 }
+                None if graph.is_none()
+                    && matches!(
+                        other,
+                        GraphPattern::Slice { .. }
+                            | GraphPattern::Project { .. }
+                            | GraphPattern::Distinct { .. }
+                            | GraphPattern::Reduced { .. }
+                    ) =>
+                {
+                    self.subqueries.push(other.clone());
+                    Ok(())
+                }
                 None => Err(SparqlError::Unsupported(format!(
                     "`{other}` inside SERVICE <{}>",
                     super::rewrite::SERVICE_IRI
@@ -297,6 +313,9 @@ impl PathGroup {
         };
         for v in &self.values {
             v.variables.iter().for_each(&mut add);
+        }
+        for sub in &self.subqueries {
+            sub.on_in_scope_variable(&mut add);
         }
         for g in &self.graphs {
             if let NamedNodePattern::Variable(v) = g {
@@ -352,7 +371,19 @@ fn values_of(p: &GraphPattern) -> Option<ValuesTable> {
             bindings,
         } => Some(ValuesTable {
             variables: variables.clone(),
-            rows: bindings.clone(),
+            rows: bindings
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|t| {
+                            t.as_ref().map(|t| match t {
+                                GroundTerm::NamedNode(n) => Term::from(n.clone()),
+                                GroundTerm::Literal(l) => Term::from(l.clone()),
+                            })
+                        })
+                        .collect()
+                })
+                .collect(),
         }),
         GraphPattern::Project { inner, variables } => {
             let t = values_of(inner)?;
@@ -529,6 +560,11 @@ pub fn evaluate_group<'a, E: Engine>(
         provider: relations,
         relations: Default::default(),
     };
+    if let Some(sub) = group.subqueries.first() {
+        return Err(SparqlError::Unsupported(format!(
+            "subquery `{sub}` in a path group: evaluate it into values first"
+        )));
+    }
     let mut table = Table::unit();
     for v in &group.values {
         let t = ctx.values(v);
@@ -695,12 +731,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 .iter()
                 .map(|r| {
                     r.iter()
-                        .map(|t| {
-                            t.as_ref().map(|t| match t {
-                                GroundTerm::NamedNode(n) => self.id(n.as_ref().into()),
-                                GroundTerm::Literal(l) => self.id(l.as_ref().into()),
-                            })
-                        })
+                        .map(|t| t.as_ref().map(|t| self.id(t.as_ref())))
                         .collect()
                 })
                 .collect(),

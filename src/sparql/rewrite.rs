@@ -39,6 +39,7 @@ pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
     Rewriter {
         counts,
         wrap: false,
+        subqueries: false,
         renames: HashMap::new(),
     }
     .pattern(pattern, None, &[])
@@ -50,12 +51,29 @@ pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
 /// `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH context and the VALUES of its group
 /// and of enclosing groups pushed inside (the service sees no outer bindings).
 pub fn wrap_paths_in_service(query: &Query) -> Query {
+    rewrite_query(query, false)
+}
+
+/// [`wrap_paths_in_service`], where the service can also evaluate subqueries
+/// ([`crate::database::Database::query`]'s can, through Oxigraph's evaluator over the
+/// store): a subquery with a LIMIT of at most [`SMALL_SUBQUERY_ROWS`] rows that shares a
+/// variable with a service's paths goes inside that service, whose paths then start from
+/// the subquery's few values instead of every node.
+pub fn wrap_paths_and_small_subqueries_in_service(query: &Query) -> Query {
+    rewrite_query(query, true)
+}
+
+/// The most rows (its LIMIT) of a subquery that goes into a path service.
+pub const SMALL_SUBQUERY_ROWS: usize = 1000;
+
+fn rewrite_query(query: &Query, subqueries: bool) -> Query {
     let rewrite = |pattern: &GraphPattern| {
         let mut counts = HashMap::new();
         count_blank_nodes(pattern, &mut counts);
         Rewriter {
             counts,
             wrap: true,
+            subqueries,
             renames: HashMap::new(),
         }
         .pattern(pattern, None, &[])
@@ -158,6 +176,8 @@ struct Rewriter {
     counts: HashMap<String, usize>,
     /// Oxigraph mode: rename blank nodes, wrap paths in SERVICE.
     wrap: bool,
+    /// Move small subqueries joined to paths into their services.
+    subqueries: bool,
     renames: HashMap<String, Variable>,
 }
 
@@ -338,7 +358,7 @@ impl Rewriter {
         }
         let mut parts = Vec::new();
         // VALUES first: joined first, they restrict the patterns after them.
-        let (vals, rest): (Vec<_>, Vec<_>) = others
+        let (vals, mut rest): (Vec<_>, Vec<_>) = others
             .drain(..)
             .partition(|o| matches!(o, GraphPattern::Values { .. }));
         parts.extend(vals);
@@ -375,6 +395,29 @@ impl Rewriter {
                     None => loose.push(member),
                 }
             }
+            let mut rest_kept = Vec::new();
+            for o in rest {
+                let target = small_subquery_variables(&o)
+                    .filter(|_| self.subqueries)
+                    .and_then(|sub| {
+                        groups
+                            .iter()
+                            .position(|g| g.2.iter().any(|v| sub.contains(v)))
+                            .map(|i| (i, sub))
+                    });
+                match target {
+                    Some((i, sub)) => {
+                        groups[i].1.insert(0, o);
+                        for v in sub {
+                            if !groups[i].2.contains(&v) {
+                                groups[i].2.push(v);
+                            }
+                        }
+                    }
+                    None => rest_kept.push(o),
+                }
+            }
+            rest = rest_kept;
             for (_, members, vars) in groups {
                 let inner = join_all(merge_triples(members));
                 parts.push(service(inner, vars, graph, &values));
@@ -758,6 +801,30 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// The variables a subquery returns, when it returns at most [`SMALL_SUBQUERY_ROWS`]
+/// rows (a LIMIT says so); `None` for any other pattern.
+fn small_subquery_variables(p: &GraphPattern) -> Option<Vec<Variable>> {
+    let GraphPattern::Slice {
+        inner,
+        length: Some(length),
+        ..
+    } = p
+    else {
+        return None;
+    };
+    if *length > SMALL_SUBQUERY_ROWS {
+        return None;
+    }
+    let mut q = &**inner;
+    loop {
+        match q {
+            GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner } => q = inner,
+            GraphPattern::Project { variables, .. } => return Some(variables.clone()),
+            _ => return None,
+        }
+    }
+}
+
 /// `modify(inner)`, where `inner` is a rewritten pattern; when it is one path service call
 /// and `pushable`, with the modifier inside the call: the service then returns projected,
 /// deduplicated or counted rows of ids instead of every row of the group.
@@ -971,6 +1038,24 @@ mod tests {
                 "{q}: {s}"
             );
         }
+    }
+
+    #[test]
+    fn small_subqueries_joined_to_paths_go_into_the_service_where_asked() {
+        let q = "SELECT * WHERE { { SELECT ?c WHERE { ?x <http://c> ?c } ORDER BY ?c LIMIT 5 } ?c <http://p>/<http://q> ?o }";
+        let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
+        let with = wrap_paths_and_small_subqueries_in_service(&q).to_string();
+        assert!(service_body(&with).contains("LIMIT 5"), "{with}");
+        let without = wrap_paths_in_service(&q).to_string();
+        assert!(!service_body(&without).contains("LIMIT"), "{without}");
+        // A large LIMIT, or none, keeps the subquery outside.
+        let big = format!(
+            "SELECT * WHERE {{ {{ SELECT ?c WHERE {{ ?x <http://c> ?c }} LIMIT {} }} ?c <http://p>+ ?o }}",
+            SMALL_SUBQUERY_ROWS + 1
+        );
+        let big = spargebra::SparqlParser::new().parse_query(&big).unwrap();
+        let s = wrap_paths_and_small_subqueries_in_service(&big).to_string();
+        assert!(!service_body(&s).contains("LIMIT"), "{s}");
     }
 
     #[test]
