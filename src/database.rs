@@ -15,11 +15,11 @@
 //! ```
 
 use std::path::Path as FsPath;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use oxrdf::{NamedNodeRef, Term, TermRef};
+use oxrdf::{NamedNode, NamedNodeRef, Term, TermRef};
 use roaring::RoaringBitmap;
 
 use crate::cache::{
@@ -35,8 +35,19 @@ use crate::rpq::{
     PathGraph, PathResult, PerQueryRelations, Plan, PredId, RelKey, RelationSource, RpqError,
     Share,
 };
-use crate::sparql::{self, QueryAnswer, RelationProvider, SparqlError};
+use crate::sparql::group::{
+    evaluate_group, DefaultGraph, GraphScope, GroupSolutions, PathGroup, ValuesTable,
+};
+use crate::sparql::rewrite::{
+    wrap_paths_and_small_subqueries_in_service, wrap_paths_in_service, SERVICE_IRI,
+};
+use crate::sparql::semantics::Deadline;
+use crate::sparql::{
+    self, watchdog, CancellationToken, PathDataset, QueryResults, QuerySolutionIter,
+    RelationProvider, SparqlError, StoreQuads,
+};
 use crate::store::{GraphId, Store, StoreError};
+use spareval::{QueryEvaluator, ServiceHandler};
 
 /// Which engine evaluates queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -369,11 +380,14 @@ impl Drop for Busy<'_> {
 /// must fit each device's budget) and takes batches from a shared counter.
 pub struct Database {
     store: Arc<Store>,
-    /// The store as the SPARQL layer's dataset (graph node sets are cached in it).
-    dataset: StoreDataset,
+    /// The store as the SPARQL layer's dataset (graph node sets are cached in it), shared
+    /// with the path service of each query.
+    dataset: Arc<StoreDataset>,
     choice: EngineChoice,
     cpu: CpuEngine,
-    gpus: Vec<Device>,
+    gpus: Arc<[Device]>,
+    /// Groups the path service evaluated on the CPU (0) and on a GPU (1).
+    path_runs: Arc<[AtomicU64; 2]>,
 }
 
 impl Database {
@@ -405,11 +419,12 @@ impl Database {
             });
         }
         Ok(Database {
-            dataset: StoreDataset::new(store.clone()),
+            dataset: Arc::new(StoreDataset::new(store.clone())),
             store,
             choice: options.engine,
             cpu: CpuEngine::new(),
-            gpus,
+            gpus: gpus.into(),
+            path_runs: Default::default(),
         })
     }
 
@@ -654,41 +669,167 @@ impl Database {
     }
 }
 
+/// Options of one SPARQL query ([`Database::query_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct QueryOptions {
+    /// The IRI the query's relative IRIs resolve against (`GRAPH <people.ttl>`).
+    pub base_iri: Option<String>,
+    /// Stop the query after this long, counted from the call until the last row is
+    /// read: Oxigraph's evaluator is cancelled (its rows then end in
+    /// [`QueryEvaluationError::Cancelled`](crate::sparql::QueryEvaluationError::Cancelled)) and the path service stops its runs with
+    /// [`SparqlError::Timeout`].
+    pub timeout: Option<Duration>,
+}
+
 impl Database {
-    /// Parses and answers a SPARQL query over the whole store (the subset of
-    /// [`crate::sparql::query()`]): on the GPU, with relations from the device cache, when
-    /// the relations the query reads hold at least [`AUTO_GPU_MIN_EDGES`] edges (or
-    /// always, with [`EngineChoice::Gpu`]); else on the CPU engine. Returns the answer and
-    /// the engine's name.
+    /// Parses and answers any SPARQL 1.1 query over the whole store: Oxigraph's evaluator
+    /// over the store's trees ([`StoreQuads`]), every group of patterns that holds a
+    /// property path answered by k2rpq (on the GPU, with relations from the device cache,
+    /// when the relations the group reads hold at least [`AUTO_GPU_MIN_EDGES`] edges, or
+    /// always with [`EngineChoice::Gpu`]; else on the CPU engine). Rows stream: they are
+    /// computed as they are read.
     ///
     /// ```no_run
     /// use k2rpq::database::{Database, DatabaseOptions};
+    /// use k2rpq::sparql::QueryResults;
     /// let db = Database::open("codex.store".as_ref(), &DatabaseOptions::default()).unwrap();
-    /// let (answer, engine) = db
+    /// let results = db
     ///     .query("SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }")
     ///     .unwrap();
-    /// println!("{engine}: {answer:?}");
+    /// if let QueryResults::Solutions(rows) = results {
+    ///     for row in rows {
+    ///         println!("{:?}", row.unwrap());
+    ///     }
+    /// }
     /// ```
-    pub fn query(&self, text: &str) -> Result<(QueryAnswer, &'static str), SparqlError> {
-        let q = spargebra::SparqlParser::new().parse_query(text)?;
-        self.answer(SparqlWork::Query(&q))
+    pub fn query(&self, text: &str) -> Result<QueryResults<'static>, SparqlError> {
+        self.query_with(text, &QueryOptions::default())
     }
 
-    /// Answers a graph pattern over the whole store and returns every visible variable it
-    /// binds, choosing the engine as [`Database::query`] does: what the Oxigraph embedding
-    /// asks of a store for each `SERVICE` pattern its rewrite made
-    /// ([`crate::oxigraph::StorePaths`]).
-    pub fn evaluate_pattern(
+    /// [`Database::query`] with a base IRI and a time limit.
+    pub fn query_with(
         &self,
-        pattern: &spargebra::algebra::GraphPattern,
-    ) -> Result<(QueryAnswer, &'static str), SparqlError> {
-        self.answer(SparqlWork::Pattern(pattern))
+        text: &str,
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>, SparqlError> {
+        let query = sparql::parse_query(text, options.base_iri.as_deref())?;
+        self.evaluate(&query, options)
     }
 
-    /// Runs `work` on the least busy GPU, with relations from its cache, when the
+    /// Answers a parsed query (see [`Database::query`]); `options.base_iri` is not used
+    /// (the parser resolved the query's IRIs).
+    pub fn evaluate(
+        &self,
+        query: &spargebra::Query,
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>, SparqlError> {
+        let started = Instant::now();
+        let token = CancellationToken::new();
+        // A limit too far away to be an instant is no limit.
+        let deadline = options.timeout.and_then(|t| started.checked_add(t));
+        if let Some(d) = deadline {
+            watchdog::cancel_at(d, token.clone());
+        }
+        let quads = StoreQuads::new(self.store.clone());
+        let mut evaluator = QueryEvaluator::new().with_cancellation_token(token);
+        let query = match self.scope_of(query) {
+            Some(scope) => {
+                evaluator = evaluator.with_service_handler(
+                    NamedNode::new_unchecked(SERVICE_IRI),
+                    StorePathService {
+                        engines: self.path_engines(),
+                        scope,
+                        deadline,
+                    },
+                );
+                // A subquery in the service is evaluated over the store's own dataset:
+                // only where the query names none.
+                if query.dataset().is_none() {
+                    wrap_paths_and_small_subqueries_in_service(query)
+                } else {
+                    wrap_paths_in_service(query)
+                }
+            }
+            // The default graph merges several graphs: paths cross them, which the
+            // engines' per-graph relations cannot follow; Oxigraph's evaluator answers
+            // them from the scans.
+            None => query.clone(),
+        };
+        let results = evaluator.prepare(&query).execute(quads)?;
+        Ok(match deadline {
+            Some(d) => watchdog::end_at(results, d),
+            None => results,
+        })
+    }
+
+    /// How many groups the path service evaluated on the CPU and on the GPU since the
+    /// database was opened.
+    pub fn path_service_runs(&self) -> (u64, u64) {
+        (
+            self.path_runs[0].load(Ordering::Relaxed),
+            self.path_runs[1].load(Ordering::Relaxed),
+        )
+    }
+
+    /// The path service's view of `query`'s dataset (`FROM`, `FROM NAMED`), or `None`
+    /// when its default graph merges several graphs.
+    fn scope_of(&self, query: &spargebra::Query) -> Option<GraphScope> {
+        let Some(dataset) = query.dataset() else {
+            return Some(GraphScope::default());
+        };
+        let named_id = |n: &NamedNode| -> Option<u32> {
+            let id = self.iri_id(n.as_str())?;
+            self.store
+                .graphs()
+                .iter()
+                .any(|g| g.id == Some(id))
+                .then_some(id)
+        };
+        let default = match dataset.default.as_slice() {
+            [] => DefaultGraph::Empty,
+            [g] => named_id(g).map_or(DefaultGraph::Empty, DefaultGraph::Named),
+            _ => return None,
+        };
+        let named = dataset
+            .named
+            .as_ref()
+            .map(|names| names.iter().filter_map(named_id).collect());
+        Some(GraphScope { default, named })
+    }
+
+    /// What the path service of a query needs of this database.
+    fn path_engines(&self) -> PathEngines {
+        PathEngines {
+            store: self.store.clone(),
+            dataset: self.dataset.clone(),
+            choice: self.choice,
+            gpus: self.gpus.clone(),
+            runs: self.path_runs.clone(),
+        }
+    }
+}
+
+/// The store and engines the path service evaluates groups on, shared with the database.
+#[derive(Clone)]
+struct PathEngines {
+    store: Arc<Store>,
+    dataset: Arc<StoreDataset>,
+    choice: EngineChoice,
+    gpus: Arc<[Device]>,
+    /// Groups evaluated on the CPU (0) and on a GPU (1).
+    runs: Arc<[AtomicU64; 2]>,
+}
+
+impl PathEngines {
+    /// Evaluates `group` on the least busy GPU, with relations from its cache, when the
     /// relations it reads are large enough (or always, with [`EngineChoice::Gpu`]); else
     /// on the CPU engine.
-    fn answer(&self, work: SparqlWork<'_>) -> Result<(QueryAnswer, &'static str), SparqlError> {
+    fn evaluate(
+        &self,
+        group: &PathGroup,
+        scope: &GraphScope,
+        deadline: Option<Instant>,
+    ) -> Result<GroupSolutions, SparqlError> {
         let least_busy = || {
             self.gpus
                 .iter()
@@ -697,34 +838,43 @@ impl Database {
         let on_gpu = match self.choice {
             _ if self.gpus.is_empty() => None,
             EngineChoice::Gpu => least_busy(),
-            _ => least_busy().filter(|_| self.pattern_edges(work.pattern()) >= AUTO_GPU_MIN_EDGES),
+            _ => least_busy().filter(|_| self.group_edges(group) >= AUTO_GPU_MIN_EDGES),
         };
-        let answer = match on_gpu {
+        let dataset: &dyn PathDataset = &*self.dataset;
+        let solutions = match on_gpu {
             Some(d) => {
                 let _busy = Busy::claim(d);
-                let cache = &d.cache;
                 let provider = CachedProvider {
-                    cache,
+                    cache: &d.cache,
                     store: &self.store,
                     config: MatrixConfig::default(),
                 };
-                let engine = cache.engine().as_ref();
-                (work.run(engine, &self.dataset, &provider), "gpu")
+                let engine = d.cache.engine().as_ref();
+                self.runs[1].fetch_add(1, Ordering::Relaxed);
+                evaluate_group(engine, dataset, scope, group, &provider, deadline)
             }
             None => {
-                let provider = sparql::PerQueryProvider(&self.cpu);
-                (work.run(&self.cpu, &self.dataset, &provider), "cpu")
+                let cpu = CpuEngine::new();
+                self.runs[0].fetch_add(1, Ordering::Relaxed);
+                evaluate_group(
+                    &cpu,
+                    dataset,
+                    scope,
+                    group,
+                    &sparql::PerQueryProvider(&cpu),
+                    deadline,
+                )
             }
         };
         if let Some(e) = self.dataset.take_error() {
             return Err(SparqlError::Store(e));
         }
-        Ok((answer.0?, answer.1))
+        solutions
     }
 
-    /// Edges of the relations a pattern may read, over every graph.
-    fn pattern_edges(&self, pattern: &spargebra::algebra::GraphPattern) -> u64 {
-        let used = crate::sparql::rewrite::predicates_read(pattern);
+    /// Edges of the relations a group may read, over every graph.
+    fn group_edges(&self, group: &PathGroup) -> u64 {
+        let used = group.predicates_read();
         (0..self.store.graphs().len())
             .flat_map(|g| self.store.predicates(g))
             .filter(|p| {
@@ -736,37 +886,67 @@ impl Database {
     }
 }
 
-/// What [`Database::answer`] evaluates: a whole query, or a pattern of one.
-#[derive(Clone, Copy)]
-enum SparqlWork<'q> {
-    Query(&'q spargebra::Query),
-    Pattern(&'q spargebra::algebra::GraphPattern),
+/// The `SERVICE <urn:k2rpq:paths>` handler of one [`Database::query`]: evaluates each
+/// group on the database's engines, over the query's dataset, until its deadline; its
+/// rows reach the evaluator as store ids, never decoded. A small subquery the rewrite
+/// joined to the group is evaluated first, by Oxigraph's evaluator over the store, and its
+/// rows join the group as values.
+#[derive(Clone)]
+struct StorePathService {
+    engines: PathEngines,
+    scope: GraphScope,
+    deadline: Option<Instant>,
 }
 
-impl SparqlWork<'_> {
-    /// The pattern whose relations the work reads.
-    fn pattern(&self) -> &spargebra::algebra::GraphPattern {
-        match self {
-            SparqlWork::Pattern(p) => p,
-            SparqlWork::Query(
-                spargebra::Query::Select { pattern, .. }
-                | spargebra::Query::Ask { pattern, .. }
-                | spargebra::Query::Construct { pattern, .. }
-                | spargebra::Query::Describe { pattern, .. },
-            ) => pattern,
-        }
-    }
+impl ServiceHandler for StorePathService {
+    type Error = SparqlError;
 
-    fn run<'a, E: Engine>(
-        self,
-        engine: &'a E,
-        dataset: &'a dyn sparql::PathDataset,
-        relations: &'a dyn RelationProvider<'a, E>,
-    ) -> Result<QueryAnswer, SparqlError> {
-        match self {
-            SparqlWork::Query(q) => sparql::evaluate_query_with(engine, dataset, q, relations),
-            SparqlWork::Pattern(p) => sparql::evaluate_pattern_with(engine, dataset, p, relations),
+    fn handle(
+        &self,
+        pattern: &spargebra::algebra::GraphPattern,
+        _base_iri: Option<&oxiri::Iri<String>>,
+    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
+        let mut group = PathGroup::from_pattern(pattern)?;
+        for sub in std::mem::take(&mut group.subqueries) {
+            let values = self.subquery_values(sub)?;
+            group.values.push(values);
         }
+        let solutions = self.engines.evaluate(&group, &self.scope, self.deadline)?;
+        Ok(solutions.into_id_solutions(Deadline(self.deadline)))
+    }
+}
+
+impl StorePathService {
+    /// The rows of a subquery, by Oxigraph's evaluator over the store (the rewrite moves
+    /// only subqueries of queries without `FROM`, with a LIMIT of at most
+    /// [`SMALL_SUBQUERY_ROWS`](crate::sparql::rewrite::SMALL_SUBQUERY_ROWS) rows).
+    fn subquery_values(
+        &self,
+        pattern: spargebra::algebra::GraphPattern,
+    ) -> Result<ValuesTable, SparqlError> {
+        let token = CancellationToken::new();
+        if let Some(d) = self.deadline {
+            watchdog::cancel_at(d, token.clone());
+        }
+        let evaluator = QueryEvaluator::new()
+            .with_cancellation_token(token)
+            .with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), self.clone());
+        let query = spargebra::Query::Select {
+            dataset: None,
+            pattern,
+            base_iri: None,
+        };
+        let quads = StoreQuads::new(self.engines.store.clone());
+        let QueryResults::Solutions(solutions) = evaluator.prepare(&query).execute(quads)? else {
+            return Err(SparqlError::Unsupported(
+                "a subquery that is not a SELECT".into(),
+            ));
+        };
+        let variables = solutions.variables().to_vec();
+        let rows = solutions
+            .map(|s| s.map(|s| s.values().to_vec()))
+            .collect::<Result<_, _>>()?;
+        Ok(ValuesTable { variables, rows })
     }
 }
 

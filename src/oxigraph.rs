@@ -28,6 +28,9 @@
 //! Queries with `FROM` / `FROM NAMED` are left to Oxigraph whole (the service would not
 //! know their dataset).
 //!
+//! A k2rpq store needs none of this: [`crate::database::Database::query`] runs Oxigraph's
+//! evaluator over the store itself.
+//!
 //! [`wrap_paths_in_service`]: crate::sparql::rewrite::wrap_paths_in_service
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -37,16 +40,15 @@ use oxigraph::sparql::{
     QueryEvaluationError, QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator,
 };
 use oxigraph::store::{StorageError, Store};
-use oxrdf::{NamedNode, Variable};
+use oxrdf::NamedNode;
 use spargebra::algebra::GraphPattern;
 
-use crate::database::Database;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::Engine;
-use crate::progress::{Progress, Stage, Unit};
+use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, PerQueryProvider};
 use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
-use crate::sparql::{evaluate_pattern, MemoryDataset, QueryAnswer, SparqlError};
-use crate::store::StoreError;
+use crate::sparql::semantics::Deadline;
+use crate::sparql::{MemoryDataset, PathDataset, SparqlError};
 
 /// Errors of the embedding.
 #[derive(Debug, thiserror::Error)]
@@ -61,13 +63,6 @@ pub enum OxigraphError {
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
-    /// Reading the k2rpq store that [`copy_store`] copies failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The k2rpq store contradicts itself (a cell names a term its dictionary lacks, or a
-    /// literal subject): [`copy_store`] stops rather than copy part of it.
-    #[error("copying the store into Oxigraph: {0}")]
-    Copy(String),
 }
 
 impl From<spargebra::SparqlSyntaxError> for OxigraphError {
@@ -251,19 +246,7 @@ fn execute(
     Ok(paths()?.for_query(rewritten).on_store(store).execute()?)
 }
 
-/// The service's answer as Oxigraph's solutions.
-fn solutions(answer: QueryAnswer) -> Result<QuerySolutionIter<'static>, SparqlError> {
-    let QueryAnswer::Solutions { variables, rows } = answer else {
-        return Err(SparqlError::Unsupported("ASK inside SERVICE".into()));
-    };
-    let variables: Arc<[Variable]> = variables.into();
-    Ok(QuerySolutionIter::from_tuples(
-        variables,
-        rows.into_iter().map(Ok),
-    ))
-}
-
-/// The `SERVICE <urn:k2rpq:paths>` handler: evaluates the service's pattern on a
+/// The `SERVICE <urn:k2rpq:paths>` handler: evaluates the service's group on a
 /// snapshot of the store.
 struct PathService<E: Engine + 'static> {
     engine: Arc<E>,
@@ -278,193 +261,20 @@ impl<E: Engine + 'static> ServiceHandler for PathService<E> {
         pattern: &GraphPattern,
         _base_iri: Option<&oxiri::Iri<String>>,
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        solutions(evaluate_pattern(
-            &*self.engine,
+        let group = PathGroup::from_pattern(pattern)?;
+        let engine = &*self.engine;
+        let solutions = evaluate_group(
+            engine,
             &self.snapshot.dataset,
-            pattern,
-        )?)
+            &GraphScope::default(),
+            &group,
+            &PerQueryProvider(engine),
+            None,
+        )?;
+        let snapshot = Arc::clone(&self.snapshot);
+        Ok(solutions.into_solutions(
+            move |id| snapshot.dataset.dictionary().term(id),
+            Deadline::default(),
+        ))
     }
-}
-
-/// Any SPARQL query over a k2rpq store: its property paths answered from the store's own
-/// trees (on the GPU through its device cache, as [`Database::query`] chooses), the rest
-/// by Oxigraph over a copy of the same data ([`copy_store`]). This is what
-/// `k2rpq query --oxigraph --store DIR` runs.
-///
-/// ```no_run
-/// use std::sync::Arc;
-/// use k2rpq::database::{Database, DatabaseOptions};
-/// use k2rpq::oxigraph::{copy_store, StorePaths};
-/// let db = Arc::new(Database::open("codex.store".as_ref(), &DatabaseOptions::default())?);
-/// let copy = copy_store(db.store(), None)?;
-/// let paths = StorePaths::new(Arc::clone(&db));
-/// let results = paths.evaluate(&copy.store,
-///     "SELECT ?x ?label WHERE { ?x <http://www.wikidata.org/prop/direct/P31>+ ?c \
-///      OPTIONAL { ?x <http://www.w3.org/2000/01/rdf-schema#label> ?label } }")?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct StorePaths {
-    db: Arc<Database>,
-}
-
-impl StorePaths {
-    /// Paths from the store `db` opened.
-    pub fn new(db: Arc<Database>) -> Self {
-        StorePaths { db }
-    }
-
-    /// Answers `query` over `store`, which must hold the same quads as the database's
-    /// store (its [`copy_store`]): the `SERVICE` patterns' rows come from the database, the
-    /// joins with everything else from Oxigraph.
-    pub fn evaluate(
-        &self,
-        store: &Store,
-        query: &str,
-    ) -> Result<QueryResults<'static>, OxigraphError> {
-        execute(store, query, || {
-            Ok(SparqlEvaluator::new().with_service_handler(
-                NamedNode::new_unchecked(SERVICE_IRI),
-                StoreService(Arc::clone(&self.db)),
-            ))
-        })
-    }
-}
-
-/// The `SERVICE <urn:k2rpq:paths>` handler of [`StorePaths`].
-struct StoreService(Arc<Database>);
-
-impl ServiceHandler for StoreService {
-    type Error = SparqlError;
-
-    fn handle(
-        &self,
-        pattern: &GraphPattern,
-        _base_iri: Option<&oxiri::Iri<String>>,
-    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        solutions(self.0.evaluate_pattern(pattern)?.0)
-    }
-}
-
-/// An in-memory Oxigraph copy of a k2rpq store ([`copy_store`]), and what making it cost.
-pub struct StoreCopy {
-    /// The copy.
-    pub store: Store,
-    /// Triples (quads) inserted.
-    pub triples: u64,
-    /// Terms decoded from the store's dictionary.
-    pub terms: u64,
-    /// Seconds to decode every term of the dictionary (in parallel).
-    pub decode_s: f64,
-    /// Seconds to extract and sort the relations' cells and insert the quads (one thread:
-    /// Oxigraph's in-memory store takes one writer at a time).
-    pub insert_s: f64,
-}
-
-/// Quads inserted per Oxigraph transaction: bounds the transaction's undo log (an `Arc`
-/// per quad) without paying a commit per relation chunk more than a few times.
-const QUADS_PER_TRANSACTION: usize = 1 << 22;
-
-/// Copies every quad of a k2rpq store (all graphs) into a new in-memory Oxigraph store,
-/// with a progress bar on stderr if `progress`: what [`StorePaths`] and `k2rpq bench`'s
-/// Oxigraph peer evaluate on. It takes minutes for 100 M triples (Oxigraph's insertion,
-/// one thread) and Oxigraph's memory for them.
-///
-/// Nothing is re-parsed: every term of the dictionary is decoded once, in parallel, into
-/// a table; the relations' `(subject, object)` cells are extracted in parallel and sorted
-/// by subject, so that consecutive inserts hit the same entries of Oxigraph's indexes;
-/// the calling thread inserts borrowed quads (`QuadRef`s into that table) through
-/// Oxigraph's transaction API, whose memory backend serialises writers.
-pub fn copy_store(
-    store: &crate::store::Store,
-    progress: Option<&dyn Progress>,
-) -> Result<StoreCopy, OxigraphError> {
-    use oxigraph::model::{GraphNameRef, NamedNodeRef, NamedOrBlankNodeRef, QuadRef, Term};
-    use rayon::prelude::*;
-    use std::time::Instant;
-
-    let ox = Store::new()?;
-    let dict = store.dictionary();
-    let missing = |id: u32| OxigraphError::Copy(format!("node id {id} not in the dictionary"));
-
-    let t = Instant::now();
-    let terms: Vec<Term> = (0..dict.len())
-        .into_par_iter()
-        .map(|id| dict.term(id).ok_or_else(|| missing(id)))
-        .collect::<Result<_, _>>()?;
-    let decode_s = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let mut relations = Vec::new();
-    for (g, info) in store.graphs().iter().enumerate() {
-        for p in store.predicates(g) {
-            relations.push((g, info.name.clone(), p.id, p.iri.clone()));
-        }
-    }
-    let cells: Vec<Vec<(u32, u32)>> = relations
-        .par_iter()
-        .map(|(g, _, pid, _)| {
-            Ok(store
-                .relation(*g, *pid)?
-                .map(|t| t.cells())
-                .unwrap_or_default())
-        })
-        .collect::<Result<_, StoreError>>()?;
-    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(cells.iter().map(Vec::len).sum());
-    for (r, c) in cells.into_iter().enumerate() {
-        all.extend(c.into_iter().map(|(s, o)| (s, r as u32, o)));
-    }
-    all.par_sort_unstable();
-    let preds: Vec<NamedNodeRef<'_>> = relations
-        .iter()
-        .map(|(_, _, _, iri)| NamedNodeRef::new_unchecked(iri))
-        .collect();
-    let graphs: Vec<GraphNameRef<'_>> = relations
-        .iter()
-        .map(|(_, name, _, _)| match name {
-            None => GraphNameRef::DefaultGraph,
-            Some(n) => n.as_ref().into(),
-        })
-        .collect();
-    let bar = Stage::begin(
-        progress,
-        "copying into Oxigraph",
-        Unit::Items,
-        Some(all.len() as u64),
-    );
-    let mut txn = ox.start_transaction()?;
-    let mut pending = 0usize;
-    for (k, &(s, r, o)) in all.iter().enumerate() {
-        let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
-            return Err(missing(s.max(o)));
-        };
-        let subject = match s {
-            Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
-            Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
-            _ => return Err(OxigraphError::Copy(format!("literal subject {s}"))),
-        };
-        txn.insert(QuadRef::new(
-            subject,
-            preds[r as usize],
-            o.as_ref(),
-            graphs[r as usize],
-        ));
-        pending += 1;
-        if pending >= QUADS_PER_TRANSACTION {
-            txn.commit()?;
-            txn = ox.start_transaction()?;
-            pending = 0;
-        }
-        if k % (1 << 16) == 0 {
-            bar.set(k as u64);
-        }
-    }
-    txn.commit()?;
-    drop(bar);
-    Ok(StoreCopy {
-        store: ox,
-        triples: all.len() as u64,
-        terms: terms.len() as u64,
-        decode_s,
-        insert_s: t.elapsed().as_secs_f64(),
-    })
 }

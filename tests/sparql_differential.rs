@@ -1,7 +1,9 @@
-//! Differential tests of property-path patterns: the standalone evaluator and the Oxigraph
-//! embedding against a naive SPARQL 1.1 §18.4 reference (bags, closures as sets) and
-//! against Oxigraph's own evaluation, on random graphs and paths and on CoDEx-M and
-//! WN18RR.
+//! Differential tests: property-path patterns through both ways in (a k2rpq store's
+//! `Database::query`, and the Oxigraph embedding) against a naive SPARQL 1.1 §18.4
+//! reference (bags, closures as sets) and against Oxigraph's own evaluation, on random
+//! graphs and paths and on CoDEx-M and WN18RR; and whole random queries (OPTIONAL, MINUS,
+//! UNION, BIND, VALUES, FILTER, aggregates, subqueries, ORDER BY with LIMIT, ASK,
+//! CONSTRUCT, GRAPH, FROM) over random graphs with named graphs, against Oxigraph.
 //!
 //! Oxigraph 0.5.13 is the oracle except for its two documented deviations
 //! (docs/SEMANTICS.md): it deduplicates alternatives, and it drops a constant endpoint
@@ -11,12 +13,15 @@
 #[path = "data/mod.rs"]
 mod data;
 
+#[path = "answers/mod.rs"]
+mod answers;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
+use k2rpq::database::Database;
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::oxigraph::K2Paths;
-use k2rpq::sparql::{query, MemoryDataset, QueryAnswer};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::Store;
 use oxrdf::{GraphName, Literal, NamedNode, Quad, Term};
@@ -167,14 +172,7 @@ fn reference_rows(triples: &[Triple], path: &P, s: &End, o: &End) -> Vec<Row> {
         .collect()
 }
 
-fn answer_rows(a: QueryAnswer) -> Vec<Row> {
-    match a {
-        QueryAnswer::Solutions { rows, .. } => rows,
-        QueryAnswer::Boolean(b) => vec![vec![Some(Literal::from(b).into())]],
-    }
-}
-
-fn oxigraph_rows(r: QueryResults<'static>) -> Vec<Row> {
+fn oxigraph_rows(r: QueryResults<'_>) -> Vec<Row> {
     match r {
         QueryResults::Solutions(s) => {
             let vars: Vec<_> = s.variables().to_vec();
@@ -191,8 +189,9 @@ fn oxigraph_rows(r: QueryResults<'static>) -> Vec<Row> {
 
 struct Fixture {
     store: Store,
-    dataset: MemoryDataset,
+    db: Database,
     paths: K2Paths<CpuEngine>,
+    _dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -207,17 +206,24 @@ impl Fixture {
                 .insert(&Quad::new(s, p.clone(), o.clone(), GraphName::DefaultGraph))
                 .unwrap();
         }
-        let dataset = MemoryDataset::from_store(&store).unwrap();
+        Fixture::of_store(store)
+    }
+
+    fn of_store(store: Store) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let db = answers::database_of(&store, dir.path());
         Fixture {
             store,
-            dataset,
+            db,
             paths: K2Paths::cpu(),
+            _dir: dir,
         }
     }
 
-    fn standalone(&self, q: &str) -> HashMap<Row, usize> {
-        bag(answer_rows(
-            query(&CpuEngine::new(), &self.dataset, q).unwrap_or_else(|e| panic!("{q}: {e}")),
+    /// The answer through a k2rpq store.
+    fn on_store(&self, q: &str) -> HashMap<Row, usize> {
+        bag(oxigraph_rows(
+            self.db.query(q).unwrap_or_else(|e| panic!("{q}: {e}")),
         ))
     }
 
@@ -298,8 +304,8 @@ fn check(f: &Fixture, triples: &[Triple], path: &P, s: &End, o: &End) -> bool {
         o.sparql("o")
     );
     let want = bag(reference_rows(triples, path, s, o));
-    let standalone = f.standalone(&q);
-    assert_eq!(standalone, want, "standalone: {q} {path:?}");
+    let on_store = f.on_store(&q);
+    assert_eq!(on_store, want, "store: {q} {path:?}");
     let embedded = f.embedded(&q);
     assert_eq!(embedded, want, "embedded: {q}");
     let oxi = f.oxigraph(&q);
@@ -389,7 +395,7 @@ fn duplicates_in_sequences_keep_multiplicities() {
     let seq = P::Sequence(Box::new(p.clone()), Box::new(q.clone()));
     let a = End::Term(iri("a").into());
     assert!(!check(&f, &triples, &seq, &a, &End::Var));
-    let rows = f.standalone("SELECT * WHERE { <http://example.org/a> <http://example.org/p>/<http://example.org/q> ?o }");
+    let rows = f.on_store("SELECT * WHERE { <http://example.org/a> <http://example.org/p>/<http://example.org/q> ?o }");
     assert_eq!(rows.values().sum::<usize>(), 2);
     check(
         &f,
@@ -408,7 +414,7 @@ fn duplicates_in_sequences_keep_multiplicities() {
         "Oxigraph deduplicates alternatives"
     );
     let q_text = "SELECT * WHERE { <http://example.org/a> (<http://example.org/p>|<http://example.org/r>)/<http://example.org/q> ?o }";
-    assert_eq!(f.standalone(q_text).values().sum::<usize>(), 3);
+    assert_eq!(f.on_store(q_text).values().sum::<usize>(), 3);
     assert_eq!(f.embedded(q_text).values().sum::<usize>(), 3);
 }
 
@@ -418,7 +424,7 @@ fn absent_constant_is_returned_by_zero_length_paths() {
     let f = Fixture::new(&triples);
     let q = "SELECT * WHERE { <http://example.org/zz> <http://example.org/p>* ?o }";
     let want = bag(vec![vec![Some(iri("zz").into())]]);
-    assert_eq!(f.standalone(q), want);
+    assert_eq!(f.on_store(q), want);
     assert_eq!(f.embedded(q), want);
     // Oxigraph 0.5.13 deviates here (docs/SEMANTICS.md): it returns nothing.
     assert!(
@@ -427,12 +433,12 @@ fn absent_constant_is_returned_by_zero_length_paths() {
     );
     let ask = "ASK { <http://example.org/zz> <http://example.org/p>* <http://example.org/zz> }";
     let yes = bag(vec![vec![Some(Literal::from(true).into())]]);
-    assert_eq!(f.standalone(ask), yes);
+    assert_eq!(f.on_store(ask), yes);
     assert_eq!(f.embedded(ask), yes);
     // A VALUES-bound variable is not a constant: the term must be in the graph.
     let q =
         "SELECT * WHERE { VALUES ?v { <http://example.org/zz> } ?v <http://example.org/p>? ?v }";
-    assert!(f.standalone(q).is_empty());
+    assert!(f.on_store(q).is_empty());
     assert!(f.embedded(q).is_empty());
     assert!(f.oxigraph(q).is_empty());
 }
@@ -455,22 +461,16 @@ fn real_graph(rel: &str, queries: &[&str]) {
     let Some(path) = data::data_file(rel) else {
         return;
     };
-    let store = load_nt_gz(&path);
-    let dataset = MemoryDataset::from_store(&store).unwrap();
-    let f = Fixture {
-        store,
-        dataset,
-        paths: K2Paths::cpu(),
-    };
+    let f = Fixture::of_store(load_nt_gz(&path));
     for q in queries {
         let t0 = std::time::Instant::now();
         let want = f.oxigraph(q);
         let t1 = t0.elapsed();
-        assert_eq!(f.standalone(q), want, "standalone: {q}");
+        assert_eq!(f.on_store(q), want, "store: {q}");
         let t2 = t0.elapsed();
         assert_eq!(f.embedded(q), want, "embedded: {q}");
         eprintln!(
-            "{:>6} rows  oxigraph {:.0} ms, standalone {:.0} ms, embedded {:.0} ms: {q}",
+            "{:>6} rows  oxigraph {:.0} ms, store {:.0} ms, embedded {:.0} ms: {q}",
             want.values().sum::<usize>(),
             t1.as_secs_f64() * 1e3,
             (t2 - t1).as_secs_f64() * 1e3,
@@ -515,4 +515,132 @@ fn wn18rr_matches_oxigraph() {
     let full: Vec<String> = queries.iter().map(|q| format!("{prefixes}{q}")).collect();
     let refs: Vec<&str> = full.iter().map(|q| q.as_str()).collect();
     real_graph("wn18rr/wn18rr.nt.gz", &refs);
+}
+
+/// A random path Oxigraph evaluates as the spec does: alternatives, and negated sets with
+/// inverse members, only inside closures.
+fn faithful_path(rng: &mut StdRng, preds: &[NamedNode], depth: u32) -> P {
+    let leaf = |rng: &mut StdRng| P::NamedNode(preds[rng.random_range(0..preds.len())].clone());
+    if depth == 0 {
+        return leaf(rng);
+    }
+    match rng.random_range(0..8) {
+        0 | 1 => leaf(rng),
+        2 => P::Reverse(Box::new(faithful_path(rng, preds, depth - 1))),
+        3 => P::Sequence(
+            Box::new(faithful_path(rng, preds, depth - 1)),
+            Box::new(faithful_path(rng, preds, depth - 1)),
+        ),
+        4 => P::ZeroOrMore(Box::new(random_path(rng, preds, depth - 1))),
+        5 => P::OneOrMore(Box::new(random_path(rng, preds, depth - 1))),
+        6 => P::ZeroOrOne(Box::new(faithful_path(rng, preds, depth - 1))),
+        _ => P::NegatedPropertySet(vec![preds[rng.random_range(0..preds.len())].clone()]),
+    }
+}
+
+/// A random dataset: a default graph and two named graphs `g1`, `g2` over nodes `n0..n6`
+/// and predicates `p`, `q`, `r`, every node with an integer `v` in the default graph.
+fn random_dataset(rng: &mut StdRng, preds: &[NamedNode]) -> Store {
+    let store = Store::new().unwrap();
+    let node = |i: usize| iri(&format!("n{i}"));
+    for i in 0..7 {
+        store
+            .insert(&Quad::new(
+                node(i),
+                iri("v"),
+                Literal::from(rng.random_range(0..4) as i64),
+                GraphName::DefaultGraph,
+            ))
+            .unwrap();
+    }
+    for (graph, triples) in [
+        (GraphName::DefaultGraph, rng.random_range(4..16)),
+        (GraphName::from(iri("g1")), rng.random_range(0..8)),
+        (GraphName::from(iri("g2")), rng.random_range(0..8)),
+    ] {
+        for _ in 0..triples {
+            let s = node(rng.random_range(0..7));
+            let p = preds[rng.random_range(0..preds.len())].clone();
+            let o = node(rng.random_range(0..7));
+            store.insert(&Quad::new(s, p, o, graph.clone())).unwrap();
+        }
+    }
+    store
+}
+
+#[test]
+fn random_whole_queries_match_oxigraph() {
+    let preds = [iri("p"), iri("q"), iri("r")];
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut compared = 0;
+    let mut non_empty = 0;
+    for _ in 0..25 {
+        let f = Fixture::of_store(random_dataset(&mut rng, &preds));
+        for _ in 0..2 {
+            let p1 = faithful_path(&mut rng, &preds, 2);
+            let p2 = faithful_path(&mut rng, &preds, 2);
+            // Constants are nodes of the default graph (each has a `v`).
+            let c1 = format!("<http://example.org/n{}>", rng.random_range(0..7));
+            let c2 = format!("<http://example.org/n{}>", rng.random_range(0..7));
+            let v = "<http://example.org/v>";
+            let queries = [
+                format!("SELECT * WHERE {{ ?x {p1} ?y OPTIONAL {{ ?y {v} ?a }} }}"),
+                format!("SELECT ?x WHERE {{ ?x {p1} ?y MINUS {{ ?y {p2} ?z }} }}"),
+                format!("SELECT * WHERE {{ {{ ?x {p1} ?y }} UNION {{ ?x {p2} ?y }} }}"),
+                format!("SELECT * WHERE {{ ?x {v} ?a {{ ?x {p1} ?y }} UNION {{ ?y {p2} ?x }} UNION {{ ?x {v} ?y }} }}"),
+                format!("SELECT ?x ?y ?s WHERE {{ ?x {p1} ?y BIND(STR(?y) AS ?s) }}"),
+                format!("SELECT * WHERE {{ VALUES ?x {{ {c1} {c2} }} ?x {p1} ?y }}"),
+                format!("SELECT * WHERE {{ ?x {p1} ?y . ?y {v} ?a FILTER(?a > 1) }}"),
+                format!("SELECT ?x (COUNT(?y) AS ?n) (SUM(?a) AS ?s) WHERE {{ ?x {p1} ?y . ?y {v} ?a }} GROUP BY ?x"),
+                format!("SELECT ?y (COUNT(*) AS ?n) (COUNT(DISTINCT ?x) AS ?d) (COUNT(?z) AS ?b) WHERE {{ ?x {p1} ?y . OPTIONAL {{ ?y {v} ?z }} }} GROUP BY ?y"),
+                format!("SELECT (COUNT(*) AS ?n) (COUNT(DISTINCT *) AS ?d) WHERE {{ ?x {p1} ?y . ?y {p2} ?z }}"),
+                format!("SELECT ?z (COUNT(DISTINCT ?x) AS ?n) WHERE {{ ?x {p1} ?y . ?y {p2} ?z }} GROUP BY ?z"),
+                format!("SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }}"),
+                format!("SELECT ?y WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ ?x {p1} ?y }} }} ?y {v} ?a }}"),
+                format!("SELECT ?x ?y ?n WHERE {{ {{ SELECT ?x (COUNT(*) AS ?n) WHERE {{ ?x {v} ?a . ?x ?p ?o }} GROUP BY ?x ORDER BY DESC(?n) ?x LIMIT 3 }} ?x {p1} ?y }}"),
+                format!("SELECT ?y ?z WHERE {{ {{ SELECT DISTINCT ?y WHERE {{ {c1} {p1} ?y }} }} ?y {p2} ?z }}"),
+                format!("SELECT ?x ?y WHERE {{ ?x {p1} ?y }} ORDER BY ?x ?y LIMIT 4"),
+                format!("ASK {{ {c1} {p1} {c2} }}"),
+                format!("CONSTRUCT {{ ?x <http://example.org/r2> ?y }} WHERE {{ ?x {p1} ?y }}"),
+                format!("SELECT ?g ?x ?y WHERE {{ GRAPH ?g {{ ?x {p1} ?y }} }}"),
+                format!("SELECT ?x ?y FROM <http://example.org/g1> WHERE {{ ?x {p1} ?y }}"),
+                format!("SELECT ?g ?x FROM NAMED <http://example.org/g2> WHERE {{ GRAPH ?g {{ ?x {p1} ?y }} }}"),
+                format!("SELECT * WHERE {{ ?x {p1} ?y . ?y {p2} ?z }}"),
+                format!("SELECT * WHERE {{ {c1} ?p ?y . ?y {p1} ?z }}"),
+                format!("SELECT ?x WHERE {{ ?x {v} ?a FILTER NOT EXISTS {{ ?x {p1} ?y }} }}"),
+                format!("DESCRIBE ?y WHERE {{ {c1} {p1} ?y }}"),
+            ];
+            for q in &queries {
+                let want = answers::oxigraph_answer(&f.store, q);
+                let got =
+                    answers::named_multiset(f.db.query(q).unwrap_or_else(|e| panic!("{q}: {e}")));
+                assert_eq!(got, want, "store: {q}");
+                if q.contains("ORDER BY ?x ?y LIMIT") {
+                    // ORDER BY with a total order: the same rows in the same order.
+                    let rows = |r| answers::rows(r).1;
+                    let ours = rows(f.db.query(q).unwrap());
+                    let theirs = rows(
+                        SparqlEvaluator::new()
+                            .parse_query(q)
+                            .unwrap()
+                            .on_store(&f.store)
+                            .execute()
+                            .unwrap(),
+                    );
+                    assert_eq!(ours, theirs, "order: {q}");
+                }
+                let embedded = answers::named_multiset(f.paths.evaluate(&f.store, q).unwrap());
+                assert_eq!(embedded, want, "embedded: {q}");
+                compared += 1;
+                if !want.is_empty() && !want.contains_key("false") && !want.contains_key("") {
+                    non_empty += 1;
+                }
+            }
+        }
+    }
+    // Most answers are not empty, or the comparison tests little.
+    assert!(
+        non_empty * 2 > compared,
+        "{non_empty} of {compared} non-empty"
+    );
 }

@@ -1,36 +1,41 @@
-//! Oxigraph's own evaluation, as a peer in benchmarks and an oracle in tests.
+//! Oxigraph's own evaluation, as a peer in benchmarks and an oracle in tests: the data
+//! copied into an in-memory Oxigraph store ([`copy_store`]), queries run on it and their
+//! rows read to the end ([`run_query`], [`drain`]).
 
-use std::collections::BTreeSet;
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k2rpq::progress::{Progress, Silent, Unit};
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
-use oxigraph::store::Store;
+use oxigraph::store::{StorageError, Store};
 
-impl OxigraphOutcome {
-    /// Distinct solutions, each as its bound values in variable order (N-Triples terms,
-    /// tab-separated): the form benchmarks compare engines in.
-    pub fn distinct(&self) -> BTreeSet<String> {
-        self.solutions
-            .iter()
-            .map(|row| {
-                row.iter()
-                    .map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join("\t")
-            })
-            .collect()
-    }
+/// Errors of [`copy_store`].
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// Oxigraph's store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// Reading the k2rpq store failed.
+    #[error(transparent)]
+    Store(#[from] k2rpq::store::StoreError),
+    /// The k2rpq store contradicts itself (a cell names a term its dictionary lacks, or a
+    /// literal subject): the copy stops rather than copy part of it.
+    #[error("copying the store into Oxigraph: {0}")]
+    Inconsistent(String),
 }
 
-/// What one query returned on Oxigraph.
+/// What one query returned, on Oxigraph or on k2rpq (both through Oxigraph's evaluator
+/// and its result types).
 #[derive(Clone, Debug, Default)]
-pub struct OxigraphOutcome {
-    /// Solutions (with multiplicity), up to the limit.
+pub struct QueryOutcome {
+    /// Solutions (triples for CONSTRUCT and DESCRIBE; 1 for a true ASK), with
+    /// multiplicity, up to the limit.
     pub rows: u64,
     /// The solutions, each as its bound values in variable order, up to the limit (an
     /// ASK answer `true` is one empty row).
     pub solutions: Vec<Vec<Option<oxrdf::Term>>>,
+    /// The triples of a CONSTRUCT or DESCRIBE, up to the limit.
+    pub triples: Vec<oxrdf::Triple>,
     /// Wall-clock time of parsing, evaluating and iterating (materializing) every row.
     pub time: Duration,
     /// Cancelled by the timeout.
@@ -39,41 +44,96 @@ pub struct OxigraphOutcome {
     pub truncated: bool,
 }
 
-/// The process's one watchdog: cancels each registered token once its deadline passes.
-/// One long-lived thread instead of a thread per run: spawning and joining one inside a
-/// timed run cost up to a scheduler tick (4 ms) on a busy machine, charged to Oxigraph.
-fn watch(deadline: Instant, token: CancellationToken) {
-    static WATCHDOG: OnceLock<Mutex<mpsc::Sender<(Instant, CancellationToken)>>> = OnceLock::new();
-    let tx = WATCHDOG.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<(Instant, CancellationToken)>();
-        std::thread::spawn(move || {
-            let mut pending: Vec<(Instant, CancellationToken)> = Vec::new();
-            loop {
-                let now = Instant::now();
-                pending.retain(|(d, t)| {
-                    if *d <= now {
-                        t.cancel();
+impl QueryOutcome {
+    /// Each solution as its bound values in variable order (N-Triples terms,
+    /// tab-separated), each triple as an N-Triples line: the form benchmarks compare
+    /// engines in.
+    fn texts(&self) -> impl Iterator<Item = String> + '_ {
+        self.solutions
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|v| v.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join("\t")
+            })
+            .chain(self.triples.iter().map(|t| t.to_string()))
+    }
+
+    /// The distinct rows.
+    pub fn distinct(&self) -> BTreeSet<String> {
+        self.texts().collect()
+    }
+
+    /// The rows with their multiplicities (SPARQL's bag semantics).
+    pub fn bag(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for t in self.texts() {
+            *m.entry(t).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// Reads `results` to the end (at most `limit` rows), as a caller receiving every row
+/// would; an error after `deadline` is the timeout's cancellation.
+pub fn drain(
+    results: QueryResults<'_>,
+    limit: u64,
+    deadline: Instant,
+) -> Result<QueryOutcome, String> {
+    let mut out = QueryOutcome::default();
+    let stop = |e: String, out: &mut QueryOutcome| {
+        if Instant::now() >= deadline {
+            out.timed_out = true;
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
+    match results {
+        QueryResults::Solutions(solutions) => {
+            for s in solutions {
+                let s = match s {
+                    Ok(s) => s,
+                    Err(e) => {
+                        stop(e.to_string(), &mut out)?;
+                        break;
                     }
-                    *d > now
-                });
-                let wait = pending
-                    .iter()
-                    .map(|(d, _)| d.saturating_duration_since(now))
-                    .min()
-                    .unwrap_or(Duration::from_secs(3600));
-                match rx.recv_timeout(wait) {
-                    Ok(item) => pending.push(item),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                };
+                if out.rows >= limit {
+                    out.truncated = true;
+                    break;
                 }
+                out.rows += 1;
+                out.solutions.push(s.values().to_vec());
             }
-        });
-        Mutex::new(tx)
-    });
-    let _ = tx
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send((deadline, token));
+        }
+        QueryResults::Boolean(b) => {
+            out.rows = b as u64;
+            if b {
+                out.solutions.push(Vec::new());
+            }
+        }
+        QueryResults::Graph(triples) => {
+            for t in triples {
+                let t = match t {
+                    Ok(t) => t,
+                    Err(e) => {
+                        stop(e.to_string(), &mut out)?;
+                        break;
+                    }
+                };
+                if out.rows >= limit {
+                    out.truncated = true;
+                    break;
+                }
+                out.rows += 1;
+                out.triples.push(t);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs `query` on `store`, iterating all rows (at most `limit`), cancelled after
@@ -83,57 +143,28 @@ pub fn run_query(
     query: &str,
     limit: u64,
     timeout: Duration,
-) -> Result<OxigraphOutcome, String> {
+) -> Result<QueryOutcome, String> {
     let token = CancellationToken::new();
     let start = Instant::now();
-    watch(start + timeout, token.clone());
-    let result = (|| {
-        let mut out = OxigraphOutcome::default();
-        let prepared = SparqlEvaluator::new()
-            .with_cancellation_token(token.clone())
-            .parse_query(query)
-            .map_err(|e| e.to_string())?;
-        match prepared
-            .on_store(store)
-            .execute()
-            .map_err(|e| e.to_string())?
-        {
-            QueryResults::Solutions(solutions) => {
-                for s in solutions {
-                    let s = match s {
-                        Ok(s) => s,
-                        Err(e) => {
-                            if start.elapsed() >= timeout {
-                                out.timed_out = true;
-                                break;
-                            }
-                            return Err(e.to_string());
-                        }
-                    };
-                    if out.rows >= limit {
-                        out.truncated = true;
-                        break;
-                    }
-                    out.rows += 1;
-                    out.solutions.push(s.values().to_vec());
-                }
-            }
-            QueryResults::Boolean(b) => {
-                out.rows = b as u64;
-                if b {
-                    out.solutions.push(Vec::new());
-                }
-            }
-            QueryResults::Graph(_) => {
-                return Err("CONSTRUCT/DESCRIBE queries are not benchmarked".into())
-            }
-        }
-        Ok(out)
-    })();
-    let cancelled = start.elapsed() >= timeout;
+    let deadline = start
+        .checked_add(timeout)
+        .unwrap_or(start + Duration::from_secs(1 << 30));
+    k2rpq::sparql::watchdog::cancel_at(deadline, token.clone());
+    let result = SparqlEvaluator::new()
+        .with_cancellation_token(token)
+        .parse_query(query)
+        .map_err(|e| e.to_string())
+        .and_then(|prepared| {
+            prepared
+                .on_store(store)
+                .execute()
+                .map_err(|e| e.to_string())
+        })
+        .and_then(|results| drain(results, limit, deadline));
+    let cancelled = Instant::now() >= deadline;
     let mut out = match result {
         Ok(o) => o,
-        Err(_) if cancelled => OxigraphOutcome {
+        Err(_) if cancelled => QueryOutcome {
             timed_out: true,
             ..Default::default()
         },
@@ -142,4 +173,123 @@ pub fn run_query(
     out.timed_out |= cancelled;
     out.time = start.elapsed();
     Ok(out)
+}
+
+/// An in-memory Oxigraph copy of a k2rpq store ([`copy_store`]), and what making it cost.
+pub struct StoreCopy {
+    /// The copy.
+    pub store: Store,
+    /// Triples (quads) inserted.
+    pub triples: u64,
+    /// Terms decoded from the store's dictionary.
+    pub terms: u64,
+    /// Seconds to decode every term of the dictionary (in parallel).
+    pub decode_s: f64,
+    /// Seconds to extract and sort the relations' cells and insert the quads (one thread:
+    /// Oxigraph's in-memory store takes one writer at a time).
+    pub insert_s: f64,
+}
+
+/// Quads inserted per Oxigraph transaction: bounds the transaction's undo log (an `Arc`
+/// per quad) without paying a commit per relation chunk more than a few times.
+const QUADS_PER_TRANSACTION: usize = 1 << 22;
+
+/// Copies every quad of a k2rpq store (all graphs) into a new in-memory Oxigraph store,
+/// with a progress bar on stderr if `progress`: what the benchmark's Oxigraph peer
+/// evaluates on. It takes minutes for 100 M triples (Oxigraph's insertion, one thread)
+/// and Oxigraph's memory for them.
+///
+/// Nothing is re-parsed: every term of the dictionary is decoded once, in parallel, into
+/// a table; the relations' `(subject, object)` cells are extracted in parallel and sorted
+/// by subject, so that consecutive inserts hit the same entries of Oxigraph's indexes;
+/// the calling thread inserts borrowed quads (`QuadRef`s into that table) through
+/// Oxigraph's transaction API, whose memory backend serialises writers.
+pub fn copy_store(
+    store: &k2rpq::store::Store,
+    progress: Option<&dyn Progress>,
+) -> Result<StoreCopy, CopyError> {
+    use oxigraph::model::{GraphNameRef, NamedNodeRef, NamedOrBlankNodeRef, QuadRef, Term};
+    use rayon::prelude::*;
+
+    let ox = Store::new()?;
+    let dict = store.dictionary();
+    let missing = |id: u32| CopyError::Inconsistent(format!("node id {id} not in the dictionary"));
+
+    let t = Instant::now();
+    let terms: Vec<Term> = (0..dict.len())
+        .into_par_iter()
+        .map(|id| dict.term(id).ok_or_else(|| missing(id)))
+        .collect::<Result<_, _>>()?;
+    let decode_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let mut relations = Vec::new();
+    for (g, info) in store.graphs().iter().enumerate() {
+        for p in store.predicates(g) {
+            relations.push((g, info.name.clone(), p.id, p.iri.clone()));
+        }
+    }
+    let cells: Vec<Vec<(u32, u32)>> = relations
+        .par_iter()
+        .map(|(g, _, pid, _)| {
+            Ok(store
+                .relation(*g, *pid)?
+                .map(|t| t.cells())
+                .unwrap_or_default())
+        })
+        .collect::<Result<_, k2rpq::store::StoreError>>()?;
+    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(cells.iter().map(Vec::len).sum());
+    for (r, c) in cells.into_iter().enumerate() {
+        all.extend(c.into_iter().map(|(s, o)| (s, r as u32, o)));
+    }
+    all.par_sort_unstable();
+    let preds: Vec<NamedNodeRef<'_>> = relations
+        .iter()
+        .map(|(_, _, _, iri)| NamedNodeRef::new_unchecked(iri))
+        .collect();
+    let graphs: Vec<GraphNameRef<'_>> = relations
+        .iter()
+        .map(|(_, name, _, _)| match name {
+            None => GraphNameRef::DefaultGraph,
+            Some(n) => n.as_ref().into(),
+        })
+        .collect();
+    let bar = progress.unwrap_or(&Silent);
+    bar.begin("copying into Oxigraph", Unit::Items, Some(all.len() as u64));
+    let mut txn = ox.start_transaction()?;
+    let mut pending = 0usize;
+    for (k, &(s, r, o)) in all.iter().enumerate() {
+        let (Some(s), Some(o)) = (terms.get(s as usize), terms.get(o as usize)) else {
+            return Err(missing(s.max(o)));
+        };
+        let subject = match s {
+            Term::NamedNode(n) => NamedOrBlankNodeRef::from(n.as_ref()),
+            Term::BlankNode(b) => NamedOrBlankNodeRef::from(b.as_ref()),
+            _ => return Err(CopyError::Inconsistent(format!("literal subject {s}"))),
+        };
+        txn.insert(QuadRef::new(
+            subject,
+            preds[r as usize],
+            o.as_ref(),
+            graphs[r as usize],
+        ));
+        pending += 1;
+        if pending >= QUADS_PER_TRANSACTION {
+            txn.commit()?;
+            txn = ox.start_transaction()?;
+            pending = 0;
+        }
+        if k % (1 << 16) == 0 {
+            bar.position(k as u64);
+        }
+    }
+    txn.commit()?;
+    bar.end();
+    Ok(StoreCopy {
+        store: ox,
+        triples: all.len() as u64,
+        terms: terms.len() as u64,
+        decode_s,
+        insert_s: t.elapsed().as_secs_f64(),
+    })
 }

@@ -1,5 +1,7 @@
-//! Query workloads: RPQ log lines (`[id,] S REGEX O`, one per line, `#` comments) or a
-//! folder of `.rq` SPARQL files.
+//! Query workloads: RPQ log lines (`[id,] S REGEX O`, one per line, `#` comments), a
+//! `.rq` file of SPARQL queries separated by lines holding only `;` (a query's first
+//! comment line `# ID: what it asks` names it), or a folder of `.rq` files (one query
+//! each, named by the file).
 
 use std::path::{Path, PathBuf};
 
@@ -101,10 +103,13 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
                 .unwrap_or_default();
             out.push(WorkloadQuery {
                 id,
-                shape: "sparql".into(),
+                shape: sparql_shape(&text),
                 kind: QueryKind::Sparql(text),
             });
         }
+    } else if path.extension().is_some_and(|x| x == "rq") {
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        out = split_queries(&text);
     } else {
         let text = std::fs::read_to_string(path).map_err(io)?;
         for (i, line) in text.lines().enumerate() {
@@ -129,6 +134,143 @@ pub fn read_workload(path: &Path) -> Result<Vec<WorkloadQuery>, WorkloadError> {
         return Err(WorkloadError::Empty(path.to_path_buf()));
     }
     Ok(out)
+}
+
+/// The queries of a `.rq` workload file: the texts between lines holding only `;`, each
+/// named by its first comment line `# ID: …` (else numbered `q1`, `q2`, … in order);
+/// pieces that hold only comments are skipped.
+///
+/// ```
+/// use k2rpq_bench::workload::split_queries;
+/// let qs = split_queries("# header\n;\n# m1: all\nSELECT * { ?s ?p ?o }\n;\nASK {}\n");
+/// assert_eq!(qs.len(), 2);
+/// assert_eq!((qs[0].id.as_str(), qs[1].id.as_str()), ("m1", "q2"));
+/// assert_eq!(qs[1].shape, "ask");
+/// ```
+pub fn split_queries(text: &str) -> Vec<WorkloadQuery> {
+    let mut out = Vec::new();
+    let mut piece = String::new();
+    let flush = |piece: &mut String, out: &mut Vec<WorkloadQuery>| {
+        let body = std::mem::take(piece);
+        let is_code = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+        if !body.lines().any(|l| is_code(&l)) {
+            return;
+        }
+        let named = body
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("# "))
+            .and_then(|c| c.split_once(':'))
+            .map(|(id, _)| id.trim())
+            .filter(|id| !id.is_empty() && !id.contains(char::is_whitespace));
+        let id = named.map_or_else(|| format!("q{}", out.len() + 1), str::to_owned);
+        out.push(WorkloadQuery {
+            id,
+            shape: sparql_shape(&body),
+            kind: QueryKind::Sparql(body),
+        });
+    };
+    for line in text.lines() {
+        if line.trim() == ";" {
+            flush(&mut piece, &mut out);
+        } else {
+            piece.push_str(line);
+            piece.push('\n');
+        }
+    }
+    flush(&mut piece, &mut out);
+    out
+}
+
+/// The shape of a SPARQL query: its form (`select`, `ask`, `construct`, `describe`) and
+/// what it uses (`path`, `optional`, `minus`, `union`, `values`, `group`, `order`,
+/// `sub`, `filter`, `bind`), e.g. `select path+group+order`; `sparql` when it does not
+/// parse.
+pub fn sparql_shape(text: &str) -> String {
+    use spargebra::algebra::GraphPattern as G;
+    fn walk(p: &G, top: bool, f: &mut std::collections::BTreeSet<&'static str>) {
+        let mut add = |x| {
+            f.insert(x);
+        };
+        match p {
+            G::Path { .. } => add("path"),
+            G::Bgp { .. } => {}
+            G::Values { .. } => add("values"),
+            G::LeftJoin { left, right, .. } => {
+                add("optional");
+                walk(left, top, f);
+                walk(right, top, f);
+            }
+            G::Minus { left, right } => {
+                add("minus");
+                walk(left, top, f);
+                walk(right, top, f);
+            }
+            G::Union { left, right } => {
+                add("union");
+                walk(left, top, f);
+                walk(right, top, f);
+            }
+            G::Join { left, right } | G::Lateral { left, right } => {
+                walk(left, top, f);
+                walk(right, top, f);
+            }
+            G::Filter { inner, .. } => {
+                add("filter");
+                walk(inner, top, f);
+            }
+            G::Extend { inner, .. } => {
+                add("bind");
+                walk(inner, top, f);
+            }
+            G::Group { inner, .. } => {
+                add("group");
+                walk(inner, top, f);
+            }
+            G::OrderBy { inner, .. } => {
+                add("order");
+                walk(inner, top, f);
+            }
+            G::Project { inner, .. } => {
+                if !top {
+                    add("sub");
+                }
+                walk(inner, false, f);
+            }
+            G::Graph { inner, .. }
+            | G::Distinct { inner }
+            | G::Reduced { inner }
+            | G::Slice { inner, .. }
+            | G::Service { inner, .. } => walk(inner, top, f),
+        }
+    }
+    let Ok(q) = spargebra::SparqlParser::new().parse_query(text) else {
+        return "sparql".into();
+    };
+    let (form, pattern) = match &q {
+        spargebra::Query::Select { pattern, .. } => ("select", pattern),
+        spargebra::Query::Ask { pattern, .. } => ("ask", pattern),
+        spargebra::Query::Construct { pattern, .. } => ("construct", pattern),
+        spargebra::Query::Describe { pattern, .. } => ("describe", pattern),
+    };
+    let mut features = std::collections::BTreeSet::new();
+    // Sequences of links, which the parser splits into triples, count as paths.
+    walk(
+        &k2rpq::sparql::rewrite::reassemble_paths(pattern),
+        true,
+        &mut features,
+    );
+    // SELECT's own projection and the aggregates' BIND are no features of the query.
+    if matches!(q, spargebra::Query::Select { .. }) && features.contains("group") {
+        features.remove("bind");
+    }
+    if features.is_empty() {
+        form.to_owned()
+    } else {
+        format!(
+            "{form} {}",
+            features.into_iter().collect::<Vec<_>>().join("+")
+        )
+    }
 }
 
 /// The shape of a log query: `c`/`v` ends around the regex with every IRI written `a`.

@@ -38,7 +38,7 @@ fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
     .unwrap();
 
     let edges: u64 = db.store().graphs().iter().map(|g| g.edges).sum();
-    let copy = k2rpq::oxigraph::copy_store(db.store(), None).unwrap();
+    let copy = k2rpq_bench::oxigraph_runner::copy_store(db.store(), None).unwrap();
     assert_eq!(copy.triples, edges);
     assert_eq!(copy.store.len().unwrap() as u64, edges);
     assert_eq!(copy.terms, db.store().node_count() as u64);

@@ -188,6 +188,55 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A `--timeout`: a number of seconds, finite and positive, that fits in a
+/// [`std::time::Duration`] (decimals allowed: `0.5`).
+///
+/// ```
+/// use k2rpq_cli::args::parse_seconds;
+/// assert_eq!(parse_seconds("1.5"), Ok(std::time::Duration::from_millis(1500)));
+/// for bad in ["0", "-1", "nan", "inf", "1e20", "soon", ""] {
+///     assert!(parse_seconds(bad).is_err(), "{bad}");
+/// }
+/// ```
+pub fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let bad = |why: &str| format!("{s:?} is not a number of seconds ({why})");
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| bad("give a positive number such as 30 or 0.5"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(bad("give a finite positive number"));
+    }
+    // Durations hold up to 2^64 seconds; a checked conversion, where `from_secs_f64`
+    // would panic.
+    match std::time::Duration::try_from_secs_f64(v) {
+        Ok(d) if d > std::time::Duration::ZERO && v <= MAX_SECONDS => Ok(d),
+        Ok(_) => Err(bad(&format!("at most {MAX_SECONDS:e}, a positive number"))),
+        Err(_) => Err(bad("too large")),
+    }
+}
+
+/// The longest `--timeout`: about 31.7 years, past any run and well inside what an
+/// [`std::time::Instant`] can be moved by on every platform.
+const MAX_SECONDS: f64 = 1e9;
+
+/// A `--limit`: a whole number of rows from 1 up.
+///
+/// ```
+/// use k2rpq_cli::args::parse_limit;
+/// assert_eq!(parse_limit("10"), Ok(10));
+/// for bad in ["0", "-3", "1.5", "lots", "99999999999999999999999"] {
+///     assert!(parse_limit(bad).is_err(), "{bad}");
+/// }
+/// ```
+pub fn parse_limit(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("--limit 0 would write nothing: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?} is not a number of rows: {e}")),
+    }
+}
+
 /// The `--engine` values, listed in help and checked by clap.
 pub fn engine_parser() -> impl clap::builder::TypedValueParser<Value = EngineChoice> {
     use clap::builder::TypedValueParser;

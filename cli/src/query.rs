@@ -1,24 +1,17 @@
-//! `k2rpq query`: a SPARQL query (property paths, BGPs, joins, VALUES, FILTER, DISTINCT,
-//! LIMIT/OFFSET, ORDER BY, COUNT) over an RDF file loaded in memory, or a store; with
-//! `--oxigraph`, any SPARQL query through the Oxigraph embedding.
+//! `k2rpq query`: any SPARQL 1.1 query over a store (or an RDF file, loaded into a
+//! temporary store first), through Oxigraph's evaluator over the store's trees with the
+//! property paths on k2rpq's engines. Rows are written as they come.
 
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use k2rpq::database::Database;
-use k2rpq::engine::cpu::CpuEngine;
-use k2rpq::engine::gpu::GpuEngine;
-use k2rpq::engine::Engine;
-use k2rpq::oxigraph::{copy_store, K2Paths, OxigraphError, StorePaths};
-use k2rpq::sparql::{
-    query, read_quads, write_answer, write_triples, MemoryDataset, PathDataset, QueryAnswer,
-    ResultFormat, SparqlError,
-};
+use k2rpq::database::QueryOptions;
+use k2rpq::sparql::results::write_results;
+use k2rpq::sparql::{parse_query, QueryEvaluationError, ResultFormat, SparqlError};
 
-use crate::args::DeviceArgs;
+use crate::args::{parse_limit, parse_seconds, DeviceArgs};
 use crate::rpq::EngineChoice;
 
 /// Arguments of `k2rpq query`.
@@ -27,32 +20,40 @@ pub struct Args {
     /// The query text (or use --file).
     #[arg(required_unless_present = "file", conflicts_with = "file")]
     pub query: Option<String>,
-    /// Read the query from this file.
+    /// Read the query from this file (its location is the default base IRI).
     #[arg(long, short)]
     pub file: Option<PathBuf>,
-    /// An RDF file loaded in memory: .nt, .nq, .ttl or .trig, optionally .gz.
+    /// An RDF file (.nt, .nq, .ttl or .trig, optionally .gz or .bz2), loaded into a
+    /// temporary store for this query.
     #[arg(long, required_unless_present = "store", conflicts_with = "store")]
     pub nt: Option<PathBuf>,
     /// A store folder written by `k2rpq load`.
     #[arg(long)]
     pub store: Option<PathBuf>,
-    /// Output format: table, json, xml, csv or tsv; for CONSTRUCT and DESCRIBE (with
-    /// `--oxigraph`) nt or ttl (`table` writes N-Triples).
+    /// Output format: table, json, xml, csv or tsv; for CONSTRUCT and DESCRIBE nt or ttl
+    /// (`table` writes N-Triples).
     #[arg(long, default_value = "table")]
     pub format: ResultFormat,
-    /// Answer any SPARQL 1.1 query (OPTIONAL, MINUS, aggregates, CONSTRUCT, DESCRIBE, …)
-    /// through the Oxigraph embedding: Oxigraph evaluates the query, k2rpq its property
-    /// paths. The data are first copied into an in-memory Oxigraph store (a `--store`'s
-    /// quads from its trees and dictionary, with a progress bar: minutes and Oxigraph's
-    /// memory for 100 M triples); the paths of a `--store` run on its own trees and device
-    /// cache.
+    /// Write at most this many rows (triples); when more are left, say so on stderr and
+    /// exit with an error.
+    #[arg(long, value_parser = parse_limit)]
+    pub limit: Option<u64>,
+    /// Stop the query after this many seconds (counted until the last row is written)
+    /// and exit with an error.
+    #[arg(long, value_parser = parse_seconds)]
+    pub timeout: Option<Duration>,
+    /// The IRI the query's relative IRIs resolve against (default: the location of
+    /// --file).
     #[arg(long)]
+    pub base: Option<String>,
+    /// No longer an option: every query runs through Oxigraph's evaluator over the store.
+    #[arg(long, hide = true)]
     pub oxigraph: bool,
     /// Engine of the path products.
     #[arg(long, default_value = "auto", value_parser = crate::args::engine_parser())]
     pub engine: EngineChoice,
-    /// GPUs, GPU budget, cache statistics. The SPARQL layer evaluates a query's paths on
-    /// one engine: over a `--store` the least busy selected GPU, over `--nt` the first.
+    /// GPUs, GPU budget, cache statistics. Each group of path patterns runs on one
+    /// engine: the least busy selected GPU, or the CPU for groups over few edges (auto).
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Print load and query times to stderr.
@@ -60,141 +61,65 @@ pub struct Args {
     pub verbose: bool,
 }
 
-/// What a query returned: a standalone answer, or the triples of a CONSTRUCT or DESCRIBE.
-enum Output {
-    Answer(QueryAnswer),
-    Triples(Vec<oxrdf::Triple>),
-}
-
-fn answer_with<E: Engine>(
-    engine: &E,
-    dataset: &dyn PathDataset,
-    text: &str,
-) -> anyhow::Result<QueryAnswer> {
-    query(engine, dataset, text).map_err(|e| with_excerpt(e, text))
-}
-
-/// `e`, with the line of `text` a syntax error stopped on and a caret under its column,
-/// or for a construct outside the standalone subset, the option that answers it.
-fn with_excerpt(e: SparqlError, text: &str) -> anyhow::Error {
-    if let SparqlError::Unsupported(_) = e {
-        return anyhow::anyhow!(
-            "{e} (outside k2rpq's standalone SPARQL subset, docs/SEMANTICS.md; \
-             `--oxigraph` answers any query through the Oxigraph embedding)"
-        );
+/// `file:` IRI of a path (made absolute), with the characters an IRI cannot hold
+/// percent-encoded.
+fn file_iri(path: &Path) -> anyhow::Result<String> {
+    let absolute =
+        std::path::absolute(path).with_context(|| format!("locating {}", path.display()))?;
+    let mut iri = String::from("file://");
+    for b in absolute.to_string_lossy().bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                iri.push(b as char)
+            }
+            _ => iri.push_str(&format!("%{b:02X}")),
+        }
     }
+    Ok(iri)
+}
+
+/// `e` with the line of `text` a syntax error stopped on and a caret under its column.
+fn with_excerpt(e: SparqlError, text: &str) -> anyhow::Error {
     match e.excerpt(text) {
         Some(excerpt) => anyhow::anyhow!("{e}\n{excerpt}"),
         None => e.into(),
     }
 }
 
-/// Parses `text` and checks that `format` can write its results, before any data are
-/// loaded (a store's copy into Oxigraph may take minutes).
-fn check_before_loading(text: &str, format: ResultFormat) -> anyhow::Result<()> {
-    let parsed = spargebra::SparqlParser::new()
-        .parse_query(text)
-        .map_err(|e| with_excerpt(SparqlError::Syntax(e), text))?;
-    let rdf = matches!(format, ResultFormat::NTriples | ResultFormat::Turtle);
-    match parsed {
-        spargebra::Query::Construct { .. } | spargebra::Query::Describe { .. }
-            if !rdf && format != ResultFormat::Table =>
-        {
-            anyhow::bail!("a CONSTRUCT or DESCRIBE result is RDF: use --format nt, ttl or table")
-        }
-        spargebra::Query::Select { .. } | spargebra::Query::Ask { .. } if rdf => {
-            anyhow::bail!("--format nt and ttl are for CONSTRUCT and DESCRIBE results; a SELECT or ASK answer is written as table, json, xml, csv or tsv")
-        }
-        _ => Ok(()),
-    }
+/// A temporary store of an RDF file, removed when dropped.
+struct FileStore {
+    dir: tempfile::TempDir,
 }
 
-/// Oxigraph's results as what `query` writes (their rows are read here: Oxigraph's
-/// errors surface before any output).
-fn output_of(results: oxigraph::sparql::QueryResults<'_>) -> anyhow::Result<Output> {
-    use oxigraph::sparql::QueryResults;
-    Ok(match results {
-        QueryResults::Boolean(b) => Output::Answer(QueryAnswer::Boolean(b)),
-        QueryResults::Solutions(solutions) => {
-            let variables = solutions.variables().to_vec();
-            let rows = solutions
-                .map(|s| s.map(|s| s.values().to_vec()))
-                .collect::<Result<_, _>>()?;
-            Output::Answer(QueryAnswer::Solutions { variables, rows })
-        }
-        QueryResults::Graph(triples) => Output::Triples(triples.collect::<Result<_, _>>()?),
-    })
-}
-
-/// `--oxigraph`: the query through the embedding, over a copy of the data in Oxigraph.
-/// Returns the output, the engine of the paths, the load time and the database.
-fn run_in_oxigraph(
-    args: &Args,
-    text: &str,
-    started: Instant,
-) -> anyhow::Result<(
-    Output,
-    &'static str,
-    std::time::Duration,
-    Option<Arc<Database>>,
-)> {
-    let syntax = |e: OxigraphError| match e {
-        OxigraphError::Syntax(e) => with_excerpt(SparqlError::Syntax(e), text),
-        e => e.into(),
-    };
-    match (&args.nt, &args.store) {
-        (Some(p), _) => {
-            args.device.check_store_only(false)?;
-            let store = oxigraph::store::Store::new()?;
-            store.extend(read_quads(p)?)?;
-            let loaded = started.elapsed();
-            let gpus = args.device.gpu_engines(args.engine)?;
-            let (results, engine) = match gpus.into_iter().next() {
-                None => (K2Paths::cpu().evaluate(&store, text), "cpu"),
-                Some(gpu) => (K2Paths::new(gpu).evaluate(&store, text), "gpu"),
-            };
-            Ok((output_of(results.map_err(syntax)?)?, engine, loaded, None))
-        }
-        (None, Some(dir)) => {
-            let db = Arc::new(args.device.open_database(dir, args.engine)?);
-            let bars = crate::progress::Bars::default();
-            let copy = copy_store(db.store(), Some(&bars))
-                .with_context(|| format!("copying {} into Oxigraph", dir.display()))?;
-            let loaded = started.elapsed();
-            // Each `SERVICE` pattern takes its engine as `Database::query` would: with a
-            // GPU and `auto`, the GPU only for patterns over enough edges.
-            let engine = match (db.has_gpu(), args.engine) {
-                (false, _) | (true, EngineChoice::Cpu) => "cpu",
-                (true, EngineChoice::Gpu) => "gpu",
-                (true, EngineChoice::Auto) => "gpu or cpu per path",
-            };
-            let results = StorePaths::new(Arc::clone(&db)).evaluate(&copy.store, text);
-            Ok((
-                output_of(results.map_err(syntax)?)?,
-                engine,
-                loaded,
-                Some(db),
-            ))
-        }
-        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
+impl FileStore {
+    fn load(file: &Path) -> anyhow::Result<FileStore> {
+        let dir = tempfile::Builder::new()
+            .prefix("k2rpq-query-")
+            .tempdir()
+            .context("creating a temporary store")?;
+        let options = k2rpq::store::LoadOptions::default();
+        k2rpq::store::load(
+            &[k2rpq::store::Input::Path(file.to_path_buf())],
+            &dir.path().join("store"),
+            &options,
+        )
+        .with_context(|| format!("loading {}", file.display()))?;
+        Ok(FileStore { dir })
     }
-}
 
-/// The GPU a SPARQL query runs on: the first of `gpus` (never empty: `open` fails
-/// instead), with a notice when more were selected.
-fn first_gpu(gpus: &[GpuEngine]) -> &GpuEngine {
-    if gpus.len() > 1 {
-        eprintln!(
-            "k2rpq query: SPARQL paths run on one GPU; using GPU {} of the {} selected",
-            gpus[0].device().ordinal,
-            gpus.len()
-        );
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("store")
     }
-    &gpus[0]
 }
 
 /// Runs `k2rpq query`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.oxigraph {
+        anyhow::bail!(
+            "--oxigraph is gone: every query now runs through Oxigraph's evaluator over the \
+             store itself, with its paths on k2rpq's engines; drop the flag"
+        );
+    }
     let text = match (&args.query, &args.file) {
         (Some(q), _) => q.clone(),
         (None, Some(f)) => {
@@ -202,85 +127,78 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give a query or --file"),
     };
-    check_before_loading(&text, args.format)?;
-    let started = Instant::now();
-    let (output, engine, loaded, db) = if args.oxigraph {
-        run_in_oxigraph(&args, &text, started)?
-    } else {
-        let (answer, engine, loaded, db) = standalone(&args, &text, started)?;
-        (Output::Answer(answer), engine, loaded, db.map(Arc::new))
+    let base = match (&args.base, &args.file) {
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(f)) => Some(file_iri(f)?),
+        (None, None) => None,
     };
-    let answered = started.elapsed() - loaded;
+    // The query and its format are checked before any data are read.
+    let query = parse_query(&text, base.as_deref()).map_err(|e| with_excerpt(e, &text))?;
+    args.format.check(&query)?;
+    let started = Instant::now();
+    let (db, _file_store) = match (&args.nt, &args.store) {
+        (Some(file), _) => {
+            args.device.check_store_only(false)?;
+            let loaded = FileStore::load(file)?;
+            (
+                args.device.open_database(&loaded.path(), args.engine)?,
+                Some(loaded),
+            )
+        }
+        (None, Some(dir)) => (args.device.open_database(dir, args.engine)?, None),
+        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
+    };
+    let opened = started.elapsed();
+    let options = QueryOptions {
+        base_iri: base,
+        timeout: args.timeout,
+    };
+    let timed_out = |e: &SparqlError| {
+        args.timeout.is_some_and(|t| started.elapsed() >= t)
+            && matches!(
+                e,
+                SparqlError::Timeout
+                    | SparqlError::Evaluation(
+                        QueryEvaluationError::Cancelled | QueryEvaluationError::Service(_)
+                    )
+            )
+    };
+    let fail = |e: SparqlError| -> anyhow::Error {
+        if timed_out(&e) {
+            anyhow::anyhow!(
+                "the query ran past --timeout {} s",
+                args.timeout.unwrap_or_default().as_secs_f64()
+            )
+        } else {
+            e.into()
+        }
+    };
+    let results = db.evaluate(&query, &options).map_err(fail)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let rows = match output {
-        Output::Answer(answer) => {
-            write_answer(&answer, args.format, &mut out)?;
-            if args.format != ResultFormat::Table {
-                writeln!(out)?;
-            }
-            match answer {
-                QueryAnswer::Solutions { rows, .. } => rows.len(),
-                QueryAnswer::Boolean(_) => 1,
-            }
-        }
-        Output::Triples(triples) => {
-            let rows = triples.len();
-            write_triples(
-                triples.into_iter().map(Ok::<_, String>),
-                args.format,
-                &mut out,
-            )?;
-            rows
-        }
-    };
+    let written = write_results(results, args.format, args.limit, &mut out);
+    // JSON and XML documents end without a newline; CSV and TSV rows end with one.
+    if written.is_ok() && matches!(args.format, ResultFormat::Json | ResultFormat::Xml) {
+        writeln!(out)?;
+    }
     out.flush()?;
+    let written = written.map_err(fail)?;
     if args.verbose {
+        let (cpu, gpu) = db.path_service_runs();
         eprintln!(
-            "loaded in {:.1} ms, answered in {:.1} ms on {engine}, {rows} rows",
-            loaded.as_secs_f64() * 1e3,
-            answered.as_secs_f64() * 1e3
+            "opened in {:.1} ms, answered in {:.1} ms, {} row{}; path groups: {cpu} on the CPU, {gpu} on a GPU",
+            opened.as_secs_f64() * 1e3,
+            (started.elapsed() - opened).as_secs_f64() * 1e3,
+            written.rows,
+            if written.rows == 1 { "" } else { "s" },
         );
     }
-    if let Some(db) = &db {
-        args.device.print_stats(db);
+    args.device.print_stats(&db);
+    if written.truncated {
+        anyhow::bail!(
+            "stopped at --limit {}: the answer has more rows",
+            written.rows
+        );
     }
     Ok(())
-}
-
-/// The query by k2rpq's own SPARQL layer (the standalone subset). Returns the answer, the
-/// engine, the load time and the database.
-fn standalone(
-    args: &Args,
-    text: &str,
-    started: Instant,
-) -> anyhow::Result<(
-    QueryAnswer,
-    &'static str,
-    std::time::Duration,
-    Option<Database>,
-)> {
-    Ok(match (&args.nt, &args.store) {
-        (Some(p), _) => {
-            args.device.check_store_only(false)?;
-            let dataset = MemoryDataset::load_file(p)?;
-            let loaded = started.elapsed();
-            let gpus = args.device.gpu_engines(args.engine)?;
-            let (answer, engine) = if gpus.is_empty() {
-                (answer_with(&CpuEngine::new(), &dataset, text)?, "cpu")
-            } else {
-                (answer_with(first_gpu(&gpus), &dataset, text)?, "gpu")
-            };
-            (answer, engine, loaded, None)
-        }
-        (None, Some(dir)) => {
-            // Through a Database: the device cache keeps relations resident under the
-            // budget, and queries over small relations take the CPU engine.
-            let db = args.device.open_database(dir, args.engine)?;
-            let loaded = started.elapsed();
-            let (answer, engine) = db.query(text).map_err(|e| with_excerpt(e, text))?;
-            (answer, engine, loaded, Some(db))
-        }
-        (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
-    })
 }

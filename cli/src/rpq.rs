@@ -39,11 +39,11 @@ pub struct EvalArgs {
     #[arg(long, value_name = "PREFIX=IRI", value_parser = parse_prefix)]
     pub prefix: Vec<(String, String)>,
     /// Stop each query after this many pairs.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::parse_limit)]
     pub limit: Option<u64>,
     /// Stop each query after this many seconds (the pairs found so far are printed).
-    #[arg(long)]
-    pub timeout: Option<f64>,
+    #[arg(long, value_parser = crate::args::parse_seconds)]
+    pub timeout: Option<Duration>,
     /// The engine: `gpu` keeps every product on the GPU; `auto` uses the GPU when one is
     /// usable and the query is large enough to pay for it.
     #[arg(long, default_value = "auto", value_parser = crate::args::engine_parser())]
@@ -100,19 +100,12 @@ impl EvalArgs {
 
     /// The evaluation options these arguments ask for.
     pub fn options(&self, count_only: bool) -> anyhow::Result<EvalOptions> {
-        let timeout = match self.timeout {
-            Some(s) if !(s.is_finite() && s >= 0.0) => {
-                anyhow::bail!("--timeout {s}: not a number of seconds")
-            }
-            Some(s) => Some(Duration::from_secs_f64(s)),
-            None => None,
-        };
         if self.batch_words == 0 {
             anyhow::bail!("--batch-words must be at least 1");
         }
         Ok(EvalOptions {
             limit: self.limit,
-            timeout,
+            timeout: self.timeout,
             batch_words: self.batch_words,
             traversal: match self.traversal {
                 TraversalChoice::Auto => TraversalPolicy::Auto,

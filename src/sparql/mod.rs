@@ -1,22 +1,28 @@
-//! SPARQL front end: spargebra algebra, exact SPARQL 1.1 property-path semantics, a
-//! standalone evaluator for a query subset, result formats, and the algebra rewrites the
-//! Oxigraph embedding ([`crate::oxigraph`]) uses.
+//! SPARQL over a store: Oxigraph's evaluator (`spareval`) over the store's trees
+//! ([`StoreQuads`]), with every group of patterns that holds a property path answered by
+//! k2rpq's engines ([`group::evaluate_group`]) through a `SERVICE` the rewrite
+//! ([`rewrite::wrap_paths_in_service`]) puts around it; exact SPARQL 1.1 property-path
+//! semantics ([`semantics`]); result writers ([`results`]).
 //!
 //! Terms become ids at the edges ([`TermDictionary`]); everything below (the RPQ engine)
 //! sees only ids. See `docs/SEMANTICS.md` for the semantics and Oxigraph's deviations.
 
 pub mod dataset;
-pub mod query;
+pub mod group;
 pub mod results;
 pub mod rewrite;
 pub mod semantics;
+pub mod store;
+pub mod watchdog;
 
 pub use dataset::{read_quads, MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
-pub use query::{
-    evaluate_pattern, evaluate_pattern_with, evaluate_query, evaluate_query_with, query,
-    PerQueryProvider, QueryAnswer, RelationProvider,
+pub use group::{PerQueryProvider, RelationProvider};
+pub use results::{write_results, ResultFormat, WrittenResults};
+pub use spareval::{
+    CancellationToken, QueryEvaluationError, QueryResults, QuerySolution, QuerySolutionIter,
+    QueryTripleIter,
 };
-pub use results::{write_answer, write_triples, ResultFormat};
+pub use store::{StoreQuads, StoreTerm};
 
 /// Errors of the SPARQL layer.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +32,18 @@ pub enum SparqlError {
     /// not a source, so that an error chain prints it once.
     #[error("invalid SPARQL: {}", tidy_syntax_message(&.0.to_string()))]
     Syntax(spargebra::SparqlSyntaxError),
-    /// The query uses a construct outside the supported subset, named here.
+    /// An update (`INSERT DATA`, `DELETE WHERE`, ...): stores are read-only.
+    #[error("updates are not supported: the store is read-only")]
+    Update,
+    /// A base IRI that is not an absolute IRI.
+    #[error("invalid base IRI <{iri}>: {reason}")]
+    BaseIri {
+        /// The IRI given.
+        iri: String,
+        /// Why it is not one.
+        reason: String,
+    },
+    /// A construct the path service cannot evaluate, named here.
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// Path evaluation failed.
@@ -48,6 +65,150 @@ pub enum SparqlError {
     /// The store could not be read (a corrupt relation file).
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// A term id the store's dictionary does not hold (a corrupt store).
+    #[error("the store's dictionary holds no term of id {0}")]
+    MissingTerm(u32),
+    /// The query ran past its time limit.
+    #[error("the query ran past its time limit")]
+    Timeout,
+    /// Oxigraph's evaluator failed (a path service error arrives wrapped in it).
+    #[error(transparent)]
+    Evaluation(#[from] spareval::QueryEvaluationError),
+}
+
+/// Parses a SPARQL query, resolving relative IRIs against `base_iri` (if given). An
+/// update is [`SparqlError::Update`]: stores are read-only.
+///
+/// ```
+/// use k2rpq::sparql::{parse_query, SparqlError};
+/// let q = parse_query("SELECT * WHERE { GRAPH <people.ttl> { ?s ?p ?o } }", Some("file:///data/q.rq")).unwrap();
+/// assert!(q.to_string().contains("<file:///data/people.ttl>"));
+/// assert!(matches!(parse_query("INSERT DATA { <a:s> <a:p> <a:o> }", None), Err(SparqlError::Update)));
+/// ```
+pub fn parse_query(text: &str, base_iri: Option<&str>) -> Result<spargebra::Query, SparqlError> {
+    let parser = || -> Result<spargebra::SparqlParser, SparqlError> {
+        let parser = spargebra::SparqlParser::new();
+        match base_iri {
+            None => Ok(parser),
+            Some(iri) => parser.with_base_iri(iri).map_err(|e| SparqlError::BaseIri {
+                iri: iri.to_owned(),
+                reason: e.to_string(),
+            }),
+        }
+    };
+    match parser()?.parse_query(text) {
+        Ok(mut q) => {
+            if select_star(text) {
+                columns_in_order_of_appearance(&mut q, text);
+            }
+            Ok(q)
+        }
+        Err(_) if parser()?.parse_update(text).is_ok() => Err(SparqlError::Update),
+        Err(e) => Err(SparqlError::Syntax(e)),
+    }
+}
+
+/// The tokens of a query text that matter to [`select_star`] and
+/// [`columns_in_order_of_appearance`]: words, variables and single characters, with
+/// comments, IRIs and strings skipped.
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || loop {
+        let t = rest.trim_start();
+        let c = t.chars().next()?;
+        let skip_to = |t: &str, end: &str, from: usize| -> usize {
+            t[from..]
+                .find(end)
+                .map_or(t.len(), |i| from + i + end.len())
+        };
+        let len = match c {
+            '#' => {
+                rest = &t[skip_to(t, "\n", 1)..];
+                continue;
+            }
+            '<' if t[1..].starts_with(|c: char| !c.is_whitespace() && c != '=') => {
+                rest = &t[skip_to(t, ">", 1)..];
+                continue;
+            }
+            '"' | '\'' => {
+                let quote = if t.starts_with("\"\"\"") || t.starts_with("'''") {
+                    &t[..3]
+                } else {
+                    &t[..1]
+                };
+                // Escaped quotes do not end a string.
+                let mut i = quote.len();
+                while i < t.len() && !t[i..].starts_with(quote) {
+                    i += if t[i..].starts_with('\\') { 2 } else { 1 };
+                    while !t.is_char_boundary(i.min(t.len())) {
+                        i += 1;
+                    }
+                }
+                rest = &t[(i + quote.len()).min(t.len())..];
+                continue;
+            }
+            '?' | '$' => {
+                1 + t[1..]
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(t.len() - 1)
+            }
+            c if c.is_alphanumeric() || c == '_' => t
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '-'))
+                .unwrap_or(t.len()),
+            c => c.len_utf8(),
+        };
+        let (token, after) = t.split_at(len);
+        rest = after;
+        return Some(token);
+    })
+}
+
+/// Whether the query's own (outermost) SELECT is `SELECT *` (with DISTINCT or REDUCED).
+fn select_star(text: &str) -> bool {
+    let mut t = tokens(text).skip_while(|t| !t.eq_ignore_ascii_case("select"));
+    t.next();
+    let next = t.next();
+    let next = match next {
+        Some(w) if w.eq_ignore_ascii_case("distinct") || w.eq_ignore_ascii_case("reduced") => {
+            t.next()
+        }
+        other => other,
+    };
+    next == Some("*")
+}
+
+/// Orders the columns of a `SELECT *` query as its variables first appear in the text
+/// (the parser sorts them by name).
+fn columns_in_order_of_appearance(query: &mut spargebra::Query, text: &str) {
+    use spargebra::algebra::GraphPattern;
+    let spargebra::Query::Select { pattern, .. } = query else {
+        return;
+    };
+    let mut p = pattern;
+    let variables = loop {
+        match p {
+            GraphPattern::Slice { inner, .. }
+            | GraphPattern::Distinct { inner }
+            | GraphPattern::Reduced { inner } => p = inner,
+            GraphPattern::Project { variables, .. } => break variables,
+            _ => return,
+        }
+    };
+    let mut order: Vec<&str> = Vec::new();
+    for t in tokens(text) {
+        if let Some(name) = t.strip_prefix(['?', '$']) {
+            if !order.contains(&name) {
+                order.push(name);
+            }
+        }
+    }
+    let rank = |v: &oxrdf::Variable| {
+        order
+            .iter()
+            .position(|n| *n == v.as_str())
+            .unwrap_or(usize::MAX)
+    };
+    variables.sort_by_key(|v| rank(v));
 }
 
 impl From<spargebra::SparqlSyntaxError> for SparqlError {

@@ -1,18 +1,21 @@
-//! Writing answers: SPARQL JSON, XML, CSV and TSV through sparesults, or an aligned table;
-//! the triples of a CONSTRUCT or DESCRIBE (through the Oxigraph embedding) as N-Triples or
-//! Turtle through oxttl.
+//! Writing results as they come: SPARQL JSON, XML, CSV and TSV through sparesults, or an
+//! aligned table; the triples of a CONSTRUCT or DESCRIBE as N-Triples or Turtle through
+//! oxttl. At most a given number of rows (triples) is written, and the caller learns
+//! whether more were left, so that a cut answer never passes for a whole one.
 
 use std::io::Write;
 use std::str::FromStr;
 
+use oxrdf::{Term, Variable};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
+use spareval::{QueryResults, QuerySolutionIter};
 
-use super::{QueryAnswer, SparqlError};
+use super::SparqlError;
 
 /// An output format of `k2rpq query`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ResultFormat {
-    /// A readable table with aligned columns.
+    /// A readable table with aligned columns (N-Triples lines for CONSTRUCT and DESCRIBE).
     #[default]
     Table,
     /// SPARQL 1.1 Query Results JSON.
@@ -23,9 +26,9 @@ pub enum ResultFormat {
     Csv,
     /// SPARQL 1.1 Query Results TSV.
     Tsv,
-    /// N-Triples: for the triples of a CONSTRUCT or DESCRIBE ([`write_triples`]).
+    /// N-Triples: for the triples of a CONSTRUCT or DESCRIBE.
     NTriples,
-    /// Turtle: for the triples of a CONSTRUCT or DESCRIBE ([`write_triples`]).
+    /// Turtle: for the triples of a CONSTRUCT or DESCRIBE.
     Turtle,
 }
 
@@ -49,148 +52,248 @@ impl FromStr for ResultFormat {
     }
 }
 
-/// Writes `answer` to `out` in `format`.
+impl ResultFormat {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResultFormat::Table => "table",
+            ResultFormat::Json => "json",
+            ResultFormat::Xml => "xml",
+            ResultFormat::Csv => "csv",
+            ResultFormat::Tsv => "tsv",
+            ResultFormat::NTriples => "nt",
+            ResultFormat::Turtle => "ttl",
+        }
+    }
+
+    /// Whether this format can write the results of `query`: RDF formats for CONSTRUCT
+    /// and DESCRIBE, results formats for SELECT and ASK, the table for all.
+    ///
+    /// ```
+    /// use k2rpq::sparql::ResultFormat;
+    /// let ask = spargebra::SparqlParser::new().parse_query("ASK {}").unwrap();
+    /// assert!(ResultFormat::Json.check(&ask).is_ok());
+    /// assert!(ResultFormat::Turtle.check(&ask).is_err());
+    /// ```
+    pub fn check(self, query: &spargebra::Query) -> Result<(), SparqlError> {
+        let rdf = matches!(self, ResultFormat::NTriples | ResultFormat::Turtle);
+        match query {
+            spargebra::Query::Construct { .. } | spargebra::Query::Describe { .. }
+                if !rdf && self != ResultFormat::Table =>
+            {
+                Err(SparqlError::Results(format!(
+                    "a CONSTRUCT or DESCRIBE result is RDF: write it as nt, ttl or table, not {}",
+                    self.name()
+                )))
+            }
+            spargebra::Query::Select { .. } | spargebra::Query::Ask { .. } if rdf => {
+                Err(SparqlError::Results(format!(
+                    "{} is a format of CONSTRUCT and DESCRIBE results; a SELECT or ASK answer \
+                     is written as table, json, xml, csv or tsv",
+                    self.name()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What [`write_results`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WrittenResults {
+    /// Rows (triples for CONSTRUCT and DESCRIBE; 1 for ASK) written.
+    pub rows: u64,
+    /// The limit stopped the writing with rows (triples) left.
+    pub truncated: bool,
+}
+
+/// Rows the table reads before it writes anything, to size its columns; a later wider cell
+/// widens its own line only.
+const TABLE_SAMPLE: usize = 1000;
+
+/// Writes `results` to `out` in `format` as they come, at most `limit` rows (triples),
+/// and says whether rows were left. An error of the evaluation stops the writing and is
+/// returned (what was written stays written: a caller must not take it for a whole
+/// answer).
 ///
 /// ```
-/// use k2rpq::sparql::{write_answer, QueryAnswer, ResultFormat};
+/// use k2rpq::sparql::results::write_results;
+/// use k2rpq::sparql::{QueryResults, ResultFormat};
 /// let mut out = Vec::new();
-/// write_answer(&QueryAnswer::Boolean(true), ResultFormat::Json, &mut out).unwrap();
+/// write_results(QueryResults::Boolean(true), ResultFormat::Json, None, &mut out).unwrap();
 /// assert_eq!(String::from_utf8(out).unwrap(), r#"{"head":{},"boolean":true}"#);
 /// ```
-pub fn write_answer(
-    answer: &QueryAnswer,
+pub fn write_results(
+    results: QueryResults<'_>,
     format: ResultFormat,
+    limit: Option<u64>,
     out: &mut dyn Write,
-) -> Result<(), SparqlError> {
-    let err = |e: std::io::Error| SparqlError::Results(e.to_string());
-    let sparesults_format = match format {
-        ResultFormat::Table => return write_table(answer, out).map_err(err),
+) -> Result<WrittenResults, SparqlError> {
+    let io = |e: std::io::Error| SparqlError::Results(e.to_string());
+    let limit = limit.unwrap_or(u64::MAX);
+    match results {
+        QueryResults::Boolean(b) => {
+            match format {
+                ResultFormat::Table => writeln!(out, "{b}").map_err(io)?,
+                ResultFormat::NTriples | ResultFormat::Turtle => {
+                    return Err(SparqlError::Results(
+                        "an ASK answer is written as table, json, xml, csv or tsv".into(),
+                    ))
+                }
+                f => {
+                    QueryResultsSerializer::from_format(results_format(f))
+                        .serialize_boolean_to_writer(&mut *out, b)
+                        .map_err(io)?;
+                }
+            }
+            Ok(WrittenResults {
+                rows: 1,
+                truncated: false,
+            })
+        }
+        QueryResults::Solutions(solutions) => match format {
+            ResultFormat::Table => write_table(solutions, limit, out),
+            ResultFormat::NTriples | ResultFormat::Turtle => Err(SparqlError::Results(
+                "a SELECT answer is written as table, json, xml, csv or tsv".into(),
+            )),
+            f => {
+                let variables = solutions.variables().to_vec();
+                let mut w = QueryResultsSerializer::from_format(results_format(f))
+                    .serialize_solutions_to_writer(&mut *out, variables)
+                    .map_err(io)?;
+                let mut written = WrittenResults::default();
+                for s in solutions {
+                    let s = s?;
+                    if written.rows == limit {
+                        written.truncated = true;
+                        break;
+                    }
+                    w.serialize(&s).map_err(io)?;
+                    written.rows += 1;
+                }
+                w.finish().map_err(io)?;
+                Ok(written)
+            }
+        },
+        QueryResults::Graph(triples) => {
+            let mut written = WrittenResults::default();
+            match format {
+                ResultFormat::NTriples | ResultFormat::Table => {
+                    let mut w = oxttl::NTriplesSerializer::new().for_writer(&mut *out);
+                    for t in triples {
+                        let t = t?;
+                        if written.rows == limit {
+                            written.truncated = true;
+                            break;
+                        }
+                        w.serialize_triple(&t).map_err(io)?;
+                        written.rows += 1;
+                    }
+                    w.finish();
+                }
+                ResultFormat::Turtle => {
+                    let mut w = oxttl::TurtleSerializer::new().for_writer(&mut *out);
+                    for t in triples {
+                        let t = t?;
+                        if written.rows == limit {
+                            written.truncated = true;
+                            break;
+                        }
+                        w.serialize_triple(&t).map_err(io)?;
+                        written.rows += 1;
+                    }
+                    w.finish().map_err(io)?;
+                }
+                other => {
+                    return Err(SparqlError::Results(format!(
+                    "a CONSTRUCT or DESCRIBE result is RDF: write it as nt, ttl or table, not {}",
+                    other.name()
+                )))
+                }
+            }
+            Ok(written)
+        }
+    }
+}
+
+fn results_format(f: ResultFormat) -> QueryResultsFormat {
+    match f {
         ResultFormat::Json => QueryResultsFormat::Json,
         ResultFormat::Xml => QueryResultsFormat::Xml,
         ResultFormat::Csv => QueryResultsFormat::Csv,
-        ResultFormat::Tsv => QueryResultsFormat::Tsv,
-        ResultFormat::NTriples | ResultFormat::Turtle => {
-            return Err(SparqlError::Results(
-                "N-Triples and Turtle are formats of CONSTRUCT and DESCRIBE results; \
-                 a SELECT or ASK answer is written as table, json, xml, csv or tsv"
-                    .into(),
-            ))
-        }
-    };
-    let serializer = QueryResultsSerializer::from_format(sparesults_format);
-    match answer {
-        QueryAnswer::Boolean(b) => {
-            serializer
-                .serialize_boolean_to_writer(&mut *out, *b)
-                .map_err(err)?;
-        }
-        QueryAnswer::Solutions { variables, rows } => {
-            let mut w = serializer
-                .serialize_solutions_to_writer(&mut *out, variables.clone())
-                .map_err(err)?;
-            for row in rows {
-                w.serialize(
-                    variables
-                        .iter()
-                        .zip(row)
-                        .filter_map(|(v, t)| t.as_ref().map(|t| (v.as_ref(), t.as_ref()))),
-                )
-                .map_err(err)?;
-            }
-            w.finish().map_err(err)?;
-        }
+        _ => QueryResultsFormat::Tsv,
     }
-    Ok(())
 }
 
-/// Writes the triples of a CONSTRUCT or DESCRIBE result to `out`: N-Triples for
-/// [`ResultFormat::NTriples`] and [`ResultFormat::Table`] (one triple a line is the
-/// readable form), Turtle for [`ResultFormat::Turtle`]. Returns the triples written; the
-/// first error of `triples` stops the writing and is returned.
-///
-/// ```
-/// use k2rpq::sparql::{write_triples, ResultFormat};
-/// use oxrdf::{NamedNode, Triple};
-/// let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
-/// let t = Triple::new(n("a"), n("p"), n("b"));
-/// let mut out = Vec::new();
-/// let written = write_triples([Ok::<_, String>(t)], ResultFormat::NTriples, &mut out).unwrap();
-/// assert_eq!(written, 1);
-/// assert_eq!(String::from_utf8(out).unwrap(), "<http://e/a> <http://e/p> <http://e/b> .\n");
-/// ```
-pub fn write_triples<E: std::fmt::Display>(
-    triples: impl IntoIterator<Item = Result<oxrdf::Triple, E>>,
-    format: ResultFormat,
+/// The table: a header, a rule, one line per row with cells in N-Triples form, and the
+/// row count. Columns are as wide as their widest cell among the first [`TABLE_SAMPLE`]
+/// rows.
+fn write_table(
+    solutions: QuerySolutionIter<'_>,
+    limit: u64,
     out: &mut dyn Write,
-) -> Result<u64, SparqlError> {
-    let err = |e: std::io::Error| SparqlError::Results(e.to_string());
-    let failed = |e: E| SparqlError::Results(e.to_string());
-    let mut written = 0u64;
-    match format {
-        ResultFormat::NTriples | ResultFormat::Table => {
-            let mut w = oxttl::NTriplesSerializer::new().for_writer(out);
-            for t in triples {
-                w.serialize_triple(&t.map_err(failed)?).map_err(err)?;
-                written += 1;
-            }
-            w.finish();
-        }
-        ResultFormat::Turtle => {
-            let mut w = oxttl::TurtleSerializer::new().for_writer(out);
-            for t in triples {
-                w.serialize_triple(&t.map_err(failed)?).map_err(err)?;
-                written += 1;
-            }
-            w.finish().map_err(err)?;
-        }
-        other => {
-            return Err(SparqlError::Results(format!(
-                "a CONSTRUCT or DESCRIBE result is RDF: write it as nt or ttl (or table), not {}",
-                format!("{other:?}").to_lowercase()
-            )))
+) -> Result<WrittenResults, SparqlError> {
+    let io = |e: std::io::Error| SparqlError::Results(e.to_string());
+    let variables: Vec<Variable> = solutions.variables().to_vec();
+    let cells = |values: &[Option<Term>]| -> Vec<String> {
+        values
+            .iter()
+            .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
+            .collect()
+    };
+    let mut written = WrittenResults::default();
+    let mut solutions = solutions;
+    let mut sample: Vec<Vec<String>> = Vec::new();
+    while sample.len() < TABLE_SAMPLE && (sample.len() as u64) < limit {
+        match solutions.next() {
+            Some(s) => sample.push(cells(s?.values())),
+            None => break,
         }
     }
-    Ok(written)
-}
-
-fn write_table(answer: &QueryAnswer, out: &mut dyn Write) -> std::io::Result<()> {
-    let (variables, rows) = match answer {
-        QueryAnswer::Boolean(b) => return writeln!(out, "{b}"),
-        QueryAnswer::Solutions { variables, rows } => (variables, rows),
-    };
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            r.iter()
-                .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                .collect()
-        })
-        .collect();
     let header: Vec<String> = variables.iter().map(|v| v.to_string()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in &cells {
+    for r in &sample {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
     let line = |out: &mut dyn Write, r: &[String]| -> std::io::Result<()> {
-        let parts: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        writeln!(out, "{}", parts.join(" | ").trim_end())
+        let mut text = String::new();
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                text.push_str(" | ");
+            }
+            text.push_str(c);
+            text.extend(std::iter::repeat_n(
+                ' ',
+                w.saturating_sub(c.chars().count()),
+            ));
+        }
+        writeln!(out, "{}", text.trim_end())
     };
-    line(out, &header)?;
+    line(out, &header).map_err(io)?;
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    writeln!(out, "{}", rule.join("-+-"))?;
-    for r in &cells {
-        line(out, r)?;
+    writeln!(out, "{}", rule.join("-+-")).map_err(io)?;
+    for r in &sample {
+        line(out, r).map_err(io)?;
+        written.rows += 1;
+    }
+    for s in solutions {
+        let s = s?;
+        if written.rows == limit {
+            written.truncated = true;
+            break;
+        }
+        line(out, &cells(s.values())).map_err(io)?;
+        written.rows += 1;
     }
     writeln!(
         out,
-        "({} row{})",
-        cells.len(),
-        if cells.len() == 1 { "" } else { "s" }
+        "({} row{}{})",
+        written.rows,
+        if written.rows == 1 { "" } else { "s" },
+        if written.truncated { ", more left" } else { "" }
     )
+    .map_err(io)?;
+    Ok(written)
 }

@@ -19,14 +19,9 @@ pub const SERVICE_IRI: &str = "urn:k2rpq:paths";
 /// Prefix of the variables that stand for the query's blank nodes after the rewrite.
 const BLANK_VARIABLE_PREFIX: &str = "k2rpq_b";
 
-/// The internal variable name of blank node `label` in standalone evaluation.
-pub(crate) fn blank_variable_name(label: &str) -> String {
-    format!("_:{label}")
-}
-
-/// Whether a variable name stands for a blank node (never projected by `SELECT *`).
+/// Whether a variable name stands for one of the query's blank nodes after the rewrite.
 pub fn is_hidden_variable(name: &str) -> bool {
-    name.starts_with("_:") || name.starts_with(BLANK_VARIABLE_PREFIX)
+    name.starts_with(BLANK_VARIABLE_PREFIX)
 }
 
 /// One member of a group of joined triple and path patterns.
@@ -44,6 +39,7 @@ pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
     Rewriter {
         counts,
         wrap: false,
+        subqueries: false,
         renames: HashMap::new(),
     }
     .pattern(pattern, None, &[])
@@ -55,12 +51,29 @@ pub fn reassemble_paths(pattern: &GraphPattern) -> GraphPattern {
 /// `SERVICE <urn:k2rpq:paths> { … }`, with its GRAPH context and the VALUES of its group
 /// and of enclosing groups pushed inside (the service sees no outer bindings).
 pub fn wrap_paths_in_service(query: &Query) -> Query {
+    rewrite_query(query, false)
+}
+
+/// [`wrap_paths_in_service`], where the service can also evaluate subqueries
+/// ([`crate::database::Database::query`]'s can, through Oxigraph's evaluator over the
+/// store): a subquery with a LIMIT of at most [`SMALL_SUBQUERY_ROWS`] rows that shares a
+/// variable with a service's paths goes inside that service, whose paths then start from
+/// the subquery's few values instead of every node.
+pub fn wrap_paths_and_small_subqueries_in_service(query: &Query) -> Query {
+    rewrite_query(query, true)
+}
+
+/// The most rows (its LIMIT) of a subquery that goes into a path service.
+pub const SMALL_SUBQUERY_ROWS: usize = 1000;
+
+fn rewrite_query(query: &Query, subqueries: bool) -> Query {
     let rewrite = |pattern: &GraphPattern| {
         let mut counts = HashMap::new();
         count_blank_nodes(pattern, &mut counts);
         Rewriter {
             counts,
             wrap: true,
+            subqueries,
             renames: HashMap::new(),
         }
         .pattern(pattern, None, &[])
@@ -163,6 +176,8 @@ struct Rewriter {
     counts: HashMap<String, usize>,
     /// Oxigraph mode: rename blank nodes, wrap paths in SERVICE.
     wrap: bool,
+    /// Move small subqueries joined to paths into their services.
+    subqueries: bool,
     renames: HashMap<String, Variable>,
 }
 
@@ -238,16 +253,24 @@ impl Rewriter {
                 inner: b(self.pattern(inner, graph, &[])),
                 expression: expression.clone(),
             },
-            GraphPattern::Project { inner, variables } => GraphPattern::Project {
-                inner: b(self.pattern(inner, graph, &[])),
-                variables: variables.clone(),
-            },
-            GraphPattern::Distinct { inner } => GraphPattern::Distinct {
-                inner: b(self.pattern(inner, graph, &[])),
-            },
-            GraphPattern::Reduced { inner } => GraphPattern::Reduced {
-                inner: b(self.pattern(inner, graph, &[])),
-            },
+            GraphPattern::Project { inner, variables } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Project {
+                        inner: b(inner),
+                        variables: variables.clone(),
+                    }
+                })
+            }
+            GraphPattern::Distinct { inner } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Distinct { inner: b(inner) }
+                })
+            }
+            GraphPattern::Reduced { inner } => {
+                into_service(self.pattern(inner, graph, &[]), true, |inner| {
+                    GraphPattern::Reduced { inner: b(inner) }
+                })
+            }
             GraphPattern::Slice {
                 inner,
                 start,
@@ -261,11 +284,16 @@ impl Rewriter {
                 inner,
                 variables,
                 aggregates,
-            } => GraphPattern::Group {
-                inner: b(self.pattern(inner, graph, &[])),
-                variables: variables.clone(),
-                aggregates: aggregates.clone(),
-            },
+            } => {
+                let counts = aggregates.iter().all(|(_, a)| is_count(a));
+                into_service(self.pattern(inner, graph, &[]), counts, |inner| {
+                    GraphPattern::Group {
+                        inner: b(inner),
+                        variables: variables.clone(),
+                        aggregates: aggregates.clone(),
+                    }
+                })
+            }
             GraphPattern::Service {
                 name,
                 inner,
@@ -289,6 +317,9 @@ impl Rewriter {
         let mut items = Vec::new();
         let mut others = Vec::new();
         flatten(p, &mut items, &mut others);
+        if self.wrap {
+            distribute_over_union(&mut items, &mut others);
+        }
         let mut values: Vec<GraphPattern> = outer_values.to_vec();
         values.extend(
             others
@@ -326,47 +357,73 @@ impl Rewriter {
             }
         }
         let mut parts = Vec::new();
-        // VALUES first: the standalone evaluator restricts later patterns by them.
-        let (vals, rest): (Vec<_>, Vec<_>) = others
+        // VALUES first: joined first, they restrict the patterns after them.
+        let (vals, mut rest): (Vec<_>, Vec<_>) = others
             .drain(..)
             .partition(|o| matches!(o, GraphPattern::Values { .. }));
         parts.extend(vals);
         if self.wrap && !paths.is_empty() {
-            // The triples and paths of the group go to k2rpq together, so that constants
-            // and the triples' bindings restrict the paths there (the service sees no outer
-            // bindings). Moved, not copied: a BGP's solutions are a set, so the
-            // multiplicities are those of the group.
-            let mut vars = Vec::new();
-            for t in &triples {
-                add_variables(&t.subject, &mut vars);
-                add_variables(&t.object, &mut vars);
-                if let NamedNodePattern::Variable(v) = &t.predicate {
-                    if !vars.contains(v) {
-                        vars.push(v.clone());
+            // Each set of paths joined by shared variables goes to k2rpq with the triples
+            // joined to it, so that constants and the triples' bindings restrict the paths
+            // there (the service sees no outer bindings). Moved, not copied: a BGP's
+            // solutions are a set, so the multiplicities are those of the group. Triples
+            // joined to no path stay with Oxigraph, and so do cross products between
+            // the sets, which its evaluator streams.
+            let mut members: Vec<GraphPattern> = paths;
+            let mut loose = Vec::new();
+            let path_count = members.len();
+            members.extend(
+                triples
+                    .into_iter()
+                    .map(|t| GraphPattern::Bgp { patterns: vec![t] }),
+            );
+            let vars: Vec<Vec<Variable>> = members.iter().map(member_variables).collect();
+            let component = components(&vars);
+            let mut groups: Vec<(usize, Vec<GraphPattern>, Vec<Variable>)> = Vec::new();
+            for (i, member) in members.into_iter().enumerate() {
+                let c = component[i];
+                match groups.iter_mut().find(|g| g.0 == c) {
+                    Some(g) => {
+                        g.1.push(member);
+                        for v in &vars[i] {
+                            if !g.2.contains(v) {
+                                g.2.push(v.clone());
+                            }
+                        }
                     }
+                    None if i < path_count => groups.push((c, vec![member], vars[i].clone())),
+                    None => loose.push(member),
                 }
             }
-            for p in &paths {
-                if let GraphPattern::Path {
-                    subject, object, ..
-                } = p
-                {
-                    add_variables(subject, &mut vars);
-                    add_variables(object, &mut vars);
+            let mut rest_kept = Vec::new();
+            for o in rest {
+                let target = small_subquery_variables(&o)
+                    .filter(|_| self.subqueries)
+                    .and_then(|sub| {
+                        groups
+                            .iter()
+                            .position(|g| g.2.iter().any(|v| sub.contains(v)))
+                            .map(|i| (i, sub))
+                    });
+                match target {
+                    Some((i, sub)) => {
+                        groups[i].1.insert(0, o);
+                        for v in sub {
+                            if !groups[i].2.contains(&v) {
+                                groups[i].2.push(v);
+                            }
+                        }
+                    }
+                    None => rest_kept.push(o),
                 }
             }
-            let mut members = Vec::new();
-            if !triples.is_empty() {
-                members.push(GraphPattern::Bgp { patterns: triples });
+            rest = rest_kept;
+            for (_, members, vars) in groups {
+                let inner = join_all(merge_triples(members));
+                parts.push(service(inner, vars, graph, &values));
             }
-            members.extend(paths);
-            let mut it = members.into_iter();
-            let first = it.next().expect("a path");
-            let inner = it.fold(first, |l, r| GraphPattern::Join {
-                left: Box::new(l),
-                right: Box::new(r),
-            });
-            parts.push(service(inner, vars, graph, &values));
+            let loose = merge_triples(loose);
+            parts.extend(loose);
         } else {
             if !triples.is_empty() {
                 parts.push(GraphPattern::Bgp { patterns: triples });
@@ -374,15 +431,92 @@ impl Rewriter {
             parts.extend(paths);
         }
         parts.extend(rest);
-        let mut it = parts.into_iter();
-        let first = it.next().unwrap_or(GraphPattern::Bgp {
-            patterns: Vec::new(),
-        });
-        it.fold(first, |l, r| GraphPattern::Join {
-            left: Box::new(l),
-            right: Box::new(r),
-        })
+        join_all(parts)
     }
+}
+
+/// The variables of a path pattern or a BGP (its graph's aside), in order.
+fn member_variables(p: &GraphPattern) -> Vec<Variable> {
+    let mut vars = Vec::new();
+    match p {
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            add_variables(subject, &mut vars);
+            add_variables(object, &mut vars);
+        }
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                add_variables(&t.subject, &mut vars);
+                if let NamedNodePattern::Variable(v) = &t.predicate {
+                    if !vars.contains(v) {
+                        vars.push(v.clone());
+                    }
+                }
+                add_variables(&t.object, &mut vars);
+            }
+        }
+        _ => {}
+    }
+    vars
+}
+
+/// For each member (by its variables), the smallest index of the members it is joined
+/// to through shared variables, directly or not.
+fn components(vars: &[Vec<Variable>]) -> Vec<usize> {
+    let mut component: Vec<usize> = (0..vars.len()).collect();
+    loop {
+        let mut changed = false;
+        for i in 0..vars.len() {
+            for j in i + 1..vars.len() {
+                if component[i] != component[j] && vars[i].iter().any(|v| vars[j].contains(v)) {
+                    let (a, b) = (
+                        component[i].min(component[j]),
+                        component[i].max(component[j]),
+                    );
+                    for c in component.iter_mut() {
+                        if *c == b {
+                            *c = a;
+                        }
+                    }
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return component;
+        }
+    }
+}
+
+/// The members with every single-triple BGP merged into one BGP, first.
+fn merge_triples(members: Vec<GraphPattern>) -> Vec<GraphPattern> {
+    let mut triples = Vec::new();
+    let mut others = Vec::new();
+    for m in members {
+        match m {
+            GraphPattern::Bgp { patterns } => triples.extend(patterns),
+            other => others.push(other),
+        }
+    }
+    let mut out = Vec::new();
+    if !triples.is_empty() {
+        out.push(GraphPattern::Bgp { patterns: triples });
+    }
+    out.extend(others);
+    out
+}
+
+/// The join of `members` (the empty BGP for none).
+fn join_all(members: Vec<GraphPattern>) -> GraphPattern {
+    let mut it = members.into_iter();
+    let first = it.next().unwrap_or(GraphPattern::Bgp {
+        patterns: Vec::new(),
+    });
+    it.fold(first, |l, r| GraphPattern::Join {
+        left: Box::new(l),
+        right: Box::new(r),
+    })
 }
 
 fn add_variables(t: &TermPattern, vars: &mut Vec<Variable>) {
@@ -438,6 +572,105 @@ fn service(
         name: NamedNodePattern::NamedNode(NamedNode::new_unchecked(SERVICE_IRI)),
         inner: Box::new(inner),
         silent: false,
+    }
+}
+
+/// Where a group joins plain triples (no path, no blank node) with one UNION whose
+/// branches hold paths, and the triples share a variable with it, joins the triples into
+/// every branch instead (`T ⋈ (A ∪ B) = (T ⋈ A) ∪ (T ⋈ B)`, for bags too): each branch's
+/// path service then receives the triples' constants and bindings, which it would
+/// otherwise never see.
+fn distribute_over_union(items: &mut Vec<Item>, others: &mut [GraphPattern]) {
+    let plain = |i: &Item| match i {
+        Item::Path(s, PropertyPathExpression::NamedNode(_), o) => {
+            !matches!(s, TermPattern::BlankNode(_)) && !matches!(o, TermPattern::BlankNode(_))
+        }
+        _ => false,
+    };
+    if items.is_empty() || !items.iter().all(plain) {
+        return;
+    }
+    let mut unions = others
+        .iter_mut()
+        .filter(|o| matches!(o, GraphPattern::Union { .. }));
+    let (Some(union), None) = (unions.next(), unions.next()) else {
+        return;
+    };
+    let mut union_vars = Vec::new();
+    if !holds_path(union, &mut union_vars) {
+        return;
+    }
+    let shares = items.iter().any(|i| match i {
+        Item::Path(s, _, o) => [s, o]
+            .into_iter()
+            .any(|t| matches!(t, TermPattern::Variable(v) if union_vars.contains(v))),
+        Item::Triple(_) => false,
+    });
+    if !shares {
+        return;
+    }
+    let triples: Vec<TriplePattern> = std::mem::take(items)
+        .into_iter()
+        .filter_map(|i| match i {
+            Item::Path(subject, PropertyPathExpression::NamedNode(n), object) => {
+                Some(TriplePattern {
+                    subject,
+                    predicate: n.into(),
+                    object,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    fn into_branches(p: &GraphPattern, triples: &[TriplePattern]) -> GraphPattern {
+        match p {
+            GraphPattern::Union { left, right } => GraphPattern::Union {
+                left: Box::new(into_branches(left, triples)),
+                right: Box::new(into_branches(right, triples)),
+            },
+            branch => GraphPattern::Join {
+                left: Box::new(GraphPattern::Bgp {
+                    patterns: triples.to_vec(),
+                }),
+                right: Box::new(branch.clone()),
+            },
+        }
+    }
+    *union = into_branches(union, &triples);
+}
+
+/// Whether a UNION's branches hold a property path (or a blank node, which may be the
+/// middle of a split sequence) in their own groups; collects the variables they use.
+fn holds_path(p: &GraphPattern, vars: &mut Vec<Variable>) -> bool {
+    let mut found = false;
+    let mut term = |t: &TermPattern, vars: &mut Vec<Variable>| match t {
+        TermPattern::Variable(v) if !vars.contains(v) => vars.push(v.clone()),
+        TermPattern::BlankNode(_) => found = true,
+        _ => {}
+    };
+    match p {
+        GraphPattern::Bgp { patterns } => {
+            for t in patterns {
+                term(&t.subject, vars);
+                term(&t.object, vars);
+            }
+            found
+        }
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            term(subject, vars);
+            term(object, vars);
+            true
+        }
+        GraphPattern::Union { left, right } | GraphPattern::Join { left, right } => {
+            let l = holds_path(left, vars);
+            holds_path(right, vars) || l
+        }
+        GraphPattern::Filter { inner, .. } | GraphPattern::Graph { inner, .. } => {
+            holds_path(inner, vars)
+        }
+        _ => false,
     }
 }
 
@@ -546,22 +779,6 @@ fn merge_chains(items: &mut Vec<Item>, counts: &HashMap<String, usize>) {
 /// any relation (a variable predicate or a negated property set). Engines use it to
 /// estimate the work of a query before choosing where to run it.
 pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
-    fn path(e: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
-        match e {
-            PropertyPathExpression::NamedNode(n) => {
-                out.push(n.as_str().to_owned());
-                true
-            }
-            PropertyPathExpression::Reverse(a)
-            | PropertyPathExpression::ZeroOrMore(a)
-            | PropertyPathExpression::OneOrMore(a)
-            | PropertyPathExpression::ZeroOrOne(a) => path(a, out),
-            PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
-                path(a, out) && path(b, out)
-            }
-            PropertyPathExpression::NegatedPropertySet(_) => false,
-        }
-    }
     fn walk(p: &GraphPattern, out: &mut Vec<String>) -> bool {
         match p {
             GraphPattern::Bgp { patterns } => patterns.iter().all(|t| match &t.predicate {
@@ -571,7 +788,7 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
                 }
                 NamedNodePattern::Variable(_) => false,
             }),
-            GraphPattern::Path { path: e, .. } => path(e, out),
+            GraphPattern::Path { path: e, .. } => path_predicates(e, out),
             p => sub_patterns(p).into_iter().all(|inner| walk(inner, out)),
         }
     }
@@ -582,6 +799,86 @@ pub fn predicates_read(pattern: &GraphPattern) -> Option<Vec<String>> {
     out.sort_unstable();
     out.dedup();
     Some(out)
+}
+
+/// The variables a subquery returns, when it returns at most [`SMALL_SUBQUERY_ROWS`]
+/// rows (a LIMIT says so); `None` for any other pattern.
+fn small_subquery_variables(p: &GraphPattern) -> Option<Vec<Variable>> {
+    let GraphPattern::Slice {
+        inner,
+        length: Some(length),
+        ..
+    } = p
+    else {
+        return None;
+    };
+    if *length > SMALL_SUBQUERY_ROWS {
+        return None;
+    }
+    let mut q = &**inner;
+    loop {
+        match q {
+            GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner } => q = inner,
+            GraphPattern::Project { variables, .. } => return Some(variables.clone()),
+            _ => return None,
+        }
+    }
+}
+
+/// `modify(inner)`, where `inner` is a rewritten pattern; when it is one path service call
+/// and `pushable`, with the modifier inside the call: the service then returns projected,
+/// deduplicated or counted rows of ids instead of every row of the group.
+fn into_service(
+    inner: GraphPattern,
+    pushable: bool,
+    modify: impl FnOnce(GraphPattern) -> GraphPattern,
+) -> GraphPattern {
+    match inner {
+        GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner,
+            silent,
+        } if pushable && name.as_str() == SERVICE_IRI => GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner: Box::new(modify(*inner)),
+            silent,
+        },
+        other => modify(other),
+    }
+}
+
+/// Whether an aggregate is a count the path service computes: `COUNT(*)` or `COUNT(?v)`,
+/// with or without DISTINCT.
+pub(crate) fn is_count(a: &spargebra::algebra::AggregateExpression) -> bool {
+    use spargebra::algebra::{AggregateExpression, AggregateFunction, Expression};
+    match a {
+        AggregateExpression::CountSolutions { .. } => true,
+        AggregateExpression::FunctionCall {
+            name: AggregateFunction::Count,
+            expr: Expression::Variable(_),
+            ..
+        } => true,
+        AggregateExpression::FunctionCall { .. } => false,
+    }
+}
+
+/// Adds the predicate IRIs `path` reads to `out`; false when it may read any relation (a
+/// negated property set).
+pub(crate) fn path_predicates(path: &PropertyPathExpression, out: &mut Vec<String>) -> bool {
+    match path {
+        PropertyPathExpression::NamedNode(n) => {
+            out.push(n.as_str().to_owned());
+            true
+        }
+        PropertyPathExpression::Reverse(a)
+        | PropertyPathExpression::ZeroOrMore(a)
+        | PropertyPathExpression::OneOrMore(a)
+        | PropertyPathExpression::ZeroOrOne(a) => path_predicates(a, out),
+        PropertyPathExpression::Sequence(a, b) | PropertyPathExpression::Alternative(a, b) => {
+            path_predicates(a, out) && path_predicates(b, out)
+        }
+        PropertyPathExpression::NegatedPropertySet(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -654,6 +951,111 @@ mod tests {
         assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
         assert!(s.contains("^(<http://p>) / (<http://q>)*"), "{s}");
         assert!(!s.contains("k2rpq_b"), "{s}");
+    }
+
+    /// The text of the first SERVICE call, up to its closing brace.
+    fn service_body(s: &str) -> &str {
+        let start = s.find("SERVICE").unwrap();
+        let mut depth = 0;
+        for (i, c) in s[start..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 1 => return &s[start..start + i],
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        &s[start..]
+    }
+
+    #[test]
+    fn only_patterns_joined_to_a_path_go_to_its_service() {
+        // A triple joined to the path goes with it; one joined to nothing stays outside.
+        let s =
+            rewritten("SELECT * WHERE { ?x <http://p> ?y . ?y <http://q>+ ?z . ?a <http://r> ?b }");
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+        let service = service_body(&s);
+        assert!(service.contains("<http://p>"), "{s}");
+        assert!(!service.contains("<http://r>"), "{s}");
+        // Two paths that share no variable: two services, no cross product inside one.
+        let s = rewritten("SELECT * WHERE { ?x <http://p>+ ?y . ?a <http://q>* ?b }");
+        assert_eq!(s.matches("SERVICE").count(), 2, "{s}");
+        // Joined through a triple: one service.
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://p>+ ?y . ?y <http://r> ?a . ?a <http://q>* ?b }",
+        );
+        assert_eq!(s.matches("SERVICE").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn triples_joined_to_a_union_of_paths_go_into_each_branch() {
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> <http://n> { ?x <http://b> ?p } UNION { ?x <http://d>/<http://l>* ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 2, "{s}");
+        let service = service_body(&s);
+        assert!(service.contains("<http://i>"), "{s}");
+        // Not where the union holds no path, nor where a triple has a blank node.
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> <http://n> { ?x <http://b> ?p } UNION { ?x <http://d> ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 1, "{s}");
+        let s = rewritten(
+            "SELECT * WHERE { ?x <http://i> [] { ?x <http://b> ?p } UNION { ?x <http://d>+ ?p } }",
+        );
+        assert_eq!(s.matches("<http://i>").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn counts_projections_and_distinct_go_into_a_lone_service() {
+        for q in [
+            "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://p>+ ?y }",
+            "SELECT ?x (COUNT(DISTINCT ?y) AS ?n) WHERE { ?x <http://p>+ ?y } GROUP BY ?x",
+            "SELECT DISTINCT ?y WHERE { ?x <http://p>+ ?y }",
+        ] {
+            let s = rewritten(q);
+            assert!(s.starts_with("SELECT") && s.contains("SERVICE"), "{s}");
+            let service = service_body(&s);
+            let modifier = if q.contains("COUNT") {
+                "GROUP BY"
+            } else {
+                "DISTINCT"
+            };
+            assert!(
+                service.contains(modifier) || service.contains("COUNT"),
+                "{q}: {s}"
+            );
+        }
+        // Other aggregates, and groups over more than the service, stay outside.
+        for q in [
+            "SELECT (SUM(?y) AS ?n) WHERE { ?x <http://p>+ ?y }",
+            "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://p>+ ?y OPTIONAL { ?y <http://q> ?z } }",
+        ] {
+            let s = rewritten(q);
+            let service = service_body(&s);
+            assert!(
+                !service.contains("SUM") && !service.contains("COUNT"),
+                "{q}: {s}"
+            );
+        }
+    }
+
+    #[test]
+    fn small_subqueries_joined_to_paths_go_into_the_service_where_asked() {
+        let q = "SELECT * WHERE { { SELECT ?c WHERE { ?x <http://c> ?c } ORDER BY ?c LIMIT 5 } ?c <http://p>/<http://q> ?o }";
+        let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
+        let with = wrap_paths_and_small_subqueries_in_service(&q).to_string();
+        assert!(service_body(&with).contains("LIMIT 5"), "{with}");
+        let without = wrap_paths_in_service(&q).to_string();
+        assert!(!service_body(&without).contains("LIMIT"), "{without}");
+        // A large LIMIT, or none, keeps the subquery outside.
+        let big = format!(
+            "SELECT * WHERE {{ {{ SELECT ?c WHERE {{ ?x <http://c> ?c }} LIMIT {} }} ?c <http://p>+ ?o }}",
+            SMALL_SUBQUERY_ROWS + 1
+        );
+        let big = spargebra::SparqlParser::new().parse_query(&big).unwrap();
+        let s = wrap_paths_and_small_subqueries_in_service(&big).to_string();
+        assert!(!service_body(&s).contains("LIMIT"), "{s}");
     }
 
     #[test]

@@ -10,13 +10,37 @@
 //! Ids at or above the graph's `node_count` stand for terms the graph does not hold (a
 //! query constant the dictionary does not know): they only take part in zero-length paths.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
+use std::time::Instant;
 
+use super::SparqlError;
 use crate::engine::Engine;
 use crate::rpq::{
-    self, Endpoint, EvalOptions, Path, PathGraph, PerQueryRelations, RelationSource, RpqError,
-    StartNodes,
+    self, Endpoint, EvalOptions, Path, PathGraph, PerQueryRelations, RelationSource, StartNodes,
 };
+
+/// When an evaluation must stop (`None`: never), with [`SparqlError::Timeout`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deadline(pub Option<Instant>);
+
+impl Deadline {
+    /// [`SparqlError::Timeout`] once the deadline has passed.
+    pub fn check(self) -> Result<(), SparqlError> {
+        match self.0 {
+            Some(d) if Instant::now() >= d => Err(SparqlError::Timeout),
+            _ => Ok(()),
+        }
+    }
+
+    /// Options of one run of the RPQ engine: stopped at the deadline.
+    fn options(self) -> Result<EvalOptions, SparqlError> {
+        self.check()?;
+        Ok(EvalOptions {
+            timeout: self.0.map(|d| d.saturating_duration_since(Instant::now())),
+            ..EvalOptions::default()
+        })
+    }
+}
 
 /// Distinct `(subject, object)` pairs with their multiplicities (a bag of solutions).
 pub type Bag = HashMap<(u32, u32), u64>;
@@ -48,14 +72,22 @@ pub fn evaluate_path<E: Engine>(
     path: &Path,
     subject: Endpoint,
     object: Endpoint,
-) -> Result<Bag, RpqError> {
+) -> Result<Bag, SparqlError> {
     let options = EvalOptions::default();
     let mut relations = PerQueryRelations::new(engine, graph, options.config);
-    evaluate_path_with(engine, graph, path, subject, object, &mut relations)
+    evaluate_path_with(
+        engine,
+        graph,
+        path,
+        subject,
+        object,
+        &mut relations,
+        Deadline::default(),
+    )
 }
 
 /// [`evaluate_path`] with relations loaded by `relations` (keep one per graph across the
-/// patterns of a query so that each relation is loaded once).
+/// patterns of a query so that each relation is loaded once), stopped at `deadline`.
 pub fn evaluate_path_with<E: Engine>(
     engine: &E,
     graph: &dyn PathGraph,
@@ -63,11 +95,13 @@ pub fn evaluate_path_with<E: Engine>(
     subject: Endpoint,
     object: Endpoint,
     relations: &mut dyn RelationSource<E>,
-) -> Result<Bag, RpqError> {
+    deadline: Deadline,
+) -> Result<Bag, SparqlError> {
     Evaluator {
         engine,
         graph,
         relations,
+        deadline,
     }
     .eval(path, subject, object)
 }
@@ -80,11 +114,13 @@ pub fn evaluate_path_from<E: Engine>(
     path: &Path,
     starts: &[u32],
     relations: &mut dyn RelationSource<E>,
-) -> Result<Bag, RpqError> {
+    deadline: Deadline,
+) -> Result<Bag, SparqlError> {
     let mut ev = Evaluator {
         engine,
         graph,
         relations,
+        deadline,
     };
     let starts: Vec<u32> = starts.iter().copied().filter(|&s| ev.in_space(s)).collect();
     let is_closure = matches!(
@@ -94,8 +130,9 @@ pub fn evaluate_path_from<E: Engine>(
     if is_closure && starts.len() > 1 {
         return ev.closure_from(path, &starts);
     }
-    let mut out = Bag::new();
+    let mut out = Bag::default();
     for s in starts {
+        ev.deadline.check()?;
         for (k, m) in ev.eval(path, Endpoint::Const(s), Endpoint::Var)? {
             *out.entry(k).or_insert(0) += m;
         }
@@ -107,6 +144,7 @@ struct Evaluator<'a, 'r, E: Engine> {
     engine: &'a E,
     graph: &'a dyn PathGraph,
     relations: &'r mut dyn RelationSource<E>,
+    deadline: Deadline,
 }
 
 impl<E: Engine> Evaluator<'_, '_, E> {
@@ -115,7 +153,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         id < self.graph.node_count()
     }
 
-    fn eval(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn eval(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, SparqlError> {
         match path {
             Path::Link(p) => Ok(self.link(*p, s, o, false)),
             Path::Inverse(a) => Ok(swap(self.eval(a, o, s)?)),
@@ -136,7 +174,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
 
     /// One solution per edge of `p` between the endpoints (`inverse`: object to subject).
     fn link(&self, p: u32, s: Endpoint, o: Endpoint, inverse: bool) -> Bag {
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         let Some(t) = self.graph.relation(p) else {
             return out;
         };
@@ -182,7 +220,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     fn negated(&self, items: &[(u32, bool)], s: Endpoint, o: Endpoint) -> Bag {
         let forward_part = items.is_empty() || items.iter().any(|i| !i.1);
         let inverse_part = items.iter().any(|i| i.1);
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         for p in self.graph.predicates() {
             if forward_part && !items.contains(&(p, false)) {
                 for (k, m) in self.link(p, s, o, false) {
@@ -200,10 +238,10 @@ impl<E: Engine> Evaluator<'_, '_, E> {
 
     /// A closure: a set, from the RPQ engine; ends outside the graph's id space only
     /// meet themselves, by a zero-length path.
-    fn closure(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn closure(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, SparqlError> {
         let outside = |e: Endpoint| matches!(e, Endpoint::Const(c) if !self.in_space(c));
         if outside(s) || outside(o) {
-            let mut out = Bag::new();
+            let mut out = Bag::default();
             if path.accepts_empty() {
                 match (s, o) {
                     (Endpoint::Const(a), Endpoint::Const(b)) if a == b => {
@@ -217,16 +255,19 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             }
             return Ok(out);
         }
-        let options = EvalOptions::default();
+        let options = self.deadline.options()?;
         let plan = rpq::plan(self.graph, path, s, o, &options);
         let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
+        if r.timed_out {
+            return Err(SparqlError::Timeout);
+        }
         Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
     }
 
     /// A closure from each of `starts` (nodes of the graph) to any node, as one batched
     /// plan: the pairs `(start, end)`.
-    fn closure_from(&mut self, path: &Path, starts: &[u32]) -> Result<Bag, RpqError> {
-        let options = EvalOptions::default();
+    fn closure_from(&mut self, path: &Path, starts: &[u32]) -> Result<Bag, SparqlError> {
+        let options = self.deadline.options()?;
         let mut plan = rpq::plan(
             self.graph,
             path,
@@ -237,12 +278,21 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         plan.start = StartNodes::Candidates(starts.iter().copied().collect());
         plan.batch_words = options.batch_words;
         let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
+        if r.timed_out {
+            return Err(SparqlError::Timeout);
+        }
         Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
     }
 
     /// `a/b`: the bag join of both sides over the middle node. The side with a constant
     /// end goes first; the other side then runs once per middle node when there are few.
-    fn sequence(&mut self, a: &Path, b: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, RpqError> {
+    fn sequence(
+        &mut self,
+        a: &Path,
+        b: &Path,
+        s: Endpoint,
+        o: Endpoint,
+    ) -> Result<Bag, SparqlError> {
         let backwards = matches!((s, o), (Endpoint::Var, Endpoint::Const(_)));
         if backwards {
             // Mirror: s a/b o == o ^b/^a s.
@@ -253,11 +303,11 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             return Ok(swap(self.sequence(&ia, &ib, o, s)?));
         }
         let first = self.eval(a, s, Endpoint::Var)?;
-        let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();
+        let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::default();
         for ((x, m), c) in first {
             by_middle.entry(m).or_default().push((x, c));
         }
-        let mut out = Bag::new();
+        let mut out = Bag::default();
         let join = |second: Bag, out: &mut Bag| {
             for ((m, y), c2) in second {
                 if let Some(starts) = by_middle.get(&m) {
@@ -282,6 +332,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         } else if by_middle.len() <= PER_NODE_LIMIT {
             let middles: Vec<u32> = by_middle.keys().copied().collect();
             for m in middles {
+                self.deadline.check()?;
                 let second = self.eval(b, Endpoint::Const(m), o)?;
                 join(second, &mut out);
             }

@@ -1,46 +1,25 @@
-//! Answers of the SPARQL layer and of Oxigraph as multisets of rows, for comparisons that
-//! ignore order.
+//! Answers as multisets of rows, for comparisons that ignore order (k2rpq's and
+//! Oxigraph's results are the same type: both come out of Oxigraph's evaluator), and k2rpq
+//! stores made from the same quads as an Oxigraph store.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
-use k2rpq::sparql::QueryAnswer;
+use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::sparql::QueryResults;
 
-/// Rows (terms joined by tabs, unbound as empty) with their multiplicities.
+/// Rows (terms joined by tabs, unbound as empty; a graph result's triples as N-Triples
+/// lines; an ASK answer `true` or `false`) with their multiplicities.
 pub type Multiset = BTreeMap<String, usize>;
 
-/// The multiset of an answer's rows (an ASK answer is one row, `true` or `false`).
-pub fn multiset(answer: QueryAnswer) -> Multiset {
-    let mut m = Multiset::new();
-    match answer {
-        QueryAnswer::Solutions { rows, .. } => {
-            for r in rows {
-                let key: Vec<String> = r
-                    .iter()
-                    .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
-                    .collect();
-                *m.entry(key.join("\t")).or_default() += 1;
-            }
-        }
-        QueryAnswer::Boolean(b) => {
-            m.insert(b.to_string(), 1);
-        }
-    }
-    m
+/// The rows of results as a multiset; panics on an error while reading them.
+pub fn multiset(results: QueryResults<'_>) -> Multiset {
+    try_multiset(results).unwrap()
 }
 
-/// The rows of Oxigraph results as a multiset (a graph result: its triples, as
-/// N-Triples lines); panics on an error while reading them.
-pub fn oxigraph_multiset(results: oxigraph::sparql::QueryResults<'_>) -> Multiset {
-    try_oxigraph_multiset(results).unwrap()
-}
-
-/// [`oxigraph_multiset`], with an error while reading the rows returned (read in full,
-/// as a user waits for every row).
-pub fn try_oxigraph_multiset(
-    results: oxigraph::sparql::QueryResults<'_>,
-) -> Result<Multiset, String> {
-    use oxigraph::sparql::QueryResults;
+/// [`multiset`], with an error while reading the rows returned (read in full).
+pub fn try_multiset(results: QueryResults<'_>) -> Result<Multiset, String> {
     let mut m = Multiset::new();
     let mut add = |key: String| *m.entry(key).or_default() += 1;
     match results {
@@ -63,4 +42,93 @@ pub fn try_oxigraph_multiset(
         }
     }
     Ok(m)
+}
+
+/// [`multiset`] with each row's values keyed by their variables' names, sorted: the same
+/// for any order of the columns (`SELECT *` lists variables in order of appearance,
+/// Oxigraph by name).
+pub fn named_multiset(results: QueryResults<'_>) -> Multiset {
+    let (vars, rows) = rows(results);
+    let mut order: Vec<usize> = (0..vars.len()).collect();
+    order.sort_by_key(|&i| &vars[i]);
+    let mut m = Multiset::new();
+    for r in rows {
+        let key: Vec<String> = if r.len() == vars.len() {
+            order
+                .iter()
+                .map(|&i| format!("{}={}", vars[i], r[i]))
+                .collect()
+        } else {
+            r
+        };
+        *m.entry(key.join("\t")).or_default() += 1;
+    }
+    m
+}
+
+/// The variables and rows of results, in order (an ASK answer: no variable, one row
+/// holding `true` or `false`; a graph result: its triples as N-Triples lines, one column).
+pub fn rows(results: QueryResults<'_>) -> (Vec<String>, Vec<Vec<String>>) {
+    match results {
+        QueryResults::Boolean(b) => (Vec::new(), vec![vec![b.to_string()]]),
+        QueryResults::Solutions(s) => {
+            let vars = s
+                .variables()
+                .iter()
+                .map(|v| v.as_str().to_owned())
+                .collect();
+            let rows = s
+                .map(|r| {
+                    r.unwrap()
+                        .values()
+                        .iter()
+                        .map(|t| t.as_ref().map(|t| t.to_string()).unwrap_or_default())
+                        .collect()
+                })
+                .collect();
+            (vars, rows)
+        }
+        QueryResults::Graph(t) => (
+            Vec::new(),
+            t.map(|t| vec![t.unwrap().to_string()]).collect(),
+        ),
+    }
+}
+
+/// A k2rpq store in `folder` loaded from `store`'s quads (written as N-Quads), opened on
+/// the CPU engine.
+pub fn database_of(store: &oxigraph::store::Store, folder: &Path) -> Database {
+    let nq = folder.join("data.nq");
+    let text: String = store
+        .iter()
+        .map(|q| format!("{} .\n", q.unwrap()))
+        .collect();
+    std::fs::write(&nq, text).unwrap();
+    let dir = folder.join("store");
+    k2rpq::store::load(
+        &[k2rpq::store::Input::Path(nq)],
+        &dir,
+        &k2rpq::store::LoadOptions::default(),
+    )
+    .unwrap();
+    Database::open(
+        &dir,
+        &DatabaseOptions {
+            engine: EngineChoice::Cpu,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Oxigraph's own answer to `query` over `store` ([`named_multiset`]).
+pub fn oxigraph_answer(store: &oxigraph::store::Store, query: &str) -> Multiset {
+    named_multiset(
+        oxigraph::sparql::SparqlEvaluator::new()
+            .parse_query(query)
+            .unwrap_or_else(|e| panic!("{query}: {e}"))
+            .on_store(store)
+            .execute()
+            .unwrap_or_else(|e| panic!("{query}: {e}")),
+    )
 }

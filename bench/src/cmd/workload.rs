@@ -19,7 +19,8 @@ pub struct Args {
     /// The store (made by `k2rpq load`).
     #[arg(long)]
     pub store: PathBuf,
-    /// Workload: a file of `[id,] S REGEX O` lines, or a folder of `.rq` files.
+    /// Workload: a file of `[id,] S REGEX O` lines, a `.rq` file of SPARQL queries
+    /// separated by lines holding only `;`, or a folder of `.rq` files.
     #[arg(long)]
     pub queries: PathBuf,
     /// Engines, comma-separated. Default: gpu (when a GPU is usable), cpu, oxigraph.
@@ -35,8 +36,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1_000_000)]
     pub limit: u64,
     /// Time limit per run, seconds.
-    #[arg(long, default_value_t = 60.0)]
-    pub timeout: f64,
+    #[arg(long, default_value = "60", value_parser = k2rpq_cli::args::parse_seconds)]
+    pub timeout: Duration,
     /// Run every product of a GPU-run query on the device: no host walk of a constant
     /// start in front (measures the device alone; the default is what `--engine auto` does).
     #[arg(long)]
@@ -111,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         repeats: args.repeats,
         warmup: args.warmup,
         limit: args.limit,
-        timeout: Duration::from_secs_f64(args.timeout),
+        timeout: args.timeout,
         host_walk: !args.no_host_walk,
         progress: !args.quiet,
         overlap_load: args.overlap_load,
@@ -124,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         options.repeats,
         options.warmup,
         options.limit,
-        args.timeout
+        args.timeout.as_secs_f64()
     );
     let report = run_bench(&cpu_db, gpu_db.as_ref(), &workload, &options)?;
     eprintln!("k2rpq-cpu {}", cpu_db.store().line_budget().stats());
@@ -155,9 +156,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// `k2rpq bench --scaling`.
 fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()> {
-    if !(args.timeout.is_finite() && args.timeout >= 0.0) {
-        anyhow::bail!("--timeout {}: not a number of seconds", args.timeout);
-    }
     if args.batch_words == 0 {
         anyhow::bail!("--batch-words must be at least 1");
     }
@@ -173,7 +171,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         repeats: args.repeats,
         eval: EvalOptions {
             limit: (!args.count).then_some(args.limit),
-            timeout: Some(Duration::from_secs_f64(args.timeout)),
+            timeout: Some(args.timeout),
             batch_words: args.batch_words,
             count_only: args.count,
             ..EvalOptions::default()
@@ -187,7 +185,7 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
         options.warmup,
         options.repeats,
         options.eval.limit,
-        args.timeout,
+        args.timeout.as_secs_f64(),
         args.batch_words,
         if args.count { ", counting" } else { "" }
     );

@@ -8,19 +8,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k2rpq::database::Database;
-use k2rpq::sparql::{QueryAnswer, SparqlError};
+use k2rpq::database::{Database, QueryOptions};
+use k2rpq::sparql::{QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
 use spargebra::Query;
 
 /// One row of a SELECT answer: a value (or `None`, unbound) per variable.
 pub type Row = Vec<Option<Term>>;
 
-/// The rows of a SELECT answer, produced as the evaluator finds them.
-pub type Rows = Box<dyn Iterator<Item = Result<Row, EvaluationError>> + Send>;
+/// The rows of a SELECT answer, produced as the evaluator finds them (on the thread that
+/// evaluated the query: the rows are read where they are computed).
+pub type Rows = Box<dyn Iterator<Item = Result<Row, EvaluationError>>>;
 
 /// The triples of a CONSTRUCT or DESCRIBE answer, produced as the evaluator finds them.
-pub type Triples = Box<dyn Iterator<Item = Result<Triple, EvaluationError>> + Send>;
+pub type Triples = Box<dyn Iterator<Item = Result<Triple, EvaluationError>>>;
 
 /// What a query returned.
 pub enum Answer {
@@ -129,10 +130,9 @@ pub trait Evaluator: Send + Sync + 'static {
     fn graphs(&self) -> Vec<GraphSummary>;
 }
 
-/// Today's evaluator: [`Database::query`], k2rpq's standalone SPARQL subset over the
-/// store, with one device cache shared by all requests. It computes the whole answer
-/// before the first row and checks the [`Control`] only before it starts; the endpoint
-/// checks it again between the rows it writes.
+/// The store's evaluator: [`Database::evaluate`], Oxigraph's evaluator over the store with
+/// its paths on k2rpq's engines, one device cache shared by all requests. Rows stream;
+/// the evaluation stops at the deadline, and between rows when the request is abandoned.
 pub struct StoreEvaluator {
     database: Arc<Database>,
 }
@@ -144,24 +144,48 @@ impl StoreEvaluator {
     }
 }
 
+/// The endpoint's error for an evaluation error: a cancellation is the deadline's or the
+/// client's, whichever `control` says.
+fn evaluation_error(e: QueryEvaluationError, control: &Control) -> EvaluationError {
+    match e {
+        QueryEvaluationError::Cancelled => {
+            control.check().err().unwrap_or(EvaluationError::Timeout)
+        }
+        e => EvaluationError::Failed(e.to_string()),
+    }
+}
+
 impl Evaluator for StoreEvaluator {
     fn evaluate(&self, query: &Query, control: &Control) -> Result<Answer, EvaluationError> {
         control.check()?;
-        // `Database::query` takes text: the parsed query (with the request's dataset)
-        // written back as SPARQL.
-        let (answer, _engine) = self
+        let options = QueryOptions {
+            timeout: Some(control.deadline().saturating_duration_since(Instant::now())),
+            ..Default::default()
+        };
+        let results = self
             .database
-            .query(&query.to_string())
+            .evaluate(query, &options)
             .map_err(|e| match e {
                 SparqlError::Unsupported(what) => EvaluationError::Unsupported(what),
+                SparqlError::Timeout => EvaluationError::Timeout,
+                SparqlError::Evaluation(e) => evaluation_error(e, control),
                 e => EvaluationError::Failed(e.to_string()),
             })?;
-        Ok(match answer {
-            QueryAnswer::Boolean(b) => Answer::Boolean(b),
-            QueryAnswer::Solutions { variables, rows } => Answer::Solutions {
-                variables,
-                rows: Box::new(rows.into_iter().map(Ok)),
+        let control = control.clone();
+        Ok(match results {
+            QueryResults::Boolean(b) => Answer::Boolean(b),
+            QueryResults::Solutions(rows) => Answer::Solutions {
+                variables: rows.variables().to_vec(),
+                rows: Box::new(rows.map(move |row| {
+                    control.check()?;
+                    row.map(|r| r.values().to_vec())
+                        .map_err(|e| evaluation_error(e, &control))
+                })),
             },
+            QueryResults::Graph(triples) => Answer::Graph(Box::new(triples.map(move |t| {
+                control.check()?;
+                t.map_err(|e| evaluation_error(e, &control))
+            }))),
         })
     }
 

@@ -1,0 +1,1223 @@
+//! The path service's work: a group of joined triple and path patterns, with the VALUES
+//! pushed into it, evaluated on k2rpq's engines ([`evaluate_group`]).
+//!
+//! The rewrite ([`super::rewrite::wrap_paths_in_service`]) wraps each such group in
+//! `SERVICE <urn:k2rpq:paths>`; Oxigraph's evaluator hands the service its pattern (after
+//! its own algebra round trip, which puts each triple in a `GRAPH` of its own) and no
+//! outer bindings. [`PathGroup::from_pattern`] reads that pattern back into a group;
+//! anything but joins of triples, paths, `GRAPH` and pushed-in `VALUES` is an error.
+//!
+//! Solutions are rows of term ids; terms the dictionary does not know (constants of the
+//! query) get ids of their own from [`QUERY_TERM_BASE`] up, which no relation holds. Paths
+//! keep SPARQL 1.1's multiplicities ([`super::semantics`]); the triples of a group are
+//! sets, joined as bags.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::time::Instant;
+
+use oxrdf::{Term, TermRef, Variable};
+use spargebra::algebra::{GraphPattern, PropertyPathExpression};
+use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern};
+
+use super::dataset::PathDataset;
+use super::semantics::{evaluate_path_from, evaluate_path_with, Bag, Deadline};
+use super::store::id_term;
+use super::SparqlError;
+use crate::engine::{Engine, MatrixConfig};
+use crate::rpq::{parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, RelationSource};
+
+/// First id given to a query term the dictionary does not know.
+pub const QUERY_TERM_BASE: u32 = 0x8000_0000;
+
+/// Above this many distinct bound values, a path endpoint is evaluated as a free variable
+/// and joined, instead of once per value.
+const BOUND_VALUES_LIMIT: usize = 256;
+
+/// The most distinct terms a solution stream keeps decoded (about 100 bytes each): beyond
+/// them a term is decoded for each cell it fills.
+const DECODED_TERMS: usize = 1 << 20;
+
+/// Where the path evaluations of one group get their loaded relations: one
+/// [`RelationSource`] per graph of the dataset, asked for the first time a path is matched
+/// in that graph and kept for the rest of the group.
+///
+/// [`PerQueryProvider`] loads each relation into the engine once per group;
+/// `crate::database::Database` hands out sources backed by its device cache, so that
+/// relations stay resident across queries under the GPU budget.
+pub trait RelationProvider<'a, E: Engine> {
+    /// The source for graph `name` (`None`: the dataset's default graph), which is `graph`.
+    fn source(
+        &self,
+        name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<E> + 'a>;
+}
+
+/// Loads each relation once per group ([`PerQueryRelations`], the cached-frontier
+/// configuration).
+pub struct PerQueryProvider<'a, E: Engine>(pub &'a E);
+
+impl<'a, E: Engine> RelationProvider<'a, E> for PerQueryProvider<'a, E> {
+    fn source(
+        &self,
+        _name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<E> + 'a> {
+        Box::new(PerQueryRelations::new(
+            self.0,
+            graph,
+            MatrixConfig::default(),
+        ))
+    }
+}
+
+/// A table of values joined with a group: pushed-in VALUES, or the rows of a subquery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValuesTable {
+    /// Its variables.
+    pub variables: Vec<Variable>,
+    /// Its rows, one value (or none) per variable.
+    pub rows: Vec<Vec<Option<Term>>>,
+}
+
+/// The predicate of a group member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupPredicate {
+    /// A property path (a single IRI for a triple pattern).
+    Path(PropertyPathExpression),
+    /// A variable (a triple pattern).
+    Variable(Variable),
+}
+
+/// A triple or path pattern of a group, with the graph it is matched in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupPattern {
+    /// `GRAPH` around it: `None` for the default graph.
+    pub graph: Option<NamedNodePattern>,
+    /// Subject.
+    pub subject: TermPattern,
+    /// Predicate or path.
+    pub predicate: GroupPredicate,
+    /// Object.
+    pub object: TermPattern,
+}
+
+/// A count the path service computes over a group's rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// `COUNT(*)`, `COUNT(DISTINCT *)`: rows (distinct ones).
+    Rows {
+        /// Distinct rows only.
+        distinct: bool,
+    },
+    /// `COUNT(?v)`, `COUNT(DISTINCT ?v)`: rows binding `?v` (distinct values).
+    Bound {
+        /// The variable.
+        variable: Variable,
+        /// Distinct values only.
+        distinct: bool,
+    },
+}
+
+/// What the service does to a group's rows before it returns them, as the query asks
+/// around the group (pushed in by the rewrite).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Modifier {
+    /// Keeps these columns (`SELECT ?a ?b`).
+    Project(Vec<Variable>),
+    /// Drops duplicate rows (`DISTINCT`, `REDUCED`).
+    Distinct,
+    /// Groups the rows by these variables and counts each group: `(variable, count)`.
+    Group(Vec<Variable>, Vec<(Variable, Count)>),
+}
+
+/// A group of joined triple and path patterns and the VALUES pushed into it: what the
+/// path service evaluates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathGroup {
+    /// VALUES tables joined with the group.
+    pub values: Vec<ValuesTable>,
+    /// The patterns, in the order the query gives them.
+    pub patterns: Vec<GroupPattern>,
+    /// `GRAPH g {}` members: one solution for each named graph `g` matches.
+    pub graphs: Vec<NamedNodePattern>,
+    /// Applied to the group's rows in order, the first innermost.
+    pub modifiers: Vec<Modifier>,
+    /// Subqueries joined with the group, which its caller evaluates into [`ValuesTable`]s
+    /// before [`evaluate_group`] (the rewrite puts small ones here:
+    /// [`super::rewrite::wrap_paths_and_small_subqueries_in_service`]).
+    pub subqueries: Vec<GraphPattern>,
+}
+
+impl PathGroup {
+    /// Reads the pattern of a `SERVICE <urn:k2rpq:paths>` call: joins of basic graph
+    /// patterns, property paths, `GRAPH` and VALUES (possibly projected and
+    /// deduplicated, as the rewrite pushes them in).
+    ///
+    /// ```
+    /// use k2rpq::sparql::group::{GroupPredicate, PathGroup};
+    /// let q = spargebra::SparqlParser::new()
+    ///     .parse_query("SELECT * WHERE { VALUES ?s { <http://e/a> } ?s <http://e/p>+ ?o . ?o <http://e/q> ?z }")
+    ///     .unwrap();
+    /// let spargebra::Query::Select { pattern, .. } = q else { unreachable!() };
+    /// let spargebra::algebra::GraphPattern::Project { inner, .. } = pattern else { unreachable!() };
+    /// let group = PathGroup::from_pattern(&inner).unwrap();
+    /// assert_eq!(group.values.len(), 1);
+    /// assert_eq!(group.patterns.len(), 2);
+    /// assert!(matches!(group.patterns[1].predicate, GroupPredicate::Path(_)));
+    /// ```
+    pub fn from_pattern(pattern: &GraphPattern) -> Result<PathGroup, SparqlError> {
+        let mut group = PathGroup::default();
+        // Projections, DISTINCT and counts around the group, outermost first.
+        let mut p = pattern;
+        loop {
+            let (modifier, inner) = match p {
+                GraphPattern::Project { inner, variables } if values_of(p).is_none() => {
+                    (Modifier::Project(variables.clone()), inner)
+                }
+                GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner }
+                    if values_of(p).is_none() =>
+                {
+                    (Modifier::Distinct, inner)
+                }
+                GraphPattern::Group {
+                    inner,
+                    variables,
+                    aggregates,
+                } => {
+                    let counts = aggregates
+                        .iter()
+                        .map(|(v, a)| Ok((v.clone(), count_of(a)?)))
+                        .collect::<Result<_, SparqlError>>()?;
+                    (Modifier::Group(variables.clone(), counts), inner)
+                }
+                _ => break,
+            };
+            group.modifiers.push(modifier);
+            p = inner;
+        }
+        group.modifiers.reverse();
+        group.read(p, None)?;
+        Ok(group)
+    }
+
+    fn read(
+        &mut self,
+        p: &GraphPattern,
+        graph: Option<&NamedNodePattern>,
+    ) -> Result<(), SparqlError> {
+        match p {
+            GraphPattern::Join { left, right } => {
+                self.read(left, graph)?;
+                self.read(right, graph)
+            }
+            GraphPattern::Bgp { patterns } => {
+                for t in patterns {
+                    self.patterns.push(GroupPattern {
+                        graph: graph.cloned(),
+                        subject: t.subject.clone(),
+                        predicate: match &t.predicate {
+                            NamedNodePattern::NamedNode(n) => {
+                                GroupPredicate::Path(PropertyPathExpression::NamedNode(n.clone()))
+                            }
+                            NamedNodePattern::Variable(v) => GroupPredicate::Variable(v.clone()),
+                        },
+                        object: t.object.clone(),
+                    });
+                }
+                if let (true, Some(g)) = (patterns.is_empty(), graph) {
+                    self.graphs.push(g.clone());
+                }
+                Ok(())
+            }
+            GraphPattern::Path {
+                subject,
+                path,
+                object,
+            } => {
+                self.patterns.push(GroupPattern {
+                    graph: graph.cloned(),
+                    subject: subject.clone(),
+                    predicate: GroupPredicate::Path(path.clone()),
+                    object: object.clone(),
+                });
+                Ok(())
+            }
+            GraphPattern::Graph { name, inner } => self.read(inner, Some(name)),
+            other => match values_of(other) {
+                Some(v) => {
+                    self.values.push(v);
+                    Ok(())
+                }
+                None if graph.is_none()
+                    && matches!(
+                        other,
+                        GraphPattern::Slice { .. }
+                            | GraphPattern::Project { .. }
+                            | GraphPattern::Distinct { .. }
+                            | GraphPattern::Reduced { .. }
+                    ) =>
+                {
+                    self.subqueries.push(other.clone());
+                    Ok(())
+                }
+                None => Err(SparqlError::Unsupported(format!(
+                    "`{other}` inside SERVICE <{}>",
+                    super::rewrite::SERVICE_IRI
+                ))),
+            },
+        }
+    }
+
+    /// The predicate IRIs whose relations the group reads, sorted, or `None` when it may
+    /// read any (a variable predicate or a negated property set).
+    pub fn predicates_read(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        for p in &self.patterns {
+            let GroupPredicate::Path(path) = &p.predicate else {
+                return None;
+            };
+            if !super::rewrite::path_predicates(path, &mut out) {
+                return None;
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The columns of the service's rows: the group's variables, as the modifiers leave
+    /// them.
+    pub fn columns(&self) -> Vec<Variable> {
+        let mut columns = self.variables();
+        for m in &self.modifiers {
+            match m {
+                Modifier::Project(vars) => columns = vars.clone(),
+                Modifier::Distinct => {}
+                Modifier::Group(by, counts) => {
+                    columns = by.clone();
+                    columns.extend(counts.iter().map(|(v, _)| v.clone()));
+                }
+            }
+        }
+        columns
+    }
+
+    /// The variables the group binds, in order of appearance.
+    pub fn variables(&self) -> Vec<Variable> {
+        let mut out: Vec<Variable> = Vec::new();
+        let mut add = |v: &Variable| {
+            if !out.contains(v) {
+                out.push(v.clone());
+            }
+        };
+        for v in &self.values {
+            v.variables.iter().for_each(&mut add);
+        }
+        for sub in &self.subqueries {
+            sub.on_in_scope_variable(&mut add);
+        }
+        for g in &self.graphs {
+            if let NamedNodePattern::Variable(v) = g {
+                add(v);
+            }
+        }
+        for p in &self.patterns {
+            if let Some(NamedNodePattern::Variable(g)) = &p.graph {
+                add(g);
+            }
+            if let TermPattern::Variable(v) = &p.subject {
+                add(v);
+            }
+            if let GroupPredicate::Variable(v) = &p.predicate {
+                add(v);
+            }
+            if let TermPattern::Variable(v) = &p.object {
+                add(v);
+            }
+        }
+        out
+    }
+}
+
+/// The count an aggregate asks for (only counts are pushed into the service).
+fn count_of(a: &spargebra::algebra::AggregateExpression) -> Result<Count, SparqlError> {
+    use spargebra::algebra::{AggregateExpression, AggregateFunction, Expression};
+    match a {
+        AggregateExpression::CountSolutions { distinct } => Ok(Count::Rows {
+            distinct: *distinct,
+        }),
+        AggregateExpression::FunctionCall {
+            name: AggregateFunction::Count,
+            expr: Expression::Variable(v),
+            distinct,
+        } => Ok(Count::Bound {
+            variable: v.clone(),
+            distinct: *distinct,
+        }),
+        other => Err(SparqlError::Unsupported(format!(
+            "aggregate {other} inside SERVICE <{}>",
+            super::rewrite::SERVICE_IRI
+        ))),
+    }
+}
+
+/// The table of a VALUES pattern, possibly projected (`Project`) and deduplicated
+/// (`Distinct`, `Reduced`); `None` for any other pattern.
+fn values_of(p: &GraphPattern) -> Option<ValuesTable> {
+    match p {
+        GraphPattern::Values {
+            variables,
+            bindings,
+        } => Some(ValuesTable {
+            variables: variables.clone(),
+            rows: bindings
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|t| {
+                            t.as_ref().map(|t| match t {
+                                GroundTerm::NamedNode(n) => Term::from(n.clone()),
+                                GroundTerm::Literal(l) => Term::from(l.clone()),
+                            })
+                        })
+                        .collect()
+                })
+                .collect(),
+        }),
+        GraphPattern::Project { inner, variables } => {
+            let t = values_of(inner)?;
+            let cols: Vec<Option<usize>> = variables
+                .iter()
+                .map(|v| t.variables.iter().position(|x| x == v))
+                .collect();
+            Some(ValuesTable {
+                variables: variables.clone(),
+                rows: t
+                    .rows
+                    .iter()
+                    .map(|r| cols.iter().map(|c| c.and_then(|c| r[c].clone())).collect())
+                    .collect(),
+            })
+        }
+        GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner } => {
+            let mut t = values_of(inner)?;
+            let mut seen = HashSet::default();
+            t.rows.retain(|r| seen.insert(r.clone()));
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
+/// The default graph of a query's dataset, as the path service sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DefaultGraph {
+    /// The dataset's own default graph.
+    #[default]
+    Dataset,
+    /// The named graph whose name has this id (`FROM <g>`).
+    Named(u32),
+    /// No triples (`FROM` a graph the store does not hold, or only `FROM NAMED`).
+    Empty,
+}
+
+/// The graphs a group is matched against: the query's dataset (`FROM`, `FROM NAMED`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphScope {
+    /// The default graph.
+    pub default: DefaultGraph,
+    /// The names (ids) of the named graphs `GRAPH` ranges over; `None`: all of the
+    /// dataset's.
+    pub named: Option<Vec<u32>>,
+}
+
+/// A group's solutions as rows of term ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupSolutions {
+    /// Column names.
+    pub variables: Vec<Variable>,
+    /// One id (or none: unbound) per variable, duplicates kept.
+    pub rows: Vec<Vec<Option<u32>>>,
+    /// The terms of ids from [`QUERY_TERM_BASE`] up, in order.
+    pub query_terms: Vec<Term>,
+}
+
+impl GroupSolutions {
+    /// The solutions as Oxigraph's, decoding each id as the stream reaches it (each
+    /// distinct term once, up to 2^20 of them) with `decode`. Past `deadline` the stream
+    /// ends in [`SparqlError::Timeout`]: the evaluator may combine these rows in memory,
+    /// where it checks no cancellation.
+    pub fn into_solutions(
+        self,
+        decode: impl Fn(u32) -> Option<Term> + 'static,
+        deadline: Deadline,
+    ) -> spareval::QuerySolutionIter<'static> {
+        let mut decoded: HashMap<u32, Term> = HashMap::default();
+        self.into_terms(
+            move |id| {
+                if let Some(t) = decoded.get(&id) {
+                    return Some(t.clone());
+                }
+                let t = decode(id)?;
+                if decoded.len() < DECODED_TERMS {
+                    decoded.insert(id, t.clone());
+                }
+                Some(t)
+            },
+            deadline,
+        )
+    }
+
+    /// The solutions as Oxigraph's with each store id as its [`id_term`], for the
+    /// evaluator over [`super::StoreQuads`], which reads the id back: no term is decoded.
+    /// Past `deadline` the stream ends as [`GroupSolutions::into_solutions`]'s does.
+    pub fn into_id_solutions(self, deadline: Deadline) -> spareval::QuerySolutionIter<'static> {
+        self.into_terms(|id| Some(id_term(id)), deadline)
+    }
+
+    /// The solutions with each store id as `term` gives it.
+    fn into_terms(
+        self,
+        mut term: impl FnMut(u32) -> Option<Term> + 'static,
+        deadline: Deadline,
+    ) -> spareval::QuerySolutionIter<'static> {
+        let GroupSolutions {
+            variables,
+            rows,
+            query_terms,
+        } = self;
+        let mut cell = move |id: u32| -> Result<Term, SparqlError> {
+            if id >= QUERY_TERM_BASE {
+                return query_terms
+                    .get((id - QUERY_TERM_BASE) as usize)
+                    .cloned()
+                    .ok_or(SparqlError::MissingTerm(id));
+            }
+            term(id).ok_or(SparqlError::MissingTerm(id))
+        };
+        let (mut failed, mut count) = (false, 0usize);
+        let rows = rows.into_iter().map_while(move |row| {
+            if failed {
+                return None;
+            }
+            count += 1;
+            let on_time = if count % 64 == 1 {
+                deadline.check()
+            } else {
+                Ok(())
+            };
+            let row = on_time.and_then(|()| {
+                row.into_iter()
+                    .map(|id| id.map(&mut cell).transpose())
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            failed = row.is_err();
+            Some(row.map_err(|e| spareval::QueryEvaluationError::Service(Box::new(e))))
+        });
+        spareval::QuerySolutionIter::from_tuples(variables.into(), rows)
+    }
+}
+
+/// Evaluates `group` over `dataset` (restricted to `scope`) with `engine`, loading
+/// relations through `relations`; stops with [`SparqlError::Timeout`] once `deadline`
+/// passes. This is the path service's one entry point: the group arrives with the values
+/// pushed into it, and every pattern of it is evaluated here.
+///
+/// ```
+/// use k2rpq::engine::cpu::CpuEngine;
+/// use k2rpq::sparql::group::{evaluate_group, GraphScope, PathGroup, PerQueryProvider};
+/// use k2rpq::sparql::MemoryDataset;
+/// use oxrdf::{GraphName, NamedNode, Quad};
+/// let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
+/// let quads = vec![
+///     Quad::new(n("a"), n("p"), n("b"), GraphName::DefaultGraph),
+///     Quad::new(n("b"), n("p"), n("c"), GraphName::DefaultGraph),
+/// ];
+/// let d = MemoryDataset::from_quads(quads.iter().map(|q| q.as_ref()));
+/// let q = spargebra::SparqlParser::new().parse_query("SELECT * { <http://e/a> <http://e/p>+ ?x }").unwrap();
+/// let spargebra::Query::Select { pattern, .. } = q else { unreachable!() };
+/// let spargebra::algebra::GraphPattern::Project { inner, .. } = pattern else { unreachable!() };
+/// let group = PathGroup::from_pattern(&inner).unwrap();
+/// let engine = CpuEngine::new();
+/// let rows = evaluate_group(&engine, &d, &GraphScope::default(), &group, &PerQueryProvider(&engine), None).unwrap();
+/// assert_eq!(rows.rows.len(), 2);
+/// ```
+pub fn evaluate_group<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &GraphScope,
+    group: &PathGroup,
+    relations: &'a dyn RelationProvider<'a, E>,
+    deadline: Option<Instant>,
+) -> Result<GroupSolutions, SparqlError> {
+    let ctx = Context {
+        engine,
+        dataset,
+        scope,
+        deadline: Deadline(deadline),
+        query_terms: Default::default(),
+        provider: relations,
+        relations: Default::default(),
+    };
+    if let Some(sub) = group.subqueries.first() {
+        return Err(SparqlError::Unsupported(format!(
+            "subquery `{sub}` in a path group: evaluate it into values first"
+        )));
+    }
+    let mut table = Table::unit();
+    for v in &group.values {
+        let t = ctx.values(v);
+        table = join(&table, &t, ctx.deadline)?;
+    }
+    for g in &group.graphs {
+        let t = ctx.graph_names(g);
+        table = join(&table, &t, ctx.deadline)?;
+    }
+    let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
+    while !left.is_empty() {
+        ctx.deadline.check()?;
+        let next = ctx.pick(&left, &table);
+        let p = left.remove(next);
+        let t = ctx.pattern(p, Some(&table))?;
+        table = join(&table, &t, ctx.deadline)?;
+    }
+    let variables = group.variables();
+    table = project(&table, &variables);
+    for m in &group.modifiers {
+        ctx.deadline.check()?;
+        table = match m {
+            Modifier::Project(vars) => project(&table, vars),
+            Modifier::Distinct => {
+                let mut seen = HashSet::default();
+                table.rows.retain(|r| seen.insert(r.clone()));
+                table
+            }
+            Modifier::Group(by, counts) => ctx.count(&table, by, counts),
+        };
+    }
+    Ok(GroupSolutions {
+        variables: group.columns(),
+        rows: table.rows,
+        query_terms: ctx.query_terms.into_inner().0,
+    })
+}
+
+/// The columns `vars` of `table`, in that order (unbound where it has none).
+fn project(table: &Table, vars: &[Variable]) -> Table {
+    let cols: Vec<Option<usize>> = vars.iter().map(|v| table.col(v.as_str())).collect();
+    Table {
+        vars: vars.iter().map(|v| v.as_str().to_owned()).collect(),
+        rows: table
+            .rows
+            .iter()
+            .map(|r| cols.iter().map(|c| c.and_then(|c| r[c])).collect())
+            .collect(),
+    }
+}
+
+/// One solution: a term id (or unbound) per variable of its table.
+type IdRow = Vec<Option<u32>>;
+
+/// Solutions as id rows.
+#[derive(Clone, Debug, Default)]
+struct Table {
+    vars: Vec<String>,
+    rows: Vec<Vec<Option<u32>>>,
+}
+
+impl Table {
+    /// The table with no variables and one empty solution (the join identity).
+    fn unit() -> Table {
+        Table {
+            vars: Vec::new(),
+            rows: vec![Vec::new()],
+        }
+    }
+
+    /// The table of `vars` with no solution.
+    fn empty(vars: Vec<String>) -> Table {
+        Table {
+            vars,
+            rows: Vec::new(),
+        }
+    }
+
+    fn col(&self, v: &str) -> Option<usize> {
+        self.vars.iter().position(|x| x == v)
+    }
+
+    /// The distinct values of `v` when every row binds it.
+    fn bound_values(&self, v: &str) -> Option<HashSet<u32>> {
+        let c = self.col(v)?;
+        self.rows.iter().map(|r| r[c]).collect()
+    }
+}
+
+/// The graph patterns are matched against.
+#[derive(Clone, Copy, Debug)]
+enum Active {
+    /// The dataset's default graph.
+    Default,
+    /// The named graph of this name id.
+    Named(u32),
+}
+
+/// A variable or a fixed id at one end of a pattern.
+#[derive(Clone, Debug)]
+enum End {
+    Var(String),
+    Id(u32),
+}
+
+struct Context<'a, 's, E: Engine> {
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &'s GraphScope,
+    deadline: Deadline,
+    /// Terms of the query that the dictionary does not know, and their ids.
+    query_terms: std::cell::RefCell<(Vec<Term>, HashMap<Term, u32>)>,
+    provider: &'a dyn RelationProvider<'a, E>,
+    /// Relation sources, per graph (`None`: the default graph), kept for the whole group.
+    relations: std::cell::RefCell<HashMap<Option<u32>, Box<dyn RelationSource<E> + 'a>>>,
+}
+
+impl<'a, E: Engine> Context<'a, '_, E> {
+    fn id(&self, term: TermRef<'_>) -> u32 {
+        if let Some(id) = self.dataset.dictionary().id(term) {
+            return id;
+        }
+        let mut extra = self.query_terms.borrow_mut();
+        let owned = term.into_owned();
+        if let Some(&id) = extra.1.get(&owned) {
+            return id;
+        }
+        let id = QUERY_TERM_BASE + extra.0.len() as u32;
+        extra.0.push(owned.clone());
+        extra.1.insert(owned, id);
+        id
+    }
+
+    fn graph(&self, active: Active) -> Option<&'a dyn PathGraph> {
+        match active {
+            Active::Default => Some(self.dataset.default_graph()),
+            Active::Named(g) => self.dataset.named_graph(g),
+        }
+    }
+
+    /// The graph unnamed patterns are matched in, or `None` for an empty default graph.
+    fn default_active(&self) -> Option<Active> {
+        match self.scope.default {
+            DefaultGraph::Dataset => Some(Active::Default),
+            DefaultGraph::Named(g) => Some(Active::Named(g)),
+            DefaultGraph::Empty => None,
+        }
+    }
+
+    /// The named graphs `GRAPH` may range over, by name id.
+    fn named_graphs(&self) -> Vec<u32> {
+        let all = self.dataset.named_graphs();
+        match &self.scope.named {
+            None => all,
+            Some(allowed) => all.into_iter().filter(|g| allowed.contains(g)).collect(),
+        }
+    }
+
+    fn values(&self, v: &ValuesTable) -> Table {
+        Table {
+            vars: v.variables.iter().map(|x| x.as_str().to_owned()).collect(),
+            rows: v
+                .rows
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|t| t.as_ref().map(|t| self.id(t.as_ref())))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The rows of `table` grouped by `by`, each group with its `counts` (as integer
+    /// literals); with no `by`, one group even when there is no row (counts of 0).
+    fn count(&self, table: &Table, by: &[Variable], counts: &[(Variable, Count)]) -> Table {
+        let key_cols: Vec<Option<usize>> = by.iter().map(|v| table.col(v.as_str())).collect();
+        let mut groups: Vec<(IdRow, Vec<&IdRow>)> = Vec::new();
+        let mut index: HashMap<Vec<Option<u32>>, usize> = HashMap::default();
+        for r in &table.rows {
+            let k: Vec<Option<u32>> = key_cols.iter().map(|c| c.and_then(|c| r[c])).collect();
+            let i = *index.entry(k.clone()).or_insert_with(|| {
+                groups.push((k, Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(r);
+        }
+        if groups.is_empty() && by.is_empty() {
+            groups.push((Vec::new(), Vec::new()));
+        }
+        let mut vars: Vec<String> = by.iter().map(|v| v.as_str().to_owned()).collect();
+        vars.extend(counts.iter().map(|(v, _)| v.as_str().to_owned()));
+        let rows = groups
+            .into_iter()
+            .map(|(mut row, members)| {
+                for (_, c) in counts {
+                    let n = match c {
+                        Count::Rows { distinct: false } => members.len(),
+                        Count::Rows { distinct: true } => {
+                            members.iter().collect::<HashSet<_>>().len()
+                        }
+                        Count::Bound { variable, distinct } => {
+                            let col = table.col(variable.as_str());
+                            let values = members.iter().filter_map(|r| col.and_then(|c| r[c]));
+                            if *distinct {
+                                values.collect::<HashSet<_>>().len()
+                            } else {
+                                values.count()
+                            }
+                        }
+                    };
+                    let n = oxrdf::Literal::from(n as i64);
+                    row.push(Some(self.id(n.as_ref().into())));
+                }
+                row
+            })
+            .collect();
+        Table { vars, rows }
+    }
+
+    /// `GRAPH g {}`: one empty solution if `g` names a named graph of the scope; for a
+    /// variable, one solution per named graph.
+    fn graph_names(&self, g: &NamedNodePattern) -> Table {
+        match g {
+            NamedNodePattern::NamedNode(n) => {
+                let id = self.id(n.as_ref().into());
+                if self.named_graphs().binary_search(&id).is_ok() {
+                    Table::unit()
+                } else {
+                    Table::empty(Vec::new())
+                }
+            }
+            NamedNodePattern::Variable(v) => Table {
+                vars: vec![v.as_str().to_owned()],
+                rows: self
+                    .named_graphs()
+                    .into_iter()
+                    .map(|g| vec![Some(g)])
+                    .collect(),
+            },
+        }
+    }
+
+    /// The next pattern to evaluate: the first of those with the most ends fixed (a
+    /// constant, or a variable the solutions so far bind), single predicates before
+    /// paths.
+    fn pick(&self, left: &[&GroupPattern], table: &Table) -> usize {
+        let fixed = |t: &TermPattern| match t {
+            TermPattern::Variable(v) => table.col(v.as_str()).is_some(),
+            _ => true,
+        };
+        let score = |p: &GroupPattern| {
+            let ends = fixed(&p.subject) as u32 + fixed(&p.object) as u32;
+            let link = matches!(
+                p.predicate,
+                GroupPredicate::Path(PropertyPathExpression::NamedNode(_))
+            );
+            (ends, link as u32)
+        };
+        let mut best = 0;
+        for (i, p) in left.iter().enumerate() {
+            if score(p) > score(left[best]) {
+                best = i;
+            }
+        }
+        best
+    }
+
+    fn end(&self, t: &TermPattern) -> End {
+        match t {
+            TermPattern::Variable(v) => End::Var(v.as_str().to_owned()),
+            TermPattern::BlankNode(b) => End::Var(format!("_:{}", b.as_str())),
+            TermPattern::NamedNode(n) => End::Id(self.id(n.as_ref().into())),
+            TermPattern::Literal(l) => End::Id(self.id(l.as_ref().into())),
+        }
+    }
+
+    /// One pattern, in its graph (each named graph in turn for `GRAPH ?g`).
+    fn pattern(&self, p: &GroupPattern, bound: Option<&Table>) -> Result<Table, SparqlError> {
+        match &p.graph {
+            None => match self.default_active() {
+                Some(active) => self.in_graph(p, active, bound),
+                None => Ok(Table::empty(self.pattern_vars(p))),
+            },
+            Some(NamedNodePattern::NamedNode(n)) => {
+                let id = self.id(n.as_ref().into());
+                if self.named_graphs().binary_search(&id).is_err() {
+                    return Ok(Table::empty(self.pattern_vars(p)));
+                }
+                self.in_graph(p, Active::Named(id), bound)
+            }
+            Some(NamedNodePattern::Variable(v)) => {
+                let mut out = Table::empty(Vec::new());
+                let wanted = bound.and_then(|b| b.bound_values(v.as_str()));
+                for g in self.named_graphs() {
+                    if wanted.as_ref().is_some_and(|w| !w.contains(&g)) {
+                        continue;
+                    }
+                    self.deadline.check()?;
+                    let graph_row = Table {
+                        vars: vec![v.as_str().to_owned()],
+                        rows: vec![vec![Some(g)]],
+                    };
+                    let t = self.in_graph(p, Active::Named(g), bound)?;
+                    out = union(out, join(&graph_row, &t, self.deadline)?);
+                }
+                if out.vars.is_empty() {
+                    let mut vars = vec![v.as_str().to_owned()];
+                    vars.extend(self.pattern_vars(p));
+                    out = Table::empty(vars);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The variables a pattern binds (its graph's aside).
+    fn pattern_vars(&self, p: &GroupPattern) -> Vec<String> {
+        let mut vars: Vec<String> = Vec::new();
+        let mut add = |v: &str| {
+            if !vars.iter().any(|x| x == v) {
+                vars.push(v.to_owned());
+            }
+        };
+        if let End::Var(v) = self.end(&p.subject) {
+            add(&v);
+        }
+        if let GroupPredicate::Variable(v) = &p.predicate {
+            add(v.as_str());
+        }
+        if let End::Var(v) = self.end(&p.object) {
+            add(&v);
+        }
+        vars
+    }
+
+    fn in_graph(
+        &self,
+        p: &GroupPattern,
+        active: Active,
+        bound: Option<&Table>,
+    ) -> Result<Table, SparqlError> {
+        let s = self.end(&p.subject);
+        let o = self.end(&p.object);
+        match &p.predicate {
+            GroupPredicate::Path(path) => {
+                let d = self.dataset.dictionary();
+                let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
+                let path = parse_path_expr(path, resolve);
+                self.path(&s, &path, &o, active, bound)
+            }
+            GroupPredicate::Variable(pv) => self.any_predicate(&s, pv, &o, active, bound),
+        }
+    }
+
+    /// `s ?p o`: the pattern over every predicate of the graph, with `?p` bound to it.
+    fn any_predicate(
+        &self,
+        s: &End,
+        pv: &Variable,
+        o: &End,
+        active: Active,
+        bound: Option<&Table>,
+    ) -> Result<Table, SparqlError> {
+        let name = pv.as_str();
+        let mut vars = Vec::new();
+        for e in [s, o] {
+            if let End::Var(v) = e {
+                if !vars.contains(v) {
+                    vars.push(v.clone());
+                }
+            }
+        }
+        // The predicate variable may also be an end (`?x ?x ?y`).
+        let shared = vars.iter().position(|v| v == name);
+        if shared.is_none() {
+            vars.push(name.to_owned());
+        }
+        let mut out = Table::empty(vars);
+        let Some(graph) = self.graph(active) else {
+            return Ok(out);
+        };
+        let wanted = bound.and_then(|b| b.bound_values(name));
+        for p in graph.predicates() {
+            if wanted.as_ref().is_some_and(|w| !w.contains(&p)) {
+                continue;
+            }
+            self.deadline.check()?;
+            let t = self.path(s, &Path::Link(p), o, active, bound)?;
+            for mut row in t.rows {
+                match shared {
+                    Some(c) if row[c] != Some(p) => continue,
+                    Some(_) => {}
+                    None => row.push(Some(p)),
+                }
+                out.rows.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `s path o` in the active graph: per bound value of a variable end when the
+    /// solutions so far bind it to few values, else with the end free.
+    fn path(
+        &self,
+        s: &End,
+        path: &Path,
+        o: &End,
+        active: Active,
+        bound: Option<&Table>,
+    ) -> Result<Table, SparqlError> {
+        let mut vars = Vec::new();
+        for e in [s, o] {
+            if let End::Var(v) = e {
+                if !vars.contains(v) {
+                    vars.push(v.clone());
+                }
+            }
+        }
+        let mut out = Table::empty(vars);
+        let Some(graph) = self.graph(active) else {
+            return Ok(out);
+        };
+        // Candidate values of each end: a constant, the few values the solutions so far
+        // give a variable, or free.
+        let candidates = |e: &End| -> Option<Vec<u32>> {
+            match e {
+                End::Id(id) => Some(vec![*id]),
+                End::Var(v) => {
+                    let vals = bound?.bound_values(v)?;
+                    (vals.len() <= BOUND_VALUES_LIMIT).then(|| {
+                        // A variable only takes terms of the active graph (even through a
+                        // zero-length path); a constant end is returned even when absent.
+                        let mut v: Vec<u32> = vals
+                            .into_iter()
+                            .filter(|&x| x < graph.node_count() && graph.nodes().contains(x))
+                            .collect();
+                        v.sort_unstable();
+                        v
+                    })
+                }
+            }
+        };
+        let same_var = matches!((s, o), (End::Var(a), End::Var(b)) if a == b);
+        let (cs, co) = (candidates(s), candidates(o));
+        // Evaluate from the side with fewer candidates; the other end stays free.
+        let calls: Vec<(Endpoint, Endpoint)> = match (&cs, &co) {
+            (Some(a), Some(b)) if a.len() * b.len() <= BOUND_VALUES_LIMIT => a
+                .iter()
+                .flat_map(|&x| {
+                    b.iter()
+                        .map(move |&y| (Endpoint::Const(x), Endpoint::Const(y)))
+                })
+                .collect(),
+            (Some(a), Some(b)) if b.len() < a.len() => b
+                .iter()
+                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
+                .collect(),
+            (Some(a), _) => a
+                .iter()
+                .map(|&x| (Endpoint::Const(x), Endpoint::Var))
+                .collect(),
+            (None, Some(b)) => b
+                .iter()
+                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
+                .collect(),
+            (None, None) => vec![(Endpoint::Var, Endpoint::Var)],
+        };
+        let calls: Vec<(Endpoint, Endpoint)> = if same_var {
+            // `?x path ?x`: bind both ends to the same candidates.
+            match (&cs, &co) {
+                (Some(a), _) | (_, Some(a)) => a
+                    .iter()
+                    .map(|&x| (Endpoint::Const(x), Endpoint::Const(x)))
+                    .collect(),
+                _ => calls,
+            }
+        } else {
+            calls
+        };
+        let key = match active {
+            Active::Default => None,
+            Active::Named(g) => Some(g),
+        };
+        // Many constant subjects and a free object: one batched run (closures).
+        let batched = calls.len() > 1
+            && !same_var
+            && calls
+                .iter()
+                .all(|c| matches!(c, (Endpoint::Const(_), Endpoint::Var)));
+        let bags: Vec<Bag> = {
+            let mut relations = self.relations.borrow_mut();
+            let rels = relations
+                .entry(key)
+                .or_insert_with(|| self.provider.source(key, graph))
+                .as_mut();
+            if batched {
+                let mut starts: Vec<u32> = calls
+                    .iter()
+                    .filter_map(|c| match c.0 {
+                        Endpoint::Const(x) => Some(x),
+                        Endpoint::Var => None,
+                    })
+                    .collect();
+                starts.sort_unstable();
+                starts.dedup();
+                vec![evaluate_path_from(
+                    self.engine,
+                    graph,
+                    path,
+                    &starts,
+                    rels,
+                    self.deadline,
+                )?]
+            } else {
+                let mut seen_calls = HashSet::default();
+                let mut bags = Vec::new();
+                for (es, eo) in calls {
+                    if seen_calls.insert((es, eo)) {
+                        self.deadline.check()?;
+                        bags.push(evaluate_path_with(
+                            self.engine,
+                            graph,
+                            path,
+                            es,
+                            eo,
+                            rels,
+                            self.deadline,
+                        )?);
+                    }
+                }
+                bags
+            }
+        };
+        let mut next_check = ROWS_PER_CHECK;
+        for bag in bags {
+            for ((x, y), m) in bag {
+                if same_var && x != y {
+                    continue;
+                }
+                let mut row = Vec::with_capacity(2);
+                if let End::Var(_) = s {
+                    row.push(Some(x));
+                }
+                if let End::Var(_) = o {
+                    if !same_var {
+                        row.push(Some(y));
+                    }
+                }
+                for _ in 0..m {
+                    out.rows.push(row.clone());
+                }
+                if out.rows.len() >= next_check {
+                    self.deadline.check()?;
+                    next_check = out.rows.len() + ROWS_PER_CHECK;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Rows a join emits between two looks at the deadline.
+const ROWS_PER_CHECK: usize = 1 << 16;
+
+/// Hash join of two bags of solutions (compatible rows merge; unbound values match
+/// anything), stopped at `deadline`.
+fn join(l: &Table, r: &Table, deadline: Deadline) -> Result<Table, SparqlError> {
+    if l.vars.is_empty() && l.rows.len() == 1 {
+        return Ok(r.clone());
+    }
+    if r.vars.is_empty() && r.rows.len() == 1 {
+        return Ok(l.clone());
+    }
+    let mut vars = l.vars.clone();
+    let mut r_only = Vec::new();
+    for (i, v) in r.vars.iter().enumerate() {
+        if !vars.contains(v) {
+            vars.push(v.clone());
+            r_only.push(i);
+        }
+    }
+    let shared: Vec<(usize, usize)> = r
+        .vars
+        .iter()
+        .enumerate()
+        .filter_map(|(ri, v)| l.col(v).map(|li| (li, ri)))
+        .collect();
+    let mut index: HashMap<Vec<u32>, Vec<usize>> = HashMap::default();
+    let mut loose = Vec::new(); // right rows with an unbound shared variable
+    for (i, row) in r.rows.iter().enumerate() {
+        let key: Option<Vec<u32>> = shared.iter().map(|&(_, ri)| row[ri]).collect();
+        match key {
+            Some(k) => index.entry(k).or_default().push(i),
+            None => loose.push(i),
+        }
+    }
+    let mut rows = Vec::new();
+    let mut emit = |lrow: &Vec<Option<u32>>, rrow: &Vec<Option<u32>>| -> Result<(), SparqlError> {
+        let mut out = lrow.clone();
+        for &(li, ri) in &shared {
+            match (out[li], rrow[ri]) {
+                (Some(a), Some(b)) if a != b => return Ok(()),
+                (None, b) => out[li] = b,
+                _ => {}
+            }
+        }
+        out.extend(r_only.iter().map(|&i| rrow[i]));
+        rows.push(out);
+        if rows.len() % ROWS_PER_CHECK == 0 {
+            deadline.check()?;
+        }
+        Ok(())
+    };
+    for lrow in &l.rows {
+        let key: Option<Vec<u32>> = shared.iter().map(|&(li, _)| lrow[li]).collect();
+        match key {
+            Some(k) => {
+                for &i in index.get(&k).map(|v| v.as_slice()).unwrap_or(&[]) {
+                    emit(lrow, &r.rows[i])?;
+                }
+            }
+            None => {
+                for rrow in &r.rows {
+                    emit(lrow, rrow)?;
+                }
+                continue;
+            }
+        }
+        for &i in &loose {
+            emit(lrow, &r.rows[i])?;
+        }
+    }
+    Ok(Table { vars, rows })
+}
+
+/// Bag union over the union of the variables.
+fn union(l: Table, r: Table) -> Table {
+    if l.vars.is_empty() && l.rows.is_empty() {
+        return r;
+    }
+    let mut vars = l.vars.clone();
+    for v in &r.vars {
+        if !vars.contains(v) {
+            vars.push(v.clone());
+        }
+    }
+    let mut rows = Vec::with_capacity(l.rows.len() + r.rows.len());
+    for (t, src) in [(&l, &l.rows), (&r, &r.rows)] {
+        let cols: Vec<Option<usize>> = vars.iter().map(|v| t.col(v)).collect();
+        for row in src {
+            rows.push(cols.iter().map(|c| c.and_then(|c| row[c])).collect());
+        }
+    }
+    Table { vars, rows }
+}
