@@ -31,7 +31,8 @@ pub struct Args {
     #[arg(long)]
     pub store: Option<PathBuf>,
     /// Output format: table, json, xml, csv or tsv; for CONSTRUCT and DESCRIBE nt or ttl
-    /// (`table` writes N-Triples).
+    /// (`table` writes N-Triples). Aliases and media types work too (`srj`,
+    /// `application/sparql-results+json`, `text/turtle`).
     #[arg(long, default_value = "table")]
     pub format: ResultFormat,
     /// Write at most this many rows (triples); when more are left, say so on stderr and

@@ -38,10 +38,12 @@ pub struct EvalArgs {
     /// (repeatable; `PREFIX wdt: <...>` at the start of a query does the same).
     #[arg(long, value_name = "PREFIX=IRI", value_parser = parse_prefix)]
     pub prefix: Vec<(String, String)>,
-    /// Stop each query after this many pairs.
+    /// Stop each query after this many pairs; when more were left, the command fails
+    /// after printing them, naming the queries that were cut.
     #[arg(long, value_parser = crate::args::parse_limit)]
     pub limit: Option<u64>,
-    /// Stop each query after this many seconds (the pairs found so far are printed).
+    /// Stop each query after this many seconds (a positive number). The pairs found so
+    /// far are printed, then the command fails naming the queries that were cut.
     #[arg(long, value_parser = crate::args::parse_seconds)]
     pub timeout: Option<Duration>,
     /// The engine: `gpu` keeps every product on the GPU; `auto` uses the GPU when one is
@@ -278,7 +280,8 @@ fn read_queries(args: &Args) -> anyhow::Result<Vec<(String, LogQuery)>> {
     })
 }
 
-/// Prints one query's count line (with `--count`) and its report on stderr.
+/// Prints one query's count line (with `--count`) and its report on stderr; adds the
+/// query to `cut` when its answer is partial.
 fn report(
     out: &mut impl Write,
     args: &Args,
@@ -286,6 +289,7 @@ fn report(
     many: bool,
     r: &PathResult,
     engine: &str,
+    cut: &mut Cut,
 ) -> anyhow::Result<()> {
     if args.count {
         if many {
@@ -303,7 +307,62 @@ fn report(
         r.trace.total_steps,
         r.trace.products
     );
+    if r.timed_out {
+        cut.timed_out.push(label.to_owned());
+    } else if r.truncated {
+        cut.limited.push(label.to_owned());
+    }
     Ok(())
+}
+
+/// The queries whose answers were cut, by label: a partial answer is printed, then the
+/// command fails, so that it never passes for a whole one.
+#[derive(Default)]
+struct Cut {
+    timed_out: Vec<String>,
+    limited: Vec<String>,
+}
+
+impl Cut {
+    /// An error naming the cut queries, if any.
+    fn check(self, options: &EvalOptions) -> anyhow::Result<()> {
+        let mut parts = Vec::new();
+        let list = |v: &[String]| {
+            let shown: Vec<&str> = v.iter().take(10).map(String::as_str).collect();
+            let more = v.len().saturating_sub(10);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("{}{more}", shown.join(", "))
+        };
+        if !self.timed_out.is_empty() {
+            let after = options
+                .timeout
+                .map(|t| format!(" after {:.3} s", t.as_secs_f64()))
+                .unwrap_or_default();
+            parts.push(format!(
+                "timed out{after} (--timeout): query {}",
+                list(&self.timed_out)
+            ));
+        }
+        if !self.limited.is_empty() {
+            let at = options
+                .limit
+                .map(|l| format!(" of {l} pairs"))
+                .unwrap_or_default();
+            parts.push(format!(
+                "stopped at the limit{at} with more pairs left (--limit): query {}",
+                list(&self.limited)
+            ));
+        }
+        if parts.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("partial answers: {}", parts.join("; "))
+        }
+    }
 }
 
 /// `rpq --store`: every query through a [`Database`], so that relations stay resident
@@ -325,6 +384,7 @@ fn run_on_store(
     let many = queries.len() > 1;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let mut cut = Cut::default();
     for (label, q) in queries {
         let answer = db.run_log_query(q, options)?;
         let r = &answer.result;
@@ -348,11 +408,11 @@ fn run_on_store(
                 }
             }
         }
-        report(&mut out, args, label, many, r, answer.engine)?;
+        report(&mut out, args, label, many, r, answer.engine, &mut cut)?;
     }
     out.flush()?;
     args.eval.device.print_stats(&db);
-    Ok(())
+    cut.check(options)
 }
 
 struct RunQueries<'a> {
@@ -379,6 +439,7 @@ impl EngineTask for RunQueries<'_> {
         let mut out = BufWriter::new(stdout.lock());
         // Relations stay loaded across the queries of one run.
         let mut relations = relations_of(engines, graph, &options);
+        let mut cut = Cut::default();
         for (label, q) in &queries {
             let r = run_one(
                 engines,
@@ -395,10 +456,10 @@ impl EngineTask for RunQueries<'_> {
                     }
                 },
             )?;
-            report(&mut out, args, label, many, &r, &r.trace.engine)?;
+            report(&mut out, args, label, many, &r, &r.trace.engine, &mut cut)?;
         }
         out.flush()?;
-        Ok(())
+        cut.check(&options)
     }
 }
 

@@ -186,3 +186,111 @@ fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
     // Accepted by every engine (the CPU engine descends its own tree).
     refused_then_runs("--lone-paths", "many", "--lone-paths", "4");
 }
+
+#[test]
+fn explain_names_a_predicate_the_graph_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(
+        &[
+            "explain",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "?x <http://e/nope>+ ?y",
+        ],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("<http://e/nope> (not in the graph)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("4294967295"), "{stdout}");
+}
+
+#[test]
+fn a_cut_path_answer_prints_its_pairs_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let out = k2rpq(
+        &[
+            "rpq",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "--limit",
+            "1",
+            "?x <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    );
+    let stderr = failed(&out);
+    assert!(stderr.contains("partial answers"), "{stderr}");
+    assert!(stderr.contains("--limit"), "{stderr}");
+    // The pair found before the limit is printed.
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    // A limit the answer fits in is no cut.
+    let out = k2rpq(
+        &[
+            "rpq",
+            "--engine",
+            "cpu",
+            "--nt",
+            "g.nt",
+            "--limit",
+            "3",
+            "--count",
+            "?x <http://e/p>+ ?y",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+}
+
+#[test]
+fn result_formats_take_aliases_and_media_types() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let q = "SELECT ?y WHERE { <http://e/a> <http://e/p>+ ?y }";
+    for (format, marker) in [
+        ("srj", "\"bindings\""),
+        ("application/sparql-results+json", "\"bindings\""),
+        ("application/sparql-results+xml", "<sparql"),
+        ("text/csv", "y\r\n"),
+        ("TSV", "?y\n"),
+    ] {
+        let out = k2rpq(
+            &[
+                "query", "--engine", "cpu", "--nt", "g.nt", "--format", format, q,
+            ],
+            dir.path(),
+        );
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(marker), "{format}: {stdout}");
+    }
+    let out = k2rpq(
+        &[
+            "query", "--engine", "cpu", "--nt", "g.nt", "--format", "yaml", q,
+        ],
+        dir.path(),
+    );
+    assert!(failed(&out).contains("unknown format `yaml`"));
+}

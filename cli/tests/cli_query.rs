@@ -99,8 +99,14 @@ fn construct_writes_n_triples_or_turtle() {
     let table = succeeded(&k2rpq(&args("table"), dir.path()));
     assert_eq!(table.lines().count(), 4, "{table}");
     let ttl = succeeded(&k2rpq(&args("ttl"), dir.path()));
-    assert!(ttl.contains("<http://e/c> <http://e/ancestor> "), "{ttl}");
-    assert_eq!(ttl.matches(" .").count(), 2, "two subjects: {ttl}");
+    let mut parsed: Vec<String> = oxttl::TurtleParser::new()
+        .for_slice(ttl.as_bytes())
+        .map(|t| format!("{} .", t.unwrap()))
+        .collect();
+    parsed.sort();
+    assert_eq!(parsed, lines, "{ttl}");
+    // Turtle groups a subject's triples: fewer statements than triples.
+    assert!(ttl.matches(" .").count() < 4, "{ttl}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ pub mod watchdog;
 
 pub use dataset::{read_quads, MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
 pub use group::{PerQueryProvider, RelationProvider};
-pub use results::{write_results, ResultFormat, WrittenResults};
+pub use results::{write_results, ResultFormat, UnknownFormat, WrittenResults};
 pub use spareval::{
     CancellationToken, QueryEvaluationError, QueryResults, QuerySolution, QuerySolutionIter,
     QueryTripleIter,

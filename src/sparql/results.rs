@@ -32,21 +32,51 @@ pub enum ResultFormat {
     Turtle,
 }
 
+/// A format name that is none of [`ResultFormat`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{0}` (table, json, xml, csv, tsv; nt, ttl for CONSTRUCT and DESCRIBE; or their media types)")]
+pub struct UnknownFormat(pub String);
+
 impl FromStr for ResultFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "table" => ResultFormat::Table,
+    type Err = UnknownFormat;
+
+    /// A name (`json`), a usual alias or file extension (`srj`, `srx`, `ntriples`,
+    /// `turtle`), or a media type (`application/sparql-results+json`, `text/turtle`),
+    /// case-insensitive.
+    ///
+    /// ```
+    /// use k2rpq::sparql::ResultFormat;
+    /// assert_eq!("srj".parse(), Ok(ResultFormat::Json));
+    /// assert_eq!("application/sparql-results+xml".parse(), Ok(ResultFormat::Xml));
+    /// assert_eq!("text/turtle".parse(), Ok(ResultFormat::Turtle));
+    /// assert!("yaml".parse::<ResultFormat>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, UnknownFormat> {
+        let name = s.trim().to_ascii_lowercase();
+        Ok(match name.as_str() {
+            "table" | "text" => ResultFormat::Table,
             "json" => ResultFormat::Json,
             "xml" => ResultFormat::Xml,
             "csv" => ResultFormat::Csv,
             "tsv" => ResultFormat::Tsv,
-            "nt" | "ntriples" => ResultFormat::NTriples,
-            "ttl" | "turtle" => ResultFormat::Turtle,
-            other => {
-                return Err(format!(
-                    "unknown format `{other}` (table, json, xml, csv, tsv; nt, ttl for CONSTRUCT and DESCRIBE)"
-                ))
+            "ntriples" | "n-triples" => ResultFormat::NTriples,
+            "turtle" => ResultFormat::Turtle,
+            _ => {
+                // The extensions and media types sparesults and oxrdfio know (`srj`,
+                // `application/sparql-results+json`, `nt`, `text/turtle`, ...).
+                let results = QueryResultsFormat::from_extension(&name)
+                    .or_else(|| QueryResultsFormat::from_media_type(&name));
+                let rdf = oxrdfio::RdfFormat::from_extension(&name)
+                    .or_else(|| oxrdfio::RdfFormat::from_media_type(&name));
+                match (results, rdf) {
+                    (Some(QueryResultsFormat::Json), _) => ResultFormat::Json,
+                    (Some(QueryResultsFormat::Xml), _) => ResultFormat::Xml,
+                    (Some(QueryResultsFormat::Csv), _) => ResultFormat::Csv,
+                    (Some(QueryResultsFormat::Tsv), _) => ResultFormat::Tsv,
+                    (_, Some(oxrdfio::RdfFormat::NTriples)) => ResultFormat::NTriples,
+                    (_, Some(oxrdfio::RdfFormat::Turtle)) => ResultFormat::Turtle,
+                    _ => return Err(UnknownFormat(s.to_owned())),
+                }
             }
         })
     }
