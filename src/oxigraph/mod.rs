@@ -33,6 +33,12 @@
 //!
 //! [`wrap_paths_in_service`]: crate::sparql::rewrite::wrap_paths_in_service
 
+mod live;
+mod store;
+mod update;
+
+pub use store::{EmbeddingStats, InjectedFailure, K2Store, K2Transaction, DEFAULT_MERGE_THRESHOLD};
+
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +69,21 @@ pub enum OxigraphError {
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// An RDF document that cannot be loaded.
+    #[error("cannot load the document: {0}")]
+    Load(String),
+    /// An update operation this embedding cannot run, named here.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// `CLEAR` or `DROP` of a graph that does not exist (without `SILENT`).
+    #[error("the graph <{0}> does not exist")]
+    GraphDoesNotExist(String),
+    /// `CREATE` of a graph that exists (without `SILENT`).
+    #[error("the graph <{0}> already exists")]
+    GraphAlreadyExists(String),
+    /// k2rpq's relations could not take the write (it was rolled back on both sides).
+    #[error("the relations cannot take the write: {0}")]
+    Relations(String),
 }
 
 impl From<spargebra::SparqlSyntaxError> for OxigraphError {
