@@ -283,6 +283,14 @@ impl Live {
             .len()
     }
 
+    /// The term of `id`.
+    pub(crate) fn term(&self, id: u32) -> Option<Term> {
+        self.dictionary
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .term(id)
+    }
+
     /// Records that the quad of `ids` was inserted (`true`) or deleted. The caller
     /// guarantees the change is exact: an inserted quad was absent, a deleted one present.
     pub(crate) fn apply(&mut self, ids: QuadIds, inserted: bool) {
@@ -464,6 +472,24 @@ impl Live {
         r.deleted = deleted;
         r.view = None;
         self.snapshot = None;
+    }
+
+    /// The dictionary's terms from id `from` on.
+    pub(crate) fn terms_from(&self, from: u32) -> Vec<Term> {
+        let d = self.dictionary.read().unwrap_or_else(|e| e.into_inner());
+        (from..d.len() as u32).filter_map(|id| d.term(id)).collect()
+    }
+
+    /// Every relation's pairs, as of now.
+    pub(crate) fn relation_pairs(&mut self) -> Vec<(GraphKey, PredId, Vec<(u32, u32)>)> {
+        let s = self.snapshot();
+        let mut out = Vec::new();
+        for (g, graph) in &s.graphs {
+            for (p, r) in &graph.relations {
+                out.push((*g, *p, r.tree().cells()));
+            }
+        }
+        out
     }
 
     /// Changes held in deltas, over all relations.

@@ -34,6 +34,7 @@
 //! [`wrap_paths_in_service`]: crate::sparql::rewrite::wrap_paths_in_service
 
 mod live;
+mod log;
 mod store;
 mod update;
 

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use oxigraph::store::{Store, Transaction};
 use spargebra::algebra::GraphPattern;
 
 use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
+use super::log::{Checkpoint, Log};
 use super::{execute, OxigraphError};
 use crate::cache::{available_host_memory, CacheError, CacheOptions, DeviceCache, DEFAULT_BUDGET};
 use crate::engine::cpu::CpuEngine;
@@ -36,8 +38,11 @@ pub const DEFAULT_MERGE_THRESHOLD: usize = 1 << 16;
 pub enum InjectedFailure {
     /// k2rpq's side fails while preparing the relations' changes (before Oxigraph commits).
     Relations,
-    /// Oxigraph's commit fails (after k2rpq prepared its changes).
+    /// Oxigraph's commit fails (after k2rpq prepared its changes and logged them).
     Commit,
+    /// The process "dies" between the fsync of the log record and Oxigraph's commit:
+    /// nothing commits and the store takes no more writes (reopen it to recover).
+    CrashAfterLog,
 }
 
 /// What identifies a relation resident in the engine: the graph (`u32::MAX` for the
@@ -61,6 +66,11 @@ pub struct K2Store<E: Engine + 'static = CpuEngine> {
     failure: Mutex<Option<InjectedFailure>>,
     merge_threshold: usize,
     merges: Mutex<Vec<JoinHandle<()>>>,
+    /// The relations on disk, when opened with a folder.
+    log: Option<Mutex<Log>>,
+    /// Set when an injected crash left a record Oxigraph did not commit: the store then
+    /// takes no more writes (as a killed process would not).
+    crashed: std::sync::atomic::AtomicBool,
 }
 
 impl K2Store<CpuEngine> {
@@ -80,8 +90,106 @@ impl<E: Engine + 'static> K2Store<E> {
     /// queries on `engine` (loaded relations kept under [`DEFAULT_BUDGET`] of the host's
     /// free memory; see [`K2Store::with_cache_budget`] for a GPU's).
     pub fn with_engine(store: Store, engine: E) -> Result<Self, OxigraphError> {
+        let s = Self::empty(store, engine);
+        s.rebuild()?;
+        Ok(s)
+    }
+
+    /// `store` with its relations on disk in `folder`: a checkpoint and a log of the
+    /// writes since, each record fsynced before Oxigraph commits. The first open builds
+    /// the relations by streaming the store's quads once; later opens read the
+    /// checkpoint and replay the log, dropping a record Oxigraph did not commit (see
+    /// the log's docs), so the relations match Oxigraph's content after a kill at any
+    /// point of a write.
+    pub fn open_with(store: Store, folder: &Path, engine: E) -> Result<Self, OxigraphError> {
+        let (mut log, checkpoint, mut records) = Log::open(folder)?;
+        let fresh = checkpoint.terms.is_empty() && records.is_empty();
+        let mut s = Self::empty(store, engine);
+        if fresh {
+            s.log = Some(Mutex::new(log));
+            s.rebuild()?;
+            return Ok(s);
+        }
+        // The last write recorded may not have committed: Oxigraph tells.
+        let aborted: std::collections::HashSet<u64> = records
+            .iter()
+            .filter(|(r, _)| r.abort)
+            .map(|(r, _)| r.seq)
+            .collect();
+        // Aborted writes keep their record for the terms it numbered.
+        records.retain(|(r, _)| !r.abort);
+        {
+            let mut live = s.live();
+            let d = Arc::clone(live.dictionary());
+            {
+                let mut d = d.write().unwrap_or_else(|e| e.into_inner());
+                for t in &checkpoint.terms {
+                    d.intern(t.as_ref());
+                }
+            }
+            let n = id_space(checkpoint.terms.len()) as u64;
+            let mut trees: BTreeMap<GraphKey, BTreeMap<PredId, Arc<K2Tree>>> = BTreeMap::new();
+            let mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>> = BTreeMap::new();
+            for (g, p, pairs) in checkpoint.relations {
+                let occ = occurrences.entry(g).or_default();
+                for &(a, b) in &pairs {
+                    *occ.entry(a).or_insert(0) += 1;
+                    *occ.entry(b).or_insert(0) += 1;
+                }
+                trees
+                    .entry(g)
+                    .or_default()
+                    .insert(p, Arc::new(K2Tree::from_edges(n, n, pairs)));
+            }
+            live.set_base(trees, occurrences);
+        }
+        let last = records.len().saturating_sub(1);
+        for (i, (r, offset)) in records.iter().enumerate() {
+            {
+                let live = s.live();
+                let mut d = live.dictionary().write().unwrap_or_else(|e| e.into_inner());
+                if d.len() as u32 != r.first_term {
+                    return Err(OxigraphError::Relations(format!(
+                        "the log's record {} numbers terms from {}, the dictionary holds {}",
+                        r.seq,
+                        r.first_term,
+                        d.len()
+                    )));
+                }
+                for t in &r.terms {
+                    d.intern(t.as_ref());
+                }
+            }
+            if aborted.contains(&r.seq) {
+                continue;
+            }
+            if i == last && !r.changes.is_empty() {
+                // The last write may not have committed: Oxigraph tells.
+                let (q, inserted) = r.changes[0];
+                let quad = {
+                    let live = s.live();
+                    quad_of(q, |id| live.term(id))
+                }
+                .ok_or_else(|| {
+                    OxigraphError::Relations("the log names a term it does not hold".into())
+                })?;
+                if s.store.contains(&quad)? != inserted {
+                    log.drop_from(*offset, r.first_term)?;
+                    continue;
+                }
+            }
+            let mut live = s.live();
+            for (q, inserted) in &r.changes {
+                live.apply(*q, *inserted);
+            }
+        }
+        s.log = Some(Mutex::new(log));
+        Ok(s)
+    }
+
+    fn empty(store: Store, engine: E) -> Self {
         let engine = Arc::new(engine);
-        let s = K2Store {
+        K2Store {
             cache: DeviceCache::new(
                 Arc::clone(&engine),
                 CacheOptions::with_budget(
@@ -97,9 +205,40 @@ impl<E: Engine + 'static> K2Store<E> {
             failure: Mutex::new(None),
             merge_threshold: DEFAULT_MERGE_THRESHOLD,
             merges: Mutex::new(Vec::new()),
+            log: None,
+            crashed: Default::default(),
+        }
+    }
+
+    /// Writes the relations' checkpoint and empties the log (when on disk; otherwise
+    /// nothing to do).
+    pub fn checkpoint(&self) -> Result<(), OxigraphError> {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.checkpoint_locked()
+    }
+
+    fn checkpoint_locked(&self) -> Result<(), OxigraphError> {
+        let Some(log) = &self.log else {
+            return Ok(());
         };
-        s.rebuild()?;
-        Ok(s)
+        let checkpoint = {
+            let mut live = self.live();
+            Checkpoint {
+                seq: 0,
+                terms: live.terms_from(0),
+                relations: live.relation_pairs(),
+            }
+        };
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpoint(checkpoint)
+    }
+
+    /// Bytes in the relations' log (0 in memory).
+    pub fn log_bytes(&self) -> u64 {
+        self.log
+            .as_ref()
+            .map_or(0, |l| l.lock().unwrap_or_else(|e| e.into_inner()).len())
     }
 
     /// Keeps the relations loaded into the engine (resident on a GPU) under `bytes`.
@@ -163,7 +302,7 @@ impl<E: Engine + 'static> K2Store<E> {
         live.set_base(trees, occurrences);
         drop(live);
         self.cache.evict_where(|_| true);
-        Ok(())
+        self.checkpoint_locked()
     }
 
     /// Makes the next write fail on `side` (for tests of the failure paths).
@@ -190,6 +329,11 @@ impl<E: Engine + 'static> K2Store<E> {
         f: impl FnOnce(&mut K2Transaction<'_>) -> Result<T, OxigraphError>,
     ) -> Result<T, OxigraphError> {
         let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if self.crashed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(OxigraphError::Relations(
+                "the store stopped taking writes after a failure: reopen it".into(),
+            ));
+        }
         let mut t = K2Transaction {
             tx: self.store.start_transaction()?,
             touched: HashMap::new(),
@@ -211,12 +355,42 @@ impl<E: Engine + 'static> K2Store<E> {
                 .map(|(q, inserted)| (live.intern(q.as_ref()), *inserted))
                 .collect()
         };
-        if self.take_failure(InjectedFailure::Commit) {
+        // Durable before Oxigraph commits: a kill after the commit finds the record.
+        let mut seq = None;
+        if let Some(log) = &self.log {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let terms = self.live().terms_from(log.persisted_terms());
+            seq = Some(log.append(&terms, &ids)?);
+        }
+        let abort = |e: OxigraphError| {
+            if let (Some(log), Some(seq)) = (&self.log, seq) {
+                if log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .abort(seq)
+                    .is_err()
+                {
+                    // Without the abort marker a later record would follow one that
+                    // did not commit: take no more writes until reopened.
+                    self.crashed
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            e
+        };
+        if self.take_failure(InjectedFailure::CrashAfterLog) {
+            self.crashed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(OxigraphError::Relations(
-                "injected failure of the Oxigraph commit".into(),
+                "injected crash after the log record".into(),
             ));
         }
-        tx.commit()?;
+        if self.take_failure(InjectedFailure::Commit) {
+            return Err(abort(OxigraphError::Relations(
+                "injected failure of the Oxigraph commit".into(),
+            )));
+        }
+        tx.commit().map_err(|e| abort(e.into()))?;
         let jobs = {
             let mut live = self.live();
             for (q, inserted) in &ids {
@@ -426,6 +600,27 @@ fn intern(d: &mut crate::sparql::MemoryDictionary, quad: QuadRef<'_>) -> QuadIds
         predicate: d.intern(quad.predicate.into()),
         object: d.intern(quad.object),
     }
+}
+
+/// The quad of `q`'s ids, with `term` giving each id's term.
+fn quad_of(q: QuadIds, term: impl Fn(u32) -> Option<oxrdf::Term>) -> Option<Quad> {
+    let subject = match term(q.subject)? {
+        oxrdf::Term::NamedNode(n) => oxrdf::NamedOrBlankNode::from(n),
+        oxrdf::Term::BlankNode(b) => b.into(),
+        oxrdf::Term::Literal(_) => return None,
+    };
+    let oxrdf::Term::NamedNode(predicate) = term(q.predicate)? else {
+        return None;
+    };
+    let graph_name = match q.graph {
+        None => GraphName::DefaultGraph,
+        Some(g) => match term(g)? {
+            oxrdf::Term::NamedNode(n) => GraphName::NamedNode(n),
+            oxrdf::Term::BlankNode(b) => GraphName::BlankNode(b),
+            oxrdf::Term::Literal(_) => return None,
+        },
+    };
+    Some(Quad::new(subject, predicate, term(q.object)?, graph_name))
 }
 
 /// The writes of one [`K2Store::transaction`]: each call goes to Oxigraph's transaction
