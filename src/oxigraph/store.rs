@@ -79,6 +79,14 @@ impl K2Store<CpuEngine> {
         Self::with_engine(Store::new()?, CpuEngine::new())
     }
 
+    /// A RocksDB-backed Oxigraph store in `path/oxigraph` with its relations in
+    /// `path/relations` (see [`K2Store::open_with`]), queried on the CPU engine.
+    #[cfg(feature = "rocksdb")]
+    pub fn open(path: &Path) -> Result<Self, OxigraphError> {
+        let store = Store::open(path.join("oxigraph"))?;
+        K2Store::open_with(store, &path.join("relations"), CpuEngine::new())
+    }
+
     /// `store` (with its content) queried on the CPU engine.
     pub fn from_store(store: Store) -> Result<Self, OxigraphError> {
         Self::with_engine(store, CpuEngine::new())
