@@ -36,6 +36,8 @@ enum Command {
     Gen(cmd::gen::Args),
     /// Load-test a SPARQL endpoint: N clients replay a workload for a fixed time.
     Endpoint(cmd::endpoint::Args),
+    /// The Oxigraph embedding: insert throughput against Oxigraph's own, query overhead.
+    Embedding(cmd::embedding::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Command::BuildTree(a) => cmd::build_tree::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Endpoint(a) => cmd::endpoint::run(a),
+        Command::Embedding(a) => cmd::embedding::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

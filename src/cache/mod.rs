@@ -609,6 +609,33 @@ impl<E: Engine, K: Hash + Eq + Clone + Send + Sync> DeviceCache<E, K> {
         n
     }
 
+    /// Evicts the unpinned relations whose key satisfies `stale` (e.g. the relations a
+    /// write changed); pinned ones stay with the queries using them and age out by LRU.
+    /// Returns how many were evicted.
+    pub fn evict_where(&self, mut stale: impl FnMut(&K) -> bool) -> usize {
+        let mut st = self.shared.lock();
+        let keys: Vec<K> = st
+            .lru
+            .iter()
+            .filter_map(|(k, s)| match s {
+                Slot::Ready { pins: 0, .. } if stale(k) => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut victims = Vec::new();
+        for k in keys {
+            if let Some(Slot::Ready { entry, .. }) = st.lru.pop(&k) {
+                st.resident -= entry.bytes;
+                st.freeing += entry.bytes;
+                st.evictions += 1;
+                victims.push(entry);
+            }
+        }
+        let n = victims.len();
+        drop(self.free_outside_lock(st, victims));
+        n
+    }
+
     /// A snapshot of the counters and memory.
     pub fn stats(&self) -> CacheStats {
         let st = self.shared.lock();

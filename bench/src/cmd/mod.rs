@@ -3,6 +3,7 @@
 pub mod build;
 pub mod build_tree;
 pub mod cache;
+pub mod embedding;
 pub mod endpoint;
 pub mod gen;
 pub mod spmv;

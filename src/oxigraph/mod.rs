@@ -1,29 +1,51 @@
-//! The Oxigraph embedding: any SPARQL query over an Oxigraph [`Store`], with every
-//! property-path pattern answered by k2rpq and the rest by Oxigraph.
-//!
-//! Oxigraph has no hook for paths, so the query is rewritten
-//! ([`wrap_paths_in_service`]): each group of joined triple and path patterns that holds
-//! a path (the sequences the parser split re-assembled) becomes
-//! `SERVICE <urn:k2rpq:paths> { … }` with its VALUES and GRAPH context, which a [`ServiceHandler`]
-//! registered with [`SparqlEvaluator::with_service_handler`] answers from k²-tree
-//! relations built from the store. The relations are rebuilt when the store changed since
-//! they were built ([`ChangeCheck`]).
+//! The Oxigraph embedding: any SPARQL query over an Oxigraph store, with every
+//! property-path pattern answered by k2rpq and the rest by Oxigraph. [`K2Store`] owns
+//! the store's write path (insert, remove, extend, loads, SPARQL UPDATE, transactions)
+//! and keeps k2rpq's relations current from it, so queries never scan the store; **a
+//! write that bypasses it (through [`K2Store::oxigraph`] or another handle on the same
+//! store) is the caller's to declare with [`K2Store::rebuild`]**, or the relations
+//! answer for the store as it was.
 //!
 //! ```
 //! use oxigraph::model::{GraphName, NamedNode, Quad};
 //! use oxigraph::sparql::QueryResults;
-//! use oxigraph::store::Store;
-//! let store = Store::new()?;
+//! let store = k2rpq::oxigraph::K2Store::new()?;
 //! let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
 //! store.insert(&Quad::new(n("a"), n("p"), n("b"), GraphName::DefaultGraph))?;
-//! store.insert(&Quad::new(n("b"), n("p"), n("c"), GraphName::DefaultGraph))?;
-//! let paths = k2rpq::oxigraph::K2Paths::cpu();
-//! let QueryResults::Solutions(rows) =
-//!     paths.evaluate(&store, "SELECT ?x WHERE { <http://e/a> <http://e/p>+ ?x }")?
-//! else { unreachable!() };
-//! assert_eq!(rows.count(), 2);
+//! store.update("INSERT DATA { <http://e/b> <http://e/p> <http://e/c> }")?;
+//! let count = |q: &str| match store.query(q).unwrap() {
+//!     QueryResults::Solutions(rows) => rows.count(),
+//!     _ => unreachable!(),
+//! };
+//! let q = "SELECT ?x WHERE { <http://e/a> <http://e/p>+ ?x }";
+//! assert_eq!(count(q), 2);
+//! store.remove(&Quad::new(n("b"), n("p"), n("c"), GraphName::DefaultGraph))?;
+//! assert_eq!(count(q), 1); // the next query sees every write
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! How it works. Each predicate of each graph is a k²-tree relation over one dictionary
+//! of term ids. A write runs in one Oxigraph transaction that records its exact changes
+//! (a quad inserted that was absent, deleted that was present; SPARQL UPDATE operations
+//! are evaluated one by one for this), and once Oxigraph commits, the changes go in the
+//! same order into per-relation deltas (added and deleted `(subject, object)` pairs; new
+//! terms numbered after the dictionary's). Queries read an immutable, versioned snapshot:
+//! a relation with a delta is rebuilt as one tree at the first query that reads it, or by
+//! a background merge once its delta passes a threshold, and swapped in atomically
+//! (queries in flight keep their version). Loaded relations are cached in the engine
+//! (on a GPU, resident) keyed by their tree's content, so a write drops exactly the
+//! relations it changed. With [`K2Store::open_with`] (and `K2Store::open`, RocksDB,
+//! `--features rocksdb`) the relations live on disk beside the store: a checkpoint plus
+//! a log of writes fsynced before Oxigraph commits, replayed exactly on reopen.
+//!
+//! For a store written only outside k2rpq, [`K2Paths`] evaluates paths over relations
+//! built from it, noticing changes as its [`ChangeCheck`] says (the default samples the
+//! store before each query; [`ChangeCheck::Never`] builds once and never scans).
+//!
+//! The rewrite ([`wrap_paths_in_service`]) turns each group of joined triple and path
+//! patterns that holds a path into `SERVICE <urn:k2rpq:paths> { … }` with its VALUES
+//! and GRAPH context, which a [`ServiceHandler`] registered with
+//! [`SparqlEvaluator::with_service_handler`] answers from the relations.
 //!
 //! Queries with `FROM` / `FROM NAMED` are left to Oxigraph whole (the service would not
 //! know their dataset).
@@ -32,6 +54,13 @@
 //! evaluator over the store itself.
 //!
 //! [`wrap_paths_in_service`]: crate::sparql::rewrite::wrap_paths_in_service
+
+mod live;
+mod log;
+mod store;
+mod update;
+
+pub use store::{EmbeddingStats, InjectedFailure, K2Store, K2Transaction, DEFAULT_MERGE_THRESHOLD};
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -63,6 +92,21 @@ pub enum OxigraphError {
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// An RDF document that cannot be loaded.
+    #[error("cannot load the document: {0}")]
+    Load(String),
+    /// An update operation this embedding cannot run, named here.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// `CLEAR` or `DROP` of a graph that does not exist (without `SILENT`).
+    #[error("the graph <{0}> does not exist")]
+    GraphDoesNotExist(String),
+    /// `CREATE` of a graph that exists (without `SILENT`).
+    #[error("the graph <{0}> already exists")]
+    GraphAlreadyExists(String),
+    /// k2rpq's relations could not take the write (it was rolled back on both sides).
+    #[error("the relations cannot take the write: {0}")]
+    Relations(String),
 }
 
 impl From<spargebra::SparqlSyntaxError> for OxigraphError {
@@ -94,6 +138,10 @@ pub enum ChangeCheck {
     /// The quad count plus an order-independent hash of every quad: notices every change,
     /// at the cost of hashing the whole store before each query.
     Full,
+    /// No check: the relations are built at the first query and kept, with no scan
+    /// per query, until [`K2Paths::invalidate`] (for a store that does not change, or
+    /// whose writer says when it did; [`K2Store`] follows writes itself).
+    Never,
 }
 
 /// Quads hashed by [`ChangeCheck::Sampled`].
@@ -124,6 +172,10 @@ impl Fingerprint {
                     digest,
                 })
             }
+            ChangeCheck::Never => Ok(Fingerprint {
+                quads: 0,
+                digest: 0,
+            }),
             ChangeCheck::Full => {
                 // A wrapping sum, so the order of iteration does not matter.
                 let mut f = Fingerprint {

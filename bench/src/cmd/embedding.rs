@@ -1,0 +1,167 @@
+//! `k2rpq-bench embedding`: the Oxigraph embedding against Oxigraph alone. Inserts the
+//! same synthetic quads in batches (one transaction each) into a plain Oxigraph store
+//! and through a `K2Store`, and times both; then times path queries through the
+//! `K2Store` (the embedding's own per-query work, a snapshot of the relations, apart)
+//! with and without a write before each, and reports the peak memory of the process.
+
+use std::time::{Duration, Instant};
+
+use k2rpq::oxigraph::K2Store;
+use oxigraph::model::{GraphName, NamedNode, Quad};
+use oxigraph::sparql::QueryResults;
+use oxigraph::store::Store;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Arguments of `k2rpq-bench embedding`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Quads to insert.
+    #[arg(long, default_value_t = 200_000)]
+    pub quads: usize,
+    /// Quads per write (one transaction each).
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+    /// Path queries timed in each setting.
+    #[arg(long, default_value_t = 200)]
+    pub queries: usize,
+    /// Predicates of the synthetic graph.
+    #[arg(long, default_value_t = 8)]
+    pub predicates: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn iri(s: String) -> NamedNode {
+    NamedNode::new_unchecked(s)
+}
+
+/// Random quads over `quads / 4` nodes: a graph with long paths through each predicate.
+fn synthetic(args: &Args) -> Vec<Quad> {
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let nodes = (args.quads / 4).max(2);
+    (0..args.quads)
+        .map(|_| {
+            Quad::new(
+                iri(format!("http://e/n{}", rng.random_range(0..nodes))),
+                iri(format!(
+                    "http://e/p{}",
+                    rng.random_range(0..args.predicates)
+                )),
+                iri(format!("http://e/n{}", rng.random_range(0..nodes))),
+                GraphName::DefaultGraph,
+            )
+        })
+        .collect()
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn rows(r: QueryResults<'_>) -> anyhow::Result<usize> {
+    match r {
+        QueryResults::Solutions(s) => {
+            let mut n = 0;
+            for row in s {
+                row?;
+                n += 1;
+            }
+            Ok(n)
+        }
+        QueryResults::Boolean(_) => Ok(1),
+        QueryResults::Graph(g) => Ok(g.count()),
+    }
+}
+
+fn per_op(total: Duration, n: usize) -> f64 {
+    total.as_secs_f64() * 1e6 / n.max(1) as f64
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let quads = synthetic(&args);
+    let batch = args.batch.max(1);
+
+    let oxigraph = Store::new()?;
+    let t = Instant::now();
+    for chunk in quads.chunks(batch) {
+        oxigraph.extend(chunk.iter().cloned())?;
+    }
+    let oxigraph_s = t.elapsed().as_secs_f64();
+    drop(oxigraph);
+
+    let store = K2Store::new()?;
+    let t = Instant::now();
+    for chunk in quads.chunks(batch) {
+        store.extend(chunk.iter())?;
+    }
+    let k2_s = t.elapsed().as_secs_f64();
+    store.wait_for_merges();
+    println!("quads            {} in batches of {batch}", quads.len());
+    println!(
+        "insert oxigraph  {:.2} s  ({:.0} quads/s)",
+        oxigraph_s,
+        quads.len() as f64 / oxigraph_s
+    );
+    println!(
+        "insert k2store   {:.2} s  ({:.0} quads/s, {:.2}x oxigraph)",
+        k2_s,
+        quads.len() as f64 / k2_s,
+        k2_s / oxigraph_s
+    );
+
+    let query = "SELECT (COUNT(*) AS ?c) WHERE { <http://e/n0> <http://e/p0>+ ?y }";
+    // The first query builds the relations' trees from the deltas of the load.
+    let t = Instant::now();
+    rows(store.query(query)?)?;
+    println!(
+        "first query      {:.1} ms (builds the loaded relations)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+
+    let (mut total, mut overhead) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..args.queries {
+        overhead += store.time_snapshot();
+        let t = Instant::now();
+        rows(store.query(query)?)?;
+        total += t.elapsed();
+    }
+    println!(
+        "query, no writes {:.1} µs/query; embedding overhead {:.2} µs/query",
+        per_op(total, args.queries),
+        per_op(overhead, args.queries)
+    );
+
+    let mut rng = StdRng::seed_from_u64(args.seed + 1);
+    let (mut total, mut overhead) = (Duration::ZERO, Duration::ZERO);
+    for i in 0..args.queries {
+        // One write to the queried relation before each query.
+        let q = Quad::new(
+            iri(format!("http://e/w{i}")),
+            iri("http://e/p0".into()),
+            iri(format!(
+                "http://e/n{}",
+                rng.random_range(0..(args.quads / 4).max(2))
+            )),
+            GraphName::DefaultGraph,
+        );
+        store.insert(&q)?;
+        overhead += store.time_snapshot();
+        let t = Instant::now();
+        rows(store.query(query)?)?;
+        total += t.elapsed();
+    }
+    println!(
+        "query after a write {:.1} µs/query; snapshot {:.2} µs/query (the changed relation is rebuilt in the query)",
+        per_op(total, args.queries),
+        per_op(overhead, args.queries)
+    );
+    if let Some(kib) = peak_rss_kib() {
+        println!("peak memory      {:.1} MiB", kib as f64 / 1024.0);
+    }
+    Ok(())
+}

@@ -1,0 +1,872 @@
+//! [`K2Store`]: an Oxigraph store whose writes go through k2rpq, so that its relations
+//! follow every change exactly and no query scans the store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use oxigraph::io::{RdfFormat, RdfParser};
+use oxigraph::model::{GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef};
+use oxigraph::sparql::{QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator};
+use oxigraph::store::{Store, Transaction};
+use spargebra::algebra::GraphPattern;
+
+use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
+use super::log::{Checkpoint, Log};
+use super::{execute, OxigraphError};
+use crate::cache::{available_host_memory, CacheError, CacheOptions, DeviceCache, DEFAULT_BUDGET};
+use crate::engine::cpu::CpuEngine;
+use crate::engine::{Engine, MatrixConfig};
+use crate::k2tree::K2Tree;
+use crate::rpq::{
+    union_tree, Loaded, MatrixHandle, PathGraph, PredId, RelKey, RelationSource, RpqError,
+};
+use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, RelationProvider};
+use crate::sparql::rewrite::SERVICE_IRI;
+use crate::sparql::semantics::Deadline;
+use crate::sparql::{PathDataset, SparqlError};
+
+/// Changes a relation's delta holds before the background merge rebuilds its tree.
+pub const DEFAULT_MERGE_THRESHOLD: usize = 1 << 16;
+
+/// A write that a test makes fail on purpose, on one side of the embedding.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedFailure {
+    /// k2rpq's side fails while preparing the relations' changes (before Oxigraph commits).
+    Relations,
+    /// Oxigraph's commit fails (after k2rpq prepared its changes and logged them).
+    Commit,
+    /// The process "dies" between the fsync of the log record and Oxigraph's commit:
+    /// nothing commits and the store takes no more writes (reopen it to recover).
+    CrashAfterLog,
+}
+
+/// What identifies a relation resident in the engine: the graph (`u32::MAX` for the
+/// default graph), the relation, and the content of its tree (a tree id for one
+/// predicate, the snapshot's version for a union), so a changed relation is never served
+/// from the cache.
+type ResidentKey = (u32, RelKey, u64);
+
+fn graph_code(g: GraphKey) -> u32 {
+    g.unwrap_or(u32::MAX)
+}
+
+/// An Oxigraph [`Store`] together with k²-tree relations of its content, kept current
+/// by owning the write path; see the [module docs](super).
+pub struct K2Store<E: Engine + 'static = CpuEngine> {
+    store: Store,
+    engine: Arc<E>,
+    cache: DeviceCache<E, ResidentKey>,
+    live: Arc<Mutex<Live>>,
+    writer: Mutex<()>,
+    failure: Mutex<Option<InjectedFailure>>,
+    merge_threshold: usize,
+    merges: Mutex<Vec<JoinHandle<()>>>,
+    /// The relations on disk, when opened with a folder.
+    log: Option<Mutex<Log>>,
+    /// Set when an injected crash left a record Oxigraph did not commit: the store then
+    /// takes no more writes (as a killed process would not).
+    crashed: std::sync::atomic::AtomicBool,
+}
+
+impl K2Store<CpuEngine> {
+    /// An empty store in memory, queried on the CPU engine.
+    pub fn new() -> Result<Self, OxigraphError> {
+        Self::with_engine(Store::new()?, CpuEngine::new())
+    }
+
+    /// A RocksDB-backed Oxigraph store in `path/oxigraph` with its relations in
+    /// `path/relations` (see [`K2Store::open_with`]), queried on the CPU engine.
+    #[cfg(feature = "rocksdb")]
+    pub fn open(path: &Path) -> Result<Self, OxigraphError> {
+        let store = Store::open(path.join("oxigraph"))?;
+        K2Store::open_with(store, &path.join("relations"), CpuEngine::new())
+    }
+
+    /// `store` (with its content) queried on the CPU engine.
+    pub fn from_store(store: Store) -> Result<Self, OxigraphError> {
+        Self::with_engine(store, CpuEngine::new())
+    }
+}
+
+impl<E: Engine + 'static> K2Store<E> {
+    /// `store`, with relations built from its content by streaming its quads once, and
+    /// queries on `engine` (loaded relations kept under [`DEFAULT_BUDGET`] of the host's
+    /// free memory; see [`K2Store::with_cache_budget`] for a GPU's).
+    pub fn with_engine(store: Store, engine: E) -> Result<Self, OxigraphError> {
+        let s = Self::empty(store, engine);
+        s.rebuild()?;
+        Ok(s)
+    }
+
+    /// `store` with its relations on disk in `folder`: a checkpoint and a log of the
+    /// writes since, each record fsynced before Oxigraph commits. The first open builds
+    /// the relations by streaming the store's quads once; later opens read the
+    /// checkpoint and replay the log, dropping a record Oxigraph did not commit (see
+    /// the log's docs), so the relations match Oxigraph's content after a kill at any
+    /// point of a write.
+    pub fn open_with(store: Store, folder: &Path, engine: E) -> Result<Self, OxigraphError> {
+        let (mut log, checkpoint, mut records) = Log::open(folder)?;
+        let fresh = checkpoint.terms.is_empty() && records.is_empty();
+        let mut s = Self::empty(store, engine);
+        if fresh {
+            s.log = Some(Mutex::new(log));
+            s.rebuild()?;
+            return Ok(s);
+        }
+        // The last write recorded may not have committed: Oxigraph tells.
+        let aborted: std::collections::HashSet<u64> = records
+            .iter()
+            .filter(|(r, _)| r.abort)
+            .map(|(r, _)| r.seq)
+            .collect();
+        // Aborted writes keep their record for the terms it numbered.
+        records.retain(|(r, _)| !r.abort);
+        {
+            let mut live = s.live();
+            let d = Arc::clone(live.dictionary());
+            {
+                let mut d = d.write().unwrap_or_else(|e| e.into_inner());
+                for t in &checkpoint.terms {
+                    d.intern(t.as_ref());
+                }
+            }
+            let n = id_space(checkpoint.terms.len()) as u64;
+            let mut trees: BTreeMap<GraphKey, BTreeMap<PredId, Arc<K2Tree>>> = BTreeMap::new();
+            let mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>> = BTreeMap::new();
+            for (g, p, pairs) in checkpoint.relations {
+                let occ = occurrences.entry(g).or_default();
+                for &(a, b) in &pairs {
+                    *occ.entry(a).or_insert(0) += 1;
+                    *occ.entry(b).or_insert(0) += 1;
+                }
+                trees
+                    .entry(g)
+                    .or_default()
+                    .insert(p, Arc::new(K2Tree::from_edges(n, n, pairs)));
+            }
+            live.set_base(trees, occurrences);
+        }
+        let last = records.len().saturating_sub(1);
+        for (i, (r, offset)) in records.iter().enumerate() {
+            {
+                let live = s.live();
+                let mut d = live.dictionary().write().unwrap_or_else(|e| e.into_inner());
+                if d.len() as u32 != r.first_term {
+                    return Err(OxigraphError::Relations(format!(
+                        "the log's record {} numbers terms from {}, the dictionary holds {}",
+                        r.seq,
+                        r.first_term,
+                        d.len()
+                    )));
+                }
+                for t in &r.terms {
+                    d.intern(t.as_ref());
+                }
+            }
+            if aborted.contains(&r.seq) {
+                continue;
+            }
+            if i == last && !r.changes.is_empty() {
+                // The last write may not have committed: Oxigraph tells.
+                let (q, inserted) = r.changes[0];
+                let quad = {
+                    let live = s.live();
+                    quad_of(q, |id| live.term(id))
+                }
+                .ok_or_else(|| {
+                    OxigraphError::Relations("the log names a term it does not hold".into())
+                })?;
+                if s.store.contains(&quad)? != inserted {
+                    log.drop_from(*offset, r.first_term)?;
+                    continue;
+                }
+            }
+            let mut live = s.live();
+            for (q, inserted) in &r.changes {
+                live.apply(*q, *inserted);
+            }
+        }
+        s.log = Some(Mutex::new(log));
+        Ok(s)
+    }
+
+    fn empty(store: Store, engine: E) -> Self {
+        let engine = Arc::new(engine);
+        K2Store {
+            cache: DeviceCache::new(
+                Arc::clone(&engine),
+                CacheOptions::with_budget(
+                    DEFAULT_BUDGET
+                        .bytes_of(available_host_memory().unwrap_or(1 << 32))
+                        .unwrap_or(1 << 30),
+                ),
+            ),
+            store,
+            engine,
+            live: Arc::new(Mutex::new(Live::default())),
+            writer: Mutex::new(()),
+            failure: Mutex::new(None),
+            merge_threshold: DEFAULT_MERGE_THRESHOLD,
+            merges: Mutex::new(Vec::new()),
+            log: None,
+            crashed: Default::default(),
+        }
+    }
+
+    /// Writes the relations' checkpoint and empties the log (when on disk; otherwise
+    /// nothing to do).
+    pub fn checkpoint(&self) -> Result<(), OxigraphError> {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.checkpoint_locked()
+    }
+
+    fn checkpoint_locked(&self) -> Result<(), OxigraphError> {
+        let Some(log) = &self.log else {
+            return Ok(());
+        };
+        let checkpoint = {
+            let mut live = self.live();
+            Checkpoint {
+                seq: 0,
+                terms: live.terms_from(0),
+                relations: live.relation_pairs(),
+            }
+        };
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpoint(checkpoint)
+    }
+
+    /// Bytes in the relations' log (0 in memory).
+    pub fn log_bytes(&self) -> u64 {
+        self.log
+            .as_ref()
+            .map_or(0, |l| l.lock().unwrap_or_else(|e| e.into_inner()).len())
+    }
+
+    /// Keeps the relations loaded into the engine (resident on a GPU) under `bytes`.
+    pub fn with_cache_budget(mut self, bytes: u64) -> Self {
+        self.cache = DeviceCache::new(Arc::clone(&self.engine), CacheOptions::with_budget(bytes));
+        self
+    }
+
+    /// Sets how many changes a relation's delta holds before the background merge
+    /// rebuilds its tree (default [`DEFAULT_MERGE_THRESHOLD`]).
+    pub fn with_merge_threshold(mut self, changes: usize) -> Self {
+        self.merge_threshold = changes.max(1);
+        self
+    }
+
+    /// The Oxigraph store, for reading. Writing to it directly bypasses the relations:
+    /// call [`K2Store::rebuild`] after such writes.
+    pub fn oxigraph(&self) -> &Store {
+        &self.store
+    }
+
+    fn live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Rebuilds every relation from the Oxigraph store's content, streaming its quads
+    /// once: for writes that bypassed this wrapper.
+    pub fn rebuild(&self) -> Result<(), OxigraphError> {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut edges: BTreeMap<GraphKey, BTreeMap<PredId, Vec<(u32, u32)>>> = BTreeMap::new();
+        let mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>> = BTreeMap::new();
+        let dictionary = Arc::clone(self.live().dictionary());
+        for q in self.store.iter() {
+            let q = q?;
+            let ids = {
+                let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
+                intern(&mut d, q.as_ref())
+            };
+            edges
+                .entry(ids.graph)
+                .or_default()
+                .entry(ids.predicate)
+                .or_default()
+                .push((ids.subject, ids.object));
+            let occ = occurrences.entry(ids.graph).or_default();
+            *occ.entry(ids.subject).or_insert(0) += 1;
+            *occ.entry(ids.object).or_insert(0) += 1;
+        }
+        let mut live = self.live();
+        let n = id_space(live.term_count()) as u64;
+        let trees = edges
+            .into_iter()
+            .map(|(g, rels)| {
+                let rels = rels
+                    .into_iter()
+                    .map(|(p, e)| (p, Arc::new(K2Tree::from_edges(n, n, e))))
+                    .collect();
+                (g, rels)
+            })
+            .collect();
+        live.set_base(trees, occurrences);
+        drop(live);
+        self.cache.evict_where(|_| true);
+        self.checkpoint_locked()
+    }
+
+    /// Makes the next write fail on `side` (for tests of the failure paths).
+    #[doc(hidden)]
+    pub fn inject_failure(&self, side: InjectedFailure) {
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(side);
+    }
+
+    fn take_failure(&self, side: InjectedFailure) -> bool {
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if *f == Some(side) {
+            *f = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Runs `f` in one Oxigraph transaction and applies the quads it inserted and
+    /// deleted to the relations, in the same order, once Oxigraph committed. An error of
+    /// `f`, of Oxigraph or of k2rpq rolls the whole write back: neither side changes.
+    pub fn transaction<T>(
+        &self,
+        f: impl FnOnce(&mut K2Transaction<'_>) -> Result<T, OxigraphError>,
+    ) -> Result<T, OxigraphError> {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if self.crashed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(OxigraphError::Relations(
+                "the store stopped taking writes after a failure: reopen it".into(),
+            ));
+        }
+        let mut t = K2Transaction {
+            tx: self.store.start_transaction()?,
+            touched: HashMap::new(),
+            order: Vec::new(),
+        };
+        let value = f(&mut t)?;
+        let (tx, changes) = t.finish();
+        // k2rpq's side first: the ids of the changed quads (new terms get the next ids;
+        // a term numbered for a write that does not commit is never used by a relation).
+        if self.take_failure(InjectedFailure::Relations) {
+            return Err(OxigraphError::Relations(
+                "injected failure while preparing the relations' changes".into(),
+            ));
+        }
+        let ids: Vec<(QuadIds, bool)> = {
+            let live = self.live();
+            changes
+                .iter()
+                .map(|(q, inserted)| (live.intern(q.as_ref()), *inserted))
+                .collect()
+        };
+        // Durable before Oxigraph commits: a kill after the commit finds the record.
+        let mut seq = None;
+        if let Some(log) = &self.log {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let terms = self.live().terms_from(log.persisted_terms());
+            seq = Some(log.append(&terms, &ids)?);
+        }
+        let abort = |e: OxigraphError| {
+            if let (Some(log), Some(seq)) = (&self.log, seq) {
+                if log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .abort(seq)
+                    .is_err()
+                {
+                    // Without the abort marker a later record would follow one that
+                    // did not commit: take no more writes until reopened.
+                    self.crashed
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            e
+        };
+        if self.take_failure(InjectedFailure::CrashAfterLog) {
+            self.crashed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(OxigraphError::Relations(
+                "injected crash after the log record".into(),
+            ));
+        }
+        if self.take_failure(InjectedFailure::Commit) {
+            return Err(abort(OxigraphError::Relations(
+                "injected failure of the Oxigraph commit".into(),
+            )));
+        }
+        tx.commit().map_err(|e| abort(e.into()))?;
+        let jobs = {
+            let mut live = self.live();
+            for (q, inserted) in &ids {
+                live.apply(*q, *inserted);
+            }
+            let mut touched: Vec<(GraphKey, PredId)> =
+                ids.iter().map(|(q, _)| (q.graph, q.predicate)).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            touched
+                .into_iter()
+                .filter_map(|(g, p)| {
+                    live.merge_job(g, p, self.merge_threshold)
+                        .map(|j| (g, p, j))
+                })
+                .collect::<Vec<_>>()
+        };
+        for (g, p, job) in jobs {
+            self.spawn_merge(g, p, job);
+        }
+        Ok(value)
+    }
+
+    /// Builds `job`'s tree on a background thread and swaps it in as the relation's base.
+    fn spawn_merge(&self, g: GraphKey, p: PredId, job: Arc<PendingTree>) {
+        let live = Arc::clone(&self.live);
+        let handle = std::thread::spawn(move || {
+            job.tree();
+            live.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .finish_merge(g, p, &job);
+        });
+        let mut merges = self.merges.lock().unwrap_or_else(|e| e.into_inner());
+        merges.retain(|h| !h.is_finished());
+        merges.push(handle);
+    }
+
+    /// Waits for the background merges started so far.
+    pub fn wait_for_merges(&self) {
+        let handles = std::mem::take(&mut *self.merges.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            // A panic of a merge leaves the relation's delta in place: nothing is lost.
+            let _ = h.join();
+        }
+    }
+
+    /// Inserts `quad`; whether it was new.
+    pub fn insert<'a>(&self, quad: impl Into<QuadRef<'a>>) -> Result<bool, OxigraphError> {
+        let quad = quad.into();
+        self.transaction(|t| t.insert(quad))
+    }
+
+    /// Removes `quad`; whether it was there.
+    pub fn remove<'a>(&self, quad: impl Into<QuadRef<'a>>) -> Result<bool, OxigraphError> {
+        let quad = quad.into();
+        self.transaction(|t| t.remove(quad))
+    }
+
+    /// Inserts `quads` in one transaction; how many were new.
+    pub fn extend<'a>(
+        &self,
+        quads: impl IntoIterator<Item = impl Into<QuadRef<'a>>>,
+    ) -> Result<usize, OxigraphError> {
+        self.transaction(|t| t.extend(quads))
+    }
+
+    /// Whether the store holds `quad`.
+    pub fn contains<'a>(&self, quad: impl Into<QuadRef<'a>>) -> Result<bool, OxigraphError> {
+        Ok(self.store.contains(quad)?)
+    }
+
+    /// Quads held.
+    pub fn len(&self) -> u64 {
+        self.live().len()
+    }
+
+    /// Whether the store holds no quad.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Loads an RDF document in one transaction (all or nothing); `graph` receives its
+    /// triples (quads keep their own graph). Returns how many quads were new.
+    pub fn load_from_reader(
+        &self,
+        format: RdfFormat,
+        reader: impl Read,
+        graph: GraphNameRef<'_>,
+    ) -> Result<usize, OxigraphError> {
+        let parser = RdfParser::from_format(format).with_default_graph(graph.into_owned());
+        let quads = parser
+            .for_reader(reader)
+            .collect::<Result<Vec<Quad>, _>>()
+            .map_err(|e| OxigraphError::Load(e.to_string()))?;
+        self.extend(quads.iter())
+    }
+
+    /// Loads a large RDF document with Oxigraph's bulk loader (not atomic: a failure
+    /// can leave part of it loaded) and then rebuilds the relations by streaming the
+    /// store's quads once.
+    pub fn bulk_load(&self, format: RdfFormat, reader: impl Read) -> Result<(), OxigraphError> {
+        {
+            let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            self.store
+                .bulk_loader()
+                .load_from_reader(format, reader)
+                .map_err(|e| OxigraphError::Load(e.to_string()))?;
+        }
+        self.rebuild()
+    }
+
+    /// Runs a SPARQL 1.1 UPDATE request in one transaction, with the exact quads each of
+    /// its operations inserts and deletes applied to the relations.
+    pub fn update(&self, update: &str) -> Result<(), OxigraphError> {
+        let parsed = spargebra::SparqlParser::new().parse_update(update)?;
+        self.transaction(|t| super::update::apply(t, &parsed))
+    }
+
+    /// The relations as of now: queries started on it keep this version.
+    fn snapshot(&self) -> Arc<Snapshot> {
+        let mut live = self.live();
+        let before = live.snapshot_version();
+        let s = live.snapshot();
+        drop(live);
+        if before != Some(s.version()) {
+            // Exactly the relations whose tree changed leave the cache (and unions
+            // built over an older version).
+            self.cache.evict_where(|(g, rel, id)| {
+                let graph = s.graph((*g != u32::MAX).then_some(*g));
+                match rel {
+                    RelKey::Pred(p) => graph
+                        .and_then(|gr| gr.view(*p))
+                        .is_none_or(|v| v.tree_id() != *id),
+                    RelKey::Union(_) => *id != s.version(),
+                }
+            });
+        }
+        s
+    }
+
+    /// A [`SparqlEvaluator`] whose `SERVICE <urn:k2rpq:paths>` calls k2rpq on the
+    /// relations as of now; use it with queries rewritten by
+    /// [`crate::sparql::rewrite::wrap_paths_in_service`].
+    pub fn evaluator(&self) -> SparqlEvaluator {
+        let handler = LivePathService {
+            engine: Arc::clone(&self.engine),
+            cache: self.cache.clone(),
+            snapshot: self.snapshot(),
+        };
+        SparqlEvaluator::new().with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), handler)
+    }
+
+    /// Answers any SPARQL query: property paths by k2rpq over the relations (no scan of
+    /// the store), the rest by Oxigraph.
+    pub fn query(&self, query: &str) -> Result<QueryResults<'static>, OxigraphError> {
+        execute(&self.store, query, || Ok(self.evaluator()))
+    }
+
+    /// Numbers about the relations (for tests and benchmarks).
+    pub fn stats(&self) -> EmbeddingStats {
+        let live = self.live();
+        EmbeddingStats {
+            version: live.version(),
+            quads: live.len(),
+            terms: live.term_count() as u64,
+            delta_changes: live.delta_len() as u64,
+        }
+    }
+
+    /// Time to take a snapshot of the relations, as a query does (for benchmarks).
+    #[doc(hidden)]
+    pub fn time_snapshot(&self) -> Duration {
+        let t0 = Instant::now();
+        let _ = self.snapshot();
+        t0.elapsed()
+    }
+}
+
+impl<E: Engine + 'static> Drop for K2Store<E> {
+    fn drop(&mut self) {
+        self.wait_for_merges();
+    }
+}
+
+/// Numbers about a [`K2Store`]'s relations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddingStats {
+    /// Changes applied since it was opened.
+    pub version: u64,
+    /// Quads in the relations.
+    pub quads: u64,
+    /// Terms in the dictionary.
+    pub terms: u64,
+    /// Changes held in deltas, not yet merged into trees.
+    pub delta_changes: u64,
+}
+
+fn intern(d: &mut crate::sparql::MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
+    let graph = match quad.graph_name {
+        GraphNameRef::DefaultGraph => None,
+        GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
+        GraphNameRef::BlankNode(g) => Some(d.intern(g.into())),
+    };
+    QuadIds {
+        graph,
+        subject: d.intern(quad.subject.into()),
+        predicate: d.intern(quad.predicate.into()),
+        object: d.intern(quad.object),
+    }
+}
+
+/// The quad of `q`'s ids, with `term` giving each id's term.
+fn quad_of(q: QuadIds, term: impl Fn(u32) -> Option<oxrdf::Term>) -> Option<Quad> {
+    let subject = match term(q.subject)? {
+        oxrdf::Term::NamedNode(n) => oxrdf::NamedOrBlankNode::from(n),
+        oxrdf::Term::BlankNode(b) => b.into(),
+        oxrdf::Term::Literal(_) => return None,
+    };
+    let oxrdf::Term::NamedNode(predicate) = term(q.predicate)? else {
+        return None;
+    };
+    let graph_name = match q.graph {
+        None => GraphName::DefaultGraph,
+        Some(g) => match term(g)? {
+            oxrdf::Term::NamedNode(n) => GraphName::NamedNode(n),
+            oxrdf::Term::BlankNode(b) => GraphName::BlankNode(b),
+            oxrdf::Term::Literal(_) => return None,
+        },
+    };
+    Some(Quad::new(subject, predicate, term(q.object)?, graph_name))
+}
+
+/// The writes of one [`K2Store::transaction`]: each call goes to Oxigraph's transaction
+/// and is recorded as an exact change (a quad inserted that was absent, or deleted that
+/// was present).
+pub struct K2Transaction<'a> {
+    tx: Transaction<'a>,
+    /// Per quad touched: (present before the transaction, present now).
+    touched: HashMap<Quad, (bool, bool)>,
+    /// The quads touched, in the order first touched.
+    order: Vec<Quad>,
+}
+
+impl<'a> K2Transaction<'a> {
+    fn present(&self, quad: QuadRef<'_>) -> Result<bool, OxigraphError> {
+        match self.touched.get(&quad.into_owned()) {
+            Some(&(_, now)) => Ok(now),
+            None => Ok(self.tx.contains(quad)?),
+        }
+    }
+
+    fn set(&mut self, quad: QuadRef<'_>, before: bool, now: bool) {
+        let owned = quad.into_owned();
+        match self.touched.get_mut(&owned) {
+            Some(state) => state.1 = now,
+            None => {
+                self.order.push(owned.clone());
+                self.touched.insert(owned, (before, now));
+            }
+        }
+    }
+
+    /// Inserts `quad`; whether it was new.
+    pub fn insert<'b>(&mut self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
+        let quad = quad.into();
+        if self.present(quad)? {
+            return Ok(false);
+        }
+        self.tx.insert(quad);
+        self.set(quad, false, true);
+        Ok(true)
+    }
+
+    /// Removes `quad`; whether it was there.
+    pub fn remove<'b>(&mut self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
+        let quad = quad.into();
+        if !self.present(quad)? {
+            return Ok(false);
+        }
+        self.tx.remove(quad);
+        self.set(quad, true, false);
+        Ok(true)
+    }
+
+    /// Inserts `quads`; how many were new.
+    pub fn extend<'b>(
+        &mut self,
+        quads: impl IntoIterator<Item = impl Into<QuadRef<'b>>>,
+    ) -> Result<usize, OxigraphError> {
+        let mut n = 0;
+        for q in quads {
+            n += usize::from(self.insert(q)?);
+        }
+        Ok(n)
+    }
+
+    /// Whether `quad` is present (writes of this transaction included).
+    pub fn contains<'b>(&self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
+        self.present(quad.into())
+    }
+
+    /// Runs a SPARQL UPDATE request inside this transaction.
+    pub fn update(&mut self, update: &str) -> Result<(), OxigraphError> {
+        let parsed = spargebra::SparqlParser::new().parse_update(update)?;
+        super::update::apply(self, &parsed)
+    }
+
+    pub(crate) fn oxigraph(&self) -> &Transaction<'a> {
+        &self.tx
+    }
+
+    pub(crate) fn oxigraph_mut(&mut self) -> &mut Transaction<'a> {
+        &mut self.tx
+    }
+
+    pub(crate) fn contains_named_graph(&self, g: &NamedNode) -> Result<bool, OxigraphError> {
+        Ok(self.tx.contains_named_graph(g)?)
+    }
+
+    /// Removes every quad of graph `g`.
+    pub(crate) fn clear_graph(&mut self, g: &GraphName) -> Result<(), OxigraphError> {
+        let quads: Vec<Quad> = self
+            .tx
+            .quads_for_pattern(None, None, None, Some(g.as_ref()))
+            .collect::<Result<_, _>>()?;
+        for q in &quads {
+            self.remove(q)?;
+        }
+        Ok(())
+    }
+
+    /// Removes every quad of every named graph, and the graphs too when `drop`.
+    pub(crate) fn clear_named_graphs(&mut self, drop: bool) -> Result<(), OxigraphError> {
+        let graphs: Vec<_> = self.tx.named_graphs().collect::<Result<_, _>>()?;
+        for g in &graphs {
+            self.clear_graph(&g.clone().into())?;
+            if drop {
+                self.tx.remove_named_graph(NamedOrBlankNodeRef::from(g))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Oxigraph transaction and the net changes, in the order first touched.
+    fn finish(self) -> (Transaction<'a>, Vec<(Quad, bool)>) {
+        let K2Transaction {
+            tx,
+            mut touched,
+            order,
+        } = self;
+        let changes = order
+            .into_iter()
+            .filter_map(|q| {
+                let (before, now) = touched.remove(&q)?;
+                (before != now).then_some((q, now))
+            })
+            .collect();
+        (tx, changes)
+    }
+}
+
+/// The `SERVICE <urn:k2rpq:paths>` handler of a [`K2Store`]: evaluates the service's
+/// group on one snapshot of the relations.
+struct LivePathService<E: Engine + 'static> {
+    engine: Arc<E>,
+    cache: DeviceCache<E, ResidentKey>,
+    snapshot: Arc<Snapshot>,
+}
+
+impl<E: Engine + 'static> ServiceHandler for LivePathService<E> {
+    type Error = SparqlError;
+
+    fn handle(
+        &self,
+        pattern: &GraphPattern,
+        _base_iri: Option<&oxiri::Iri<String>>,
+    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
+        let group = PathGroup::from_pattern(pattern)?;
+        let provider = CachedProvider {
+            cache: &self.cache,
+            snapshot: &self.snapshot,
+        };
+        let solutions = evaluate_group(
+            &*self.engine,
+            &*self.snapshot,
+            &GraphScope::default(),
+            &group,
+            &provider,
+            None,
+        )?;
+        let snapshot = Arc::clone(&self.snapshot);
+        Ok(solutions.into_solutions(
+            move |id| snapshot.dictionary().term(id),
+            Deadline::default(),
+        ))
+    }
+}
+
+/// Relation sources over the engine's cache, keyed by the content of each tree.
+struct CachedProvider<'c, E: Engine> {
+    cache: &'c DeviceCache<E, ResidentKey>,
+    snapshot: &'c Snapshot,
+}
+
+impl<'a, E: Engine + 'static> RelationProvider<'a, E> for CachedProvider<'a, E> {
+    fn source(
+        &self,
+        name: Option<u32>,
+        graph: &'a dyn PathGraph,
+    ) -> Box<dyn RelationSource<E> + 'a> {
+        Box::new(CachedRelations {
+            cache: self.cache,
+            snapshot: self.snapshot,
+            name,
+            graph,
+            loads: 0,
+            load_time: Duration::ZERO,
+        })
+    }
+}
+
+struct CachedRelations<'a, E: Engine> {
+    cache: &'a DeviceCache<E, ResidentKey>,
+    snapshot: &'a Snapshot,
+    name: GraphKey,
+    graph: &'a dyn PathGraph,
+    loads: u32,
+    load_time: Duration,
+}
+
+impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
+    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
+        let t0 = Instant::now();
+        let content: TreeId = match key {
+            RelKey::Pred(p) => match self.snapshot.graph(self.name).and_then(|g| g.view(*p)) {
+                Some(v) => v.tree_id(),
+                None => return Ok(None),
+            },
+            RelKey::Union(_) => self.snapshot.version(),
+        };
+        let graph = self.graph;
+        let pinned = self
+            .cache
+            .get(
+                (graph_code(self.name), key.clone(), content),
+                || match key {
+                    RelKey::Pred(p) => graph.relation(*p).expect("checked above"),
+                    RelKey::Union(ps) => union_tree(graph, ps),
+                },
+                MatrixConfig::default(),
+            )
+            .map_err(|e| match e {
+                CacheError::Engine(e) => RpqError::Engine(e),
+                other => RpqError::Options(format!("device cache: {other}")),
+            })?;
+        let tree = self.cache.engine().matrix_tree(&pinned);
+        let (nnz, height) = (tree.nnz(), tree.height());
+        self.loads += 1;
+        self.load_time += t0.elapsed();
+        let matrix: MatrixHandle<E::Matrix> = Arc::new(pinned);
+        Ok(Some(Loaded {
+            matrix,
+            nnz,
+            height,
+        }))
+    }
+
+    fn load_stats(&self) -> (u32, Duration) {
+        (self.loads, self.load_time)
+    }
+}
