@@ -12,6 +12,12 @@
 #          and all pairs of `?x p+ ?y` on cnr-2000 counted on the GPU
 #   load   gen wikidata-like LOAD_TRIPLES (default 20M) and load it, timed
 #   multi  several GPUs: the multi-GPU tests and the workload at 1..N GPUs
+#   scale  gen wikidata-like SCALE_TRIPLES (default 1000000000) piped into `k2rpq load`
+#          (/usr/bin/time -v: peak RSS), then its workload class by class (cv vc cc vv
+#          heavy) on SCALE_ENGINES (default gpu,cpu), --repeats 3 --warmup 0 --timeout 60,
+#          with --gpu-budget SCALE_GPU_BUDGET (default: half the store's trees, so the
+#          device cache must evict). Appends to scale.log and scale-workload.json (one JSON
+#          document per class) as each step ends, so a call cut at its limit keeps them.
 #
 # The shared datasets come from $K2RPQ_SHARED (the folder holding data/) at build time.
 set -uo pipefail
@@ -25,7 +31,8 @@ build)
     cd "$root"
     rm -rf "$carry"; mkdir -p "$carry/bin" "$carry/data/cnr-2000"
     cargo build --release -p k2rpq-cli -p k2rpq-bench
-    cp target/release/k2rpq target/release/k2rpq-bench "$carry/bin/"
+    target="${CARGO_TARGET_DIR:-target}"
+    cp "$target/release/k2rpq" "$target/release/k2rpq-bench" "$carry/bin/"
     # The GPU test binaries: tests named gpu_* or *_gpu in any crate of the workspace.
     tests=$(ls tests/*.rs bench/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -E '^gpu_|_gpu$' | sed 's/^/--test /' | tr '\n' ' ')
     # shellcheck disable=SC2086
@@ -121,7 +128,40 @@ run)
         step "cnr-2000 all pairs at 1..N GPUs"
         "$kb" workload --store "$tmp/cnr.store" --queries sparql/cnr-2000-all-pairs.rpq --gpus all --scaling --count \
             --warmup 0 --repeats 1 --timeout 60 --quiet --json "$out/scaling.json" 2>&1 | tail -8 || status=1 ;;
-    *) echo "unknown part $part (tests spmv rpq load multi)"; status=1 ;;
+    scale)
+        n="${SCALE_TRIPLES:-1000000000}"
+        engines="${SCALE_ENGINES:-gpu,cpu}"
+        store="$tmp/scale.store"; log="$out/scale.log"; wl="$out/scale-workload.rpq"
+        rm -rf "$store"; : >"$out/scale-workload.json"
+        step "scale: gen wikidata-like $n triples | load (scale.log)"
+        # Piped: 10^9 triples are ~110 GB of text, more than the disk; the load parses
+        # stdin in parallel while the generator writes.
+        "$kb" gen wikidata-like --triples "$n" --workload "$wl" >>"$log" 2>&1
+        { /usr/bin/time -v -o "$tmp/gen-time.txt" "$kb" gen wikidata-like --triples "$n" -o - \
+            2>>"$log" \
+            | /usr/bin/time -v -o "$tmp/load-time.txt" "$k2" load - --format nt --store "$store" --quiet; } \
+            >>"$log" 2>&1 || status=1
+        for t in gen load; do
+            echo "--- $t: /usr/bin/time -v" >>"$log"; cat "$tmp/$t-time.txt" >>"$log" 2>/dev/null
+        done
+        grep -E "^(wrote|loaded|  line lists)|Elapsed|Maximum resident" "$log" | tee -a "$out/summary.txt"
+        "$k2" info "$store" >>"$log" 2>&1 || status=1
+        trees=$(find "$store" -name '*.k2' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+        du -sb "$store" | awk -v t="$trees" '{printf "store %.2f GiB, trees %.2f GiB\n", $1/2^30, t/2^30}' \
+            | tee -a "$log" "$out/summary.txt"
+        budget="${SCALE_GPU_BUDGET:-$(( trees / 2 ))}"
+        echo "device budget $budget bytes (the relations' trees: $trees bytes)" | tee -a "$log" "$out/summary.txt"
+        for class in cv vc cc vv heavy; do
+            step "scale: workload class $class on $engines"
+            grep -E "^$class/" "$wl" >"$tmp/scale-$class.rpq" || continue
+            "$kb" workload --store "$store" --queries "$tmp/scale-$class.rpq" --engines "$engines" \
+                --repeats 3 --warmup 0 --timeout 60 --gpu-budget "$budget" --quiet --stats \
+                --json "$tmp/scale-$class.json" >>"$log" 2>&1 || status=1
+            cat "$tmp/scale-$class.json" >>"$out/scale-workload.json" 2>/dev/null
+            grep -E "^$class +k2rpq-" "$log" | tee -a "$out/summary.txt"
+        done
+        rm -rf "$store" ;;
+    *) echo "unknown part $part (tests spmv rpq load multi scale)"; status=1 ;;
     esac; done
     exit $status
     ;;

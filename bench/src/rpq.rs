@@ -221,6 +221,24 @@ pub struct EngineSummary {
     pub worst_ratio: Option<f64>,
 }
 
+/// One engine on one class of queries.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ClassSummary {
+    /// Queries of the class.
+    pub queries: usize,
+    /// Queries completed.
+    pub completed: usize,
+    /// Queries stopped at the time limit.
+    pub timeouts: usize,
+    /// Queries stopped at the row limit (their times count in `time_ms`: a run cut at
+    /// the limit did its work up to there).
+    pub limits: usize,
+    /// Queries that failed.
+    pub errors: usize,
+    /// Of the per-query medians of the completed and limit-cut queries, milliseconds.
+    pub time_ms: Summary,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BenchReport {
@@ -238,6 +256,8 @@ pub struct BenchReport {
     pub engines: Vec<EngineSummary>,
     /// Per shape, per engine: median of per-query medians, milliseconds.
     pub shapes: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per query class ([`query_class`](crate::workload::query_class)), per engine.
+    pub classes: BTreeMap<String, BTreeMap<String, ClassSummary>>,
     /// Queries where the engines disagree.
     pub disagreements: Vec<String>,
 }
@@ -656,6 +676,33 @@ fn summarise(
                 .insert(e.name().to_string(), Summary::of(&v).median);
         }
     }
+    let mut classes: BTreeMap<String, BTreeMap<String, ClassSummary>> = BTreeMap::new();
+    for (k, &e) in options.engines.iter().enumerate() {
+        let mut by_class: BTreeMap<&str, (ClassSummary, Vec<f64>)> = BTreeMap::new();
+        for q in &queries {
+            let (c, times) = by_class
+                .entry(crate::workload::query_class(&q.id, &q.shape))
+                .or_default();
+            let r = &q.runs[k];
+            c.queries += 1;
+            match r.status {
+                RunStatus::Ok => c.completed += 1,
+                RunStatus::Limit => c.limits += 1,
+                RunStatus::Timeout => c.timeouts += 1,
+                RunStatus::Error => c.errors += 1,
+            }
+            if matches!(r.status, RunStatus::Ok | RunStatus::Limit) {
+                times.push(r.median_ms);
+            }
+        }
+        for (class, (mut c, times)) in by_class {
+            c.time_ms = Summary::of(&times);
+            classes
+                .entry(class.to_string())
+                .or_default()
+                .insert(e.name().to_string(), c);
+        }
+    }
     let disagreements = queries
         .iter()
         .filter(|q| q.agree == Some(false) && q.deviation.is_none())
@@ -669,6 +716,7 @@ fn summarise(
         queries,
         engines,
         shapes,
+        classes,
         disagreements,
     }
 }
@@ -752,6 +800,7 @@ impl BenchReport {
             );
         }
         s.push_str(&self.shape_table());
+        s.push_str(&self.class_table());
         if self.disagreements.is_empty() {
             let _ = writeln!(s, "All engines agree on every query they completed.");
         } else {
@@ -820,6 +869,40 @@ impl BenchReport {
                 }
             }
             let _ = writeln!(s);
+        }
+        s
+    }
+
+    /// Per query class and engine: queries, completed, row-limit cuts, timeouts, errors,
+    /// and the median, mean and p95 of the per-query medians (completed and limit-cut
+    /// runs), milliseconds.
+    pub fn class_table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\nPer class (ms of per-query medians, completed and limit-cut runs):\n{:<12} {:<10} {:>4} {:>5} {:>6} {:>4} {:>4} {:>11} {:>11} {:>11}",
+            "class", "engine", "n", "done", "limit", "t/o", "err", "median", "mean", "p95"
+        );
+        for (class, engines) in &self.classes {
+            for e in &self.options.engines {
+                let Some(c) = engines.get(e.name()) else {
+                    continue;
+                };
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:<10} {:>4} {:>5} {:>6} {:>4} {:>4} {:>11.3} {:>11.3} {:>11.3}",
+                    truncate(class, 12),
+                    e.name(),
+                    c.queries,
+                    c.completed,
+                    c.limits,
+                    c.timeouts,
+                    c.errors,
+                    c.time_ms.median,
+                    c.time_ms.mean,
+                    c.time_ms.p95
+                );
+            }
         }
         s
     }

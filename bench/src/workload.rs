@@ -310,3 +310,18 @@ pub fn shape_of(q: &LogQuery) -> String {
     let regex = regex.replace("(a)", "a");
     format!("{} {} {}", end(&q.subject), regex, end(&q.object))
 }
+
+/// The class a query is reported under: the part of its id before the first `/`
+/// (`heavy/03` is in class `heavy`), else its shape.
+///
+/// ```
+/// use k2rpq_bench::workload::query_class;
+/// assert_eq!(query_class("heavy/03", "v a+ v"), "heavy");
+/// assert_eq!(query_class("w12", "v a+ v"), "v a+ v");
+/// ```
+pub fn query_class<'a>(id: &'a str, shape: &'a str) -> &'a str {
+    match id.split_once('/') {
+        Some((class, _)) if !class.is_empty() => class,
+        _ => shape,
+    }
+}

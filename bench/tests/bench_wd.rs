@@ -19,14 +19,10 @@ fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
     );
     let triples = 60_000;
     let mut f = std::fs::File::create(&nt).unwrap();
-    let opts = GenOptions {
-        triples,
-        seed: 42,
-        gzip: false,
-    };
+    let opts = GenOptions::new(triples);
     write_wikidata_like(&mut f, &opts).unwrap();
     drop(f);
-    std::fs::write(&rpq, wikidata_like_workload(triples)).unwrap();
+    std::fs::write(&rpq, wikidata_like_workload(triples, opts.predicates)).unwrap();
     load(&[Input::Path(nt)], &store, &LoadOptions::default()).unwrap();
     let db = Database::open(
         &store,
@@ -44,7 +40,7 @@ fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
     assert_eq!(copy.terms, db.store().node_count() as u64);
 
     let workload = read_workload(&rpq).unwrap();
-    assert_eq!(workload.len(), 34);
+    assert_eq!(workload.len(), 52);
     for overlap_load in [false, true] {
         let options = BenchOptions {
             engines: vec![BenchEngine::Cpu, BenchEngine::Oxigraph],
@@ -79,7 +75,15 @@ fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
             .filter(|q| q.runs[0].distinct > 0)
             .count();
         assert!(non_empty >= 28, "only {non_empty} queries with rows");
+        // Every query class of the workload is summarised per engine.
+        assert_eq!(report.classes.len(), 5);
+        for class in k2rpq_bench::wikidata::WORKLOAD_CLASSES {
+            let c = &report.classes[class]["k2rpq-cpu"];
+            assert_eq!(c.completed, c.queries, "{class}");
+            assert!(c.time_ms.p95 >= c.time_ms.median, "{class}");
+        }
         let table = report.table();
+        assert!(table.contains("Per class"), "{table}");
         assert!(table.contains("Per query class") && table.contains("Oxigraph in-memory load"));
     }
 }

@@ -17,13 +17,14 @@ const TRIPLES: u64 = 40_000;
 /// A generated wikidata-like store and its workload file.
 fn store(dir: &Path) -> (PathBuf, PathBuf) {
     let (nt, rpq, store) = (dir.join("w.nt"), dir.join("w.rpq"), dir.join("store"));
+    // Few predicates: every kept file is a synchronised write.
     let opts = GenOptions {
-        triples: TRIPLES,
         seed: 7,
-        gzip: false,
+        predicates: 60,
+        ..GenOptions::new(TRIPLES)
     };
     write_wikidata_like(&mut std::fs::File::create(&nt).unwrap(), &opts).unwrap();
-    std::fs::write(&rpq, wikidata_like_workload(TRIPLES)).unwrap();
+    std::fs::write(&rpq, wikidata_like_workload(TRIPLES, opts.predicates)).unwrap();
     load(&[Input::Path(nt)], &store, &LoadOptions::default()).unwrap();
     (store, rpq)
 }
@@ -103,6 +104,41 @@ fn kept_lists_give_the_same_answers_and_are_read_not_built() {
     .unwrap();
     assert_eq!(forced.written, 2 * relations);
     assert_eq!(std::fs::read(dir_store.join(name)).unwrap(), before);
+}
+
+#[test]
+fn small_relations_are_left_to_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_store, rpq) = store(dir.path());
+    let (without, _) = answers(&dir_store, &rpq);
+    let plain = Store::open(&dir_store).unwrap();
+    let mut edges: Vec<u64> = plain.manifest().graphs[0]
+        .predicates
+        .iter()
+        .map(|p| p.edges)
+        .collect();
+    edges.sort_unstable();
+    let min_edges = edges[edges.len() / 2];
+    let small = edges.iter().filter(|&&e| e < min_edges).count();
+    assert!(small > 0);
+    let report = keep_lines(
+        &dir_store,
+        &KeepLinesOptions {
+            min_edges,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.small, small);
+    assert_eq!(report.written, 2 * (edges.len() - small));
+    let kept = Store::open(&dir_store).unwrap();
+    for p in &kept.manifest().graphs[0].predicates {
+        let lists = if p.edges >= min_edges { 2 } else { 0 };
+        assert_eq!(p.lines.len(), lists, "{} ({} edges)", p.iri, p.edges);
+    }
+    kept.verify().unwrap();
+    let (with, _) = answers(&dir_store, &rpq);
+    assert_eq!(with, without, "answers differ with the kept lists");
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let report = keep(&args.store, args.force, args.line_memory, args.quiet)?;
+    let report = keep(&args.store, args.force, args.line_memory, 0, args.quiet)?;
     eprintln!("{report}");
     Ok(())
 }
@@ -36,10 +36,12 @@ pub fn keep(
     dir: &std::path::Path,
     force: bool,
     line_memory: Option<MemoryBudget>,
+    min_edges: u64,
     quiet: bool,
 ) -> anyhow::Result<KeepLinesReport> {
     let options = KeepLinesOptions {
         force,
+        min_edges,
         progress: crate::progress::Bars::handle(quiet),
         memory: line_memory
             .map(k2rpq::database::line_memory_bytes)

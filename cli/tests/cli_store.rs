@@ -105,19 +105,39 @@ fn keeps_lists_and_info_shows_them() {
         store.as_os_str(),
     ]));
     assert!(text.contains("lists bytes"), "{text}");
-    // `load --line-lists` writes them with the load.
-    let fresh = dir.path().join("fresh");
+    // `load` writes those of the large relations by default, `--line-lists` those of
+    // every relation, and `--no-line-lists` none.
     let nt = root().join("fixtures/codex/codex-m.nt.gz");
-    ok(k2rpq([
-        OsStr::new("load"),
-        OsStr::new("--quiet"),
-        OsStr::new("--line-lists"),
-        OsStr::new("--store"),
-        fresh.as_os_str(),
-        nt.as_os_str(),
-    ]));
-    let m = Store::open(&fresh).unwrap().manifest().clone();
-    assert!(m.graphs[0].predicates.iter().all(|p| p.lines.len() == 2));
+    for (name, flag, min_edges) in [
+        ("default", None, Some(k2rpq::store::LOAD_LINES_MIN_EDGES)),
+        ("asked", Some("--line-lists"), Some(0)),
+        ("without", Some("--no-line-lists"), None),
+    ] {
+        let fresh = dir.path().join(name);
+        let mut args = vec![OsStr::new("load"), OsStr::new("--quiet")];
+        args.extend(flag.map(OsStr::new));
+        args.extend([OsStr::new("--store"), fresh.as_os_str(), nt.as_os_str()]);
+        let (_, stderr) = ok(k2rpq(args));
+        assert_eq!(
+            stderr.contains("line lists:"),
+            min_edges.is_some(),
+            "{name}: {stderr}"
+        );
+        let m = Store::open(&fresh).unwrap().manifest().clone();
+        for p in &m.graphs[0].predicates {
+            let lists = match min_edges {
+                Some(min) if p.edges >= min => 2,
+                _ => 0,
+            };
+            assert_eq!(
+                p.lines.len(),
+                lists,
+                "{name}: {} ({} edges)",
+                p.iri,
+                p.edges
+            );
+        }
+    }
     // Not a store: a clear error, no panic.
     let bad = k2rpq([
         OsStr::new("lines"),

@@ -328,15 +328,15 @@ pub fn evaluate_with<E: Engine>(
             for v in cands.iter() {
                 batch.push(v);
                 if batch.len() == per {
+                    if !run.may_start_batch() {
+                        break;
+                    }
                     run.batch(k, &batch, plan.batch_words)?;
                     batch.clear();
                     k += 1;
-                    if run.stopped() {
-                        break;
-                    }
                 }
             }
-            if !batch.is_empty() && !run.stopped() {
+            if !batch.is_empty() && run.may_start_batch() {
                 run.batch(k, &batch, plan.batch_words)?;
             }
         }
@@ -416,11 +416,11 @@ fn joint_walk_chunks<E: Engine>(
                     let r = run.as_mut().expect("prepared above");
                     r.result = PathResult::default();
                     for b in c.chunks(64 * plan.batch_words) {
-                        r.batch(batch_index, b, plan.batch_words)?;
-                        batch_index += 1;
-                        if r.stopped() {
+                        if !r.may_start_batch() {
                             break;
                         }
+                        r.batch(batch_index, b, plan.batch_words)?;
+                        batch_index += 1;
                     }
                     std::mem::take(&mut r.result)
                 }
@@ -429,6 +429,11 @@ fn joint_walk_chunks<E: Engine>(
             if result.truncated || result.timed_out {
                 break 'waves;
             }
+        }
+        // Between waves as between batches: a passed deadline ends the evaluation.
+        if options.timeout.is_some_and(|t| started.elapsed() >= t) {
+            result.timed_out = true;
+            break;
         }
     }
     drop(run);
@@ -566,6 +571,27 @@ impl<E: Engine> Run<'_, E> {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
+    /// Whether the next batch may start; otherwise records why not. A batch costs
+    /// `node_count`-row bit batches whatever it finds (on a device, uploads, products and
+    /// a download), so neither a passed deadline nor a full answer may start one: the
+    /// deadline is checked here as well as between the products of a step, and an answer
+    /// that holds `limit` pairs with start nodes left is cut (`truncated`) here rather
+    /// than after a batch whose pairs would all be dropped.
+    pub(super) fn may_start_batch(&mut self) -> bool {
+        if self.stopped() {
+            return false;
+        }
+        if self.out_of_time() {
+            self.result.timed_out = true;
+            return false;
+        }
+        if self.result.count >= self.options.limit.unwrap_or(u64::MAX) {
+            self.result.truncated = true;
+            return false;
+        }
+        true
+    }
+
     /// Picks the traversal of one product from the size of its input frontier.
     fn traversal(&self, input_bits: u64, m: &Loaded<E::Matrix>) -> Traversal {
         match self.options.traversal {
@@ -697,10 +723,18 @@ impl<E: Engine> Run<'_, E> {
             step += 1;
             let mut touched = vec![false; states];
             let (mut products, mut masked, mut input_total) = (0u32, 0u32, 0u64);
+            let mut cut = false;
             for j in 1..states {
                 let Some((m, dir)) = &self.mats[j] else {
                     continue;
                 };
+                // Between the products of a step (each a few kernel launches on a
+                // device): a step over many states or a large relation must not overrun
+                // the deadline. The visited sets hold the pairs found so far.
+                if products > 0 && self.out_of_time() {
+                    cut = true;
+                    break;
+                }
                 let active: Vec<usize> = self.sources_of[j]
                     .iter()
                     .copied()
@@ -732,6 +766,10 @@ impl<E: Engine> Run<'_, E> {
                 products += 1;
                 masked += (trav == Traversal::Masked) as u32;
                 touched[j] = true;
+            }
+            if cut {
+                self.result.timed_out = true;
+                break;
             }
             // Advance every touched state at once (one count read-back per step).
             let mut new_bits = 0;

@@ -25,7 +25,16 @@ pub struct KeepLinesOptions {
     pub progress: ProgressHandle,
     /// Memory for one build, in bytes (default: [`LineBudget::with_default_limit`]).
     pub memory: Option<u64>,
+    /// Keep the lists of relations with at least this many edges only (default 0: all).
+    /// A small relation's lists are built on its first descent in well under a
+    /// millisecond, while each kept file costs a synchronised write (milliseconds on a
+    /// busy disk: a store of thousands of tiny predicates spent 33 s on them).
+    pub min_edges: u64,
 }
+
+/// The `min_edges` `k2rpq load` keeps line lists from: 2^16 edges, where a list's build
+/// on first use starts to cost about a millisecond.
+pub const LOAD_LINES_MIN_EDGES: u64 = 1 << 16;
 
 /// What [`keep_lines`] did.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -34,6 +43,8 @@ pub struct KeepLinesReport {
     pub written: usize,
     /// Files the manifest already listed, left as they were.
     pub kept: usize,
+    /// Relations left without files because they have fewer than `min_edges` edges.
+    pub small: usize,
     /// Bytes of all the store's lines files afterwards.
     pub bytes: u64,
     /// The store's trees' bytes, for comparison.
@@ -46,9 +57,10 @@ impl std::fmt::Display for KeepLinesReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "line lists: {} files written, {} kept, {:.1} MiB on disk (trees {:.1} MiB), {:.2}s",
+            "line lists: {} files written, {} kept, {} small relations left to first use, {:.1} MiB on disk (trees {:.1} MiB), {:.2}s",
             self.written,
             self.kept,
+            self.small,
             self.bytes as f64 / (1 << 20) as f64,
             self.tree_bytes as f64 / (1 << 20) as f64,
             self.seconds
@@ -83,6 +95,11 @@ pub fn keep_lines(dir: &Path, options: &KeepLinesOptions) -> Result<KeepLinesRep
     for (g, graph) in manifest.graphs.iter_mut().enumerate() {
         for p in &mut graph.predicates {
             report.tree_bytes += p.bytes;
+            if p.edges < options.min_edges && p.lines.is_empty() {
+                report.small += 1;
+                pb.inc(2);
+                continue;
+            }
             for by_column in [false, true] {
                 pb.message(&format!(
                     "{} {}",

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use dictionary::Dictionary;
 pub use dump::{dump, DumpFormat};
-pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport};
+pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport, LOAD_LINES_MIN_EDGES};
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
 use crate::k2tree::{file, height_for, lines_file, K2Tree, LineBudget};

@@ -1,13 +1,15 @@
 //! `k2rpq-bench gen`: synthetic RDF dumps for load and query benchmarks.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use k2rpq_bench::wikidata::{wikidata_like_workload, write_wikidata_like, GenOptions};
+use k2rpq_bench::wikidata::{
+    wikidata_like_workload, write_wikidata_like, GenOptions, DEFAULT_PREDICATES,
+};
 
-/// Arguments of `k2rpq gen`.
+/// Arguments of `k2rpq-bench gen`.
 #[derive(clap::Args)]
 pub struct Args {
     /// What to generate.
@@ -19,21 +21,25 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum Kind {
     /// SYNTHETIC data, not real Wikidata: a truthy-style N-Triples dump with real Wikidata
-    /// IRI forms and predicate numbers (P31, P279, P131, P17, P361, P2860, P50, P737, P530,
-    /// P577, P1082, P1448) and made-up, skewed, hierarchy-shaped edges, for exercising
-    /// load and queries at scale.
+    /// IRI forms, thousands of predicates of Zipf-distributed sizes (P31, P279, P131,
+    /// P361, P2860, … named; a long tail of identifiers and links), class hierarchies,
+    /// part-of and located-in trees, citations and literals, over scattered Q numbers.
     WikidataLike {
         /// Number of triples (lines) to write.
-        #[arg(long)]
+        #[arg(long, value_parser = k2rpq_cli::args::parse_count)]
         triples: u64,
-        /// RNG seed: the same triples and seed give the same file.
+        /// RNG seed: the same triples, seed and predicates give the same file.
         #[arg(long, default_value_t = 42)]
         seed: u64,
-        /// Output file (.nt, or .nt.gz for multi-member gzip).
+        /// Distinct predicates: twelve named ones and a Zipf tail (at least 13).
+        #[arg(long, default_value_t = DEFAULT_PREDICATES,
+              value_parser = clap::value_parser!(u32).range(13..))]
+        predicates: u32,
+        /// Output file (.nt, or .nt.gz for multi-member gzip), or `-` for stdout.
         #[arg(short, long, required_unless_present = "workload")]
         output: Option<PathBuf>,
-        /// Also write the property-path workload for this size here (`k2rpq bench
-        /// --queries` format), its constants taken from the generator's layout.
+        /// Also write the property-path workload for this size here (`k2rpq-bench
+        /// workload --queries` format), its constants taken from the generator's layout.
         #[arg(long)]
         workload: Option<PathBuf>,
     },
@@ -45,11 +51,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::WikidataLike {
             triples,
             seed,
+            predicates,
             output,
             workload,
         } => {
             if let Some(w) = &workload {
-                std::fs::write(w, wikidata_like_workload(triples))
+                std::fs::write(w, wikidata_like_workload(triples, predicates))
                     .with_context(|| format!("writing {}", w.display()))?;
                 eprintln!(
                     "wrote the workload for {triples} triples to {}",
@@ -59,25 +66,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let Some(output) = output else {
                 return Ok(());
             };
-            let gzip = output.extension().is_some_and(|e| e == "gz");
-            let file = File::create(&output)
-                .with_context(|| format!("cannot create {}", output.display()))?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let to_stdout = output.as_os_str() == "-";
+            let gzip = !to_stdout && output.extension().is_some_and(|e| e == "gz");
+            let mut w: Box<dyn Write> = if to_stdout {
+                Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+            } else {
+                let file = File::create(&output)
+                    .with_context(|| format!("cannot create {}", output.display()))?;
+                Box::new(BufWriter::with_capacity(1 << 20, file))
+            };
             let start = std::time::Instant::now();
-            let bytes = write_wikidata_like(
-                &mut w,
-                &GenOptions {
-                    triples,
-                    seed,
-                    gzip,
-                },
-            )
-            .with_context(|| format!("writing {}", output.display()))?;
+            let options = GenOptions {
+                triples,
+                seed,
+                gzip,
+                predicates,
+            };
+            let bytes = write_wikidata_like(&mut w, &options)
+                .with_context(|| format!("writing {}", output.display()))?;
+            let secs = start.elapsed().as_secs_f64();
             eprintln!(
-                "wrote {triples} synthetic triples ({:.1} MiB) to {} in {:.2}s",
+                "wrote {triples} synthetic triples ({:.1} MiB) to {} in {secs:.2}s ({:.2} M triples/s)",
                 bytes as f64 / (1 << 20) as f64,
                 output.display(),
-                start.elapsed().as_secs_f64()
+                triples as f64 / secs.max(1e-9) / 1e6
             );
             Ok(())
         }

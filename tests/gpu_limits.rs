@@ -1,0 +1,213 @@
+//! Row limits and timeouts of the batched executor on a var→var closure: the limit stops
+//! the fixed point between steps and between batches, the deadline stops it between
+//! products and batches, and a cut answer says so and holds only correct pairs. Run on the
+//! CPU engine here and on the GPU engine where one is usable (skipped with a notice
+//! otherwise).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::gpu::GpuEngine;
+use k2rpq::engine::Engine;
+use k2rpq::rpq::{
+    evaluate, plan, Endpoint, EvalDirection, EvalOptions, MemoryGraph, Path, StartNodes,
+    TraversalPolicy,
+};
+
+/// `?x p+ ?y` over a DAG of `nodes` nodes: node `i` links to `i − 1` and to `i / 2`, so
+/// every node is a start and reaches about `i` others (`nodes²/2` pairs in all).
+fn dag(nodes: u32) -> MemoryGraph {
+    let mut triples = Vec::new();
+    for i in 1..nodes {
+        triples.push((i, 0, i - 1));
+        if i / 2 != i - 1 {
+            triples.push((i, 0, i / 2));
+        }
+    }
+    MemoryGraph::from_triples(triples)
+}
+
+fn closure() -> Box<Path> {
+    Box::new(Path::OneOrMore(Path::link(0)))
+}
+
+/// The batched executor on every product (a dense traversal: no sparse walks).
+fn batched(limit: Option<u64>, timeout: Option<Duration>) -> EvalOptions {
+    EvalOptions {
+        limit,
+        timeout,
+        traversal: TraversalPolicy::Dense,
+        batch_words: 1,
+        ..EvalOptions::default()
+    }
+}
+
+/// Every pair `(x, y)` with `y < x` is an answer of `?x p+ ?y` on [`dag`].
+fn correct(pairs: &[(u32, u32)]) -> bool {
+    pairs.iter().all(|&(x, y)| y < x)
+}
+
+fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
+    let g = dag(4_000);
+    let p = closure();
+    let full = evaluate(
+        engine,
+        &g,
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(Some(20_000), None),
+    )
+    .unwrap();
+    assert!(full.truncated && !full.timed_out);
+    assert_eq!(full.count, 20_000);
+    assert_eq!(full.pairs.len(), 20_000);
+    assert!(correct(&full.pairs));
+    let distinct: BTreeSet<_> = full.pairs.iter().collect();
+    assert_eq!(distinct.len(), 20_000, "pairs are distinct");
+    // 64 starts a batch, each reaching fewer than 4 000 nodes: 20 000 pairs need a few
+    // batches of the 63 there are, and no more.
+    assert!(
+        full.trace.batches <= 12,
+        "{} batches for 20 000 pairs",
+        full.trace.batches
+    );
+    // A limit a single batch passes within a step stops that batch's fixed point: the
+    // first batch (starts 0..64, at most 63·64/2 + … pairs) is not run to its end.
+    let small = evaluate(
+        engine,
+        &g,
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(Some(100), None),
+    )
+    .unwrap();
+    assert!(small.truncated);
+    assert_eq!(small.count, 100);
+    assert!(correct(&small.pairs));
+    assert_eq!(small.trace.batches, 1);
+    // An exact fit: the limit equals the whole answer of the first batches; the next
+    // batch is not started and the answer is cut.
+    let two = evaluate(
+        engine,
+        &dag(200),
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(None, None),
+    )
+    .unwrap();
+    assert_eq!(two.count, 199 * 200 / 2);
+    assert!(!two.truncated && !two.timed_out);
+    // The first batch: the first 64 candidates, at the end the plan starts from.
+    let pl = plan(
+        &dag(200),
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(None, None),
+    );
+    let StartNodes::Candidates(cands) = &pl.start else {
+        panic!("a var→var plan has candidates");
+    };
+    let first: BTreeSet<u32> = cands.iter().take(64).collect();
+    let first_batch = two
+        .pairs
+        .iter()
+        .filter(|&&(x, y)| match pl.direction {
+            EvalDirection::Forward => first.contains(&x),
+            EvalDirection::Backward => first.contains(&y),
+        })
+        .count() as u64;
+    let exact = evaluate(
+        engine,
+        &dag(200),
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(Some(first_batch), None),
+    )
+    .unwrap();
+    assert_eq!(exact.count, first_batch);
+    assert!(exact.truncated);
+    assert_eq!(exact.trace.batches, 1, "no batch after a full answer");
+}
+
+fn timeout_cancels_between_launches<E: Engine>(engine: &E) {
+    let g = dag(20_000);
+    let p = closure();
+    // A passed deadline starts nothing.
+    let none = evaluate(
+        engine,
+        &g,
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(None, Some(Duration::ZERO)),
+    )
+    .unwrap();
+    assert!(none.timed_out && !none.truncated);
+    assert_eq!(none.count, 0);
+    assert_eq!(none.trace.batches, 0);
+    // A closure of 2·10⁸ pairs over 313 batches of up to 20 000 steps each is cut at the
+    // deadline, with the pairs found by then.
+    let timeout = Duration::from_millis(300);
+    let t = Instant::now();
+    let cut = evaluate(
+        engine,
+        &g,
+        &p,
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(None, Some(timeout)),
+    )
+    .unwrap();
+    let took = t.elapsed();
+    assert!(cut.timed_out);
+    assert!(cut.count < 19_999 * 20_000 / 2);
+    assert!(correct(&cut.pairs));
+    assert!(
+        took < timeout + Duration::from_secs(3),
+        "stopped {took:?} after a {timeout:?} timeout"
+    );
+}
+
+#[test]
+fn cpu_limit_stops_the_fixed_point() {
+    limit_stops_the_fixed_point(&CpuEngine::new());
+}
+
+#[test]
+fn cpu_timeout_cancels_between_products() {
+    timeout_cancels_between_launches(&CpuEngine::new());
+}
+
+#[test]
+fn gpu_limit_stops_the_fixed_point() {
+    let Some(gpu) = GpuEngine::new_or_notice(0) else {
+        eprintln!("skipped: no usable GPU");
+        return;
+    };
+    limit_stops_the_fixed_point(&gpu);
+    assert_eq!(
+        gpu.kept_bytes(),
+        0,
+        "the evaluation's run freed what it kept"
+    );
+}
+
+#[test]
+fn gpu_timeout_cancels_between_launches() {
+    let Some(gpu) = GpuEngine::new_or_notice(0) else {
+        eprintln!("skipped: no usable GPU");
+        return;
+    };
+    timeout_cancels_between_launches(&gpu);
+    assert_eq!(
+        gpu.kept_bytes(),
+        0,
+        "the evaluation's run freed what it kept"
+    );
+}
