@@ -19,19 +19,16 @@ use oxrdf::{Term, TermRef, Variable};
 use spargebra::algebra::{GraphPattern, PropertyPathExpression};
 use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern};
 
+use super::count::{strip_inverses, Start, Weights};
 use super::dataset::PathDataset;
-use super::semantics::{evaluate_path_from, evaluate_path_with, Bag, Deadline};
+use super::semantics::{evaluate_path_between, Bag, Deadline, Nodes};
 use super::store::id_term;
 use super::SparqlError;
 use crate::engine::{Engine, MatrixConfig};
-use crate::rpq::{parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, RelationSource};
+use crate::rpq::{parse_path_expr, Path, PathGraph, PerQueryRelations, RelationSource};
 
 /// First id given to a query term the dictionary does not know.
 pub const QUERY_TERM_BASE: u32 = 0x8000_0000;
-
-/// Above this many distinct bound values, a path endpoint is evaluated as a free variable
-/// and joined, instead of once per value.
-const BOUND_VALUES_LIMIT: usize = 256;
 
 /// The most distinct terms a solution stream keeps decoded (about 100 bytes each): beyond
 /// them a term is decoded for each cell it fills.
@@ -565,26 +562,11 @@ pub fn evaluate_group<'a, E: Engine>(
             "subquery `{sub}` in a path group: evaluate it into values first"
         )));
     }
-    let mut table = Table::unit();
-    for v in &group.values {
-        let t = ctx.values(v);
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    for g in &group.graphs {
-        let t = ctx.graph_names(g);
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
-    while !left.is_empty() {
-        ctx.deadline.check()?;
-        let next = ctx.pick(&left, &table);
-        let p = left.remove(next);
-        let t = ctx.pattern(p, Some(&table))?;
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    let variables = group.variables();
-    table = project(&table, &variables);
-    for m in &group.modifiers {
+    let (mut table, modifiers) = match ctx.counted(group)? {
+        Some(counted) => (counted, &group.modifiers[1..]),
+        None => (ctx.rows(group)?, &group.modifiers[..]),
+    };
+    for m in modifiers {
         ctx.deadline.check()?;
         table = match m {
             Modifier::Project(vars) => project(&table, vars),
@@ -601,6 +583,180 @@ pub fn evaluate_group<'a, E: Engine>(
         rows: table.rows,
         query_terms: ctx.query_terms.into_inner().0,
     })
+}
+
+impl<'a, E: Engine> Context<'a, '_, E> {
+    /// The group's rows, joined pattern by pattern: each next pattern is the one with
+    /// most ends fixed, evaluated with its variable ends restricted to the values the
+    /// rows so far bind them to.
+    fn rows(&self, group: &PathGroup) -> Result<Table, SparqlError> {
+        let ctx = self;
+        let mut table = Table::unit();
+        for v in &group.values {
+            let t = ctx.values(v);
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        for g in &group.graphs {
+            let t = ctx.graph_names(g);
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
+        while !left.is_empty() {
+            ctx.deadline.check()?;
+            let next = ctx.pick(&left, &table);
+            let p = left.remove(next);
+            let t = ctx.pattern(p, Some(&table))?;
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        let variables = group.variables();
+        Ok(project(&table, &variables))
+    }
+
+    /// The first modifier of a group that counts the solutions of one path pattern (with
+    /// VALUES on its ends), computed without rows ([`super::count`]): the one row of
+    /// counts, or `None` where the counts need the rows (grouping keys, DISTINCT over
+    /// multiplicities, several patterns).
+    fn counted(&self, group: &PathGroup) -> Result<Option<Table>, SparqlError> {
+        let Some(Modifier::Group(by, counts)) = group.modifiers.first() else {
+            return Ok(None);
+        };
+        let [p] = group.patterns.as_slice() else {
+            return Ok(None);
+        };
+        if !by.is_empty() || !group.graphs.is_empty() || !group.subqueries.is_empty() {
+            return Ok(None);
+        }
+        let (GroupPredicate::Path(path), None) = (&p.predicate, &p.graph) else {
+            return Ok(None);
+        };
+        let Some(active) = self.default_active() else {
+            return Ok(None);
+        };
+        let Some(graph) = self.graph(active) else {
+            return Ok(None);
+        };
+        let (s, o) = (self.end(&p.subject), self.end(&p.object));
+        if let (End::Var(a), End::Var(b)) = (&s, &o) {
+            if a == b {
+                return Ok(None);
+            }
+        }
+        // Each VALUES table binds one end of the pattern, every row of it.
+        let mut bound: HashMap<String, Weights> = HashMap::default();
+        for v in &group.values {
+            let [var] = v.variables.as_slice() else {
+                return Ok(None);
+            };
+            let name = var.as_str();
+            let is_end = |e: &End| matches!(e, End::Var(x) if x == name);
+            if !(is_end(&s) || is_end(&o)) || bound.contains_key(name) {
+                return Ok(None);
+            }
+            let mut w = Weights::default();
+            for row in &v.rows {
+                let Some(Some(t)) = row.first() else {
+                    return Ok(None);
+                };
+                // A variable only takes terms of the graph.
+                let id = self.id(t.as_ref());
+                if id < graph.node_count() && graph.nodes().contains(id) {
+                    *w.entry(id).or_insert(0) += 1;
+                }
+            }
+            bound.insert(name.to_owned(), w);
+        }
+        let weights = |e: &End| -> Option<Weights> {
+            match e {
+                End::Id(id) => Some([(*id, 1)].into_iter().collect()),
+                End::Var(v) => bound.get(v).cloned(),
+            }
+        };
+        let (ws, wo) = (weights(&s), weights(&o));
+        let d = self.dataset.dictionary();
+        let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
+        let path = parse_path_expr(path, resolve);
+        let closure = super::semantics::is_closure(strip_inverses(&path).0);
+        let single = |w: &Option<Weights>| w.as_ref().is_some_and(|w| w.len() == 1);
+        let unit = |w: &Option<Weights>| w.as_ref().is_none_or(|w| w.values().all(|&m| m == 1));
+        let mut n = None;
+        let mut values = Vec::with_capacity(counts.len());
+        for (_, c) in counts {
+            // Distinct counts equal the plain one where every solution is distinct: a
+            // closure from start nodes counted once (its pairs are a set per start).
+            let plain = match c {
+                Count::Rows { distinct } => !distinct || (closure && unit(&ws) && unit(&wo)),
+                Count::Bound { variable, distinct } => {
+                    let name = variable.as_str();
+                    let is_end = |e: &End| matches!(e, End::Var(x) if x == name);
+                    let other = if is_end(&s) { &wo } else { &ws };
+                    (is_end(&s) || is_end(&o))
+                        && (!distinct || (closure && single(other) && unit(&ws) && unit(&wo)))
+                }
+            };
+            if !plain {
+                return Ok(None);
+            }
+        }
+        for _ in counts {
+            let total = match n {
+                Some(t) => t,
+                None => {
+                    let t = self.count_path(active, graph, &path, ws.as_ref(), wo.as_ref())?;
+                    n = Some(t);
+                    t
+                }
+            };
+            let lit =
+                oxrdf::Literal::from(i64::try_from(total).map_err(|_| {
+                    SparqlError::Unsupported("a count beyond 2^63 solutions".into())
+                })?);
+            values.push(Some(self.id(lit.as_ref().into())));
+        }
+        Ok(Some(Table {
+            vars: counts.iter().map(|(v, _)| v.as_str().to_owned()).collect(),
+            rows: vec![values],
+        }))
+    }
+
+    /// The solutions of `s path o` in `graph`, weighted by the multiplicities of the
+    /// ends' values (`None`: a free end), counted from the end with fewer values.
+    fn count_path(
+        &self,
+        active: Active,
+        graph: &'a dyn PathGraph,
+        path: &Path,
+        ws: Option<&Weights>,
+        wo: Option<&Weights>,
+    ) -> Result<u64, SparqlError> {
+        let key = match active {
+            Active::Default => None,
+            Active::Named(g) => Some(g),
+        };
+        let mut relations = self.relations.borrow_mut();
+        let rels = relations
+            .entry(key)
+            .or_insert_with(|| self.provider.source(key, graph))
+            .as_mut();
+        let mut ev = super::semantics::Evaluator {
+            engine: self.engine,
+            graph,
+            relations: rels,
+            deadline: self.deadline,
+        };
+        let backwards = match (ws, wo) {
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => b.len() < a.len(),
+            _ => false,
+        };
+        if backwards {
+            let inverse = Path::Inverse(Box::new(path.clone()));
+            let start = Start::Weighted(wo.cloned().unwrap_or_default());
+            ev.count(&inverse, &start, ws)
+        } else {
+            let start = ws.map_or(Start::Any, |w| Start::Weighted(w.clone()));
+            ev.count(path, &start, wo)
+        }
+    }
 }
 
 /// The columns `vars` of `table`, in that order (unbound where it has none).
@@ -966,8 +1122,8 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         Ok(out)
     }
 
-    /// `s path o` in the active graph: per bound value of a variable end when the
-    /// solutions so far bind it to few values, else with the end free.
+    /// `s path o` in the active graph, once, with each variable end restricted to the
+    /// values the solutions so far bind it to.
     fn path(
         &self,
         s: &End,
@@ -988,116 +1144,50 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         let Some(graph) = self.graph(active) else {
             return Ok(out);
         };
-        // Candidate values of each end: a constant, the few values the solutions so far
-        // give a variable, or free.
-        let candidates = |e: &End| -> Option<Vec<u32>> {
+        // The nodes each end may take: a constant, the values the solutions so far bind
+        // a variable to (however many: they start one batched evaluation), or any.
+        let nodes = |e: &End| -> Nodes {
             match e {
-                End::Id(id) => Some(vec![*id]),
-                End::Var(v) => {
-                    let vals = bound?.bound_values(v)?;
-                    (vals.len() <= BOUND_VALUES_LIMIT).then(|| {
-                        // A variable only takes terms of the active graph (even through a
-                        // zero-length path); a constant end is returned even when absent.
-                        let mut v: Vec<u32> = vals
-                            .into_iter()
+                End::Id(id) => Nodes::Set(vec![*id]),
+                End::Var(v) => match bound.and_then(|b| b.bound_values(v)) {
+                    // A variable only takes terms of the active graph (even through a
+                    // zero-length path); a constant end is returned even when absent.
+                    Some(vals) => Nodes::of(
+                        vals.into_iter()
                             .filter(|&x| x < graph.node_count() && graph.nodes().contains(x))
-                            .collect();
-                        v.sort_unstable();
-                        v
-                    })
-                }
+                            .collect(),
+                    ),
+                    None => Nodes::Any,
+                },
             }
         };
         let same_var = matches!((s, o), (End::Var(a), End::Var(b)) if a == b);
-        let (cs, co) = (candidates(s), candidates(o));
-        // Evaluate from the side with fewer candidates; the other end stays free.
-        let calls: Vec<(Endpoint, Endpoint)> = match (&cs, &co) {
-            (Some(a), Some(b)) if a.len() * b.len() <= BOUND_VALUES_LIMIT => a
-                .iter()
-                .flat_map(|&x| {
-                    b.iter()
-                        .map(move |&y| (Endpoint::Const(x), Endpoint::Const(y)))
-                })
-                .collect(),
-            (Some(a), Some(b)) if b.len() < a.len() => b
-                .iter()
-                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
-                .collect(),
-            (Some(a), _) => a
-                .iter()
-                .map(|&x| (Endpoint::Const(x), Endpoint::Var))
-                .collect(),
-            (None, Some(b)) => b
-                .iter()
-                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
-                .collect(),
-            (None, None) => vec![(Endpoint::Var, Endpoint::Var)],
-        };
-        let calls: Vec<(Endpoint, Endpoint)> = if same_var {
-            // `?x path ?x`: bind both ends to the same candidates.
-            match (&cs, &co) {
-                (Some(a), _) | (_, Some(a)) => a
-                    .iter()
-                    .map(|&x| (Endpoint::Const(x), Endpoint::Const(x)))
-                    .collect(),
-                _ => calls,
-            }
-        } else {
-            calls
+        let (ns, no) = (nodes(s), nodes(o));
+        // `?x path ?x`: both ends take the same nodes.
+        let (ns, no) = match (same_var, &ns, &no) {
+            (true, Nodes::Set(_), _) => (ns.clone(), ns),
+            (true, _, Nodes::Set(_)) => (no.clone(), no),
+            _ => (ns, no),
         };
         let key = match active {
             Active::Default => None,
             Active::Named(g) => Some(g),
         };
-        // Many constant subjects and a free object: one batched run (closures).
-        let batched = calls.len() > 1
-            && !same_var
-            && calls
-                .iter()
-                .all(|c| matches!(c, (Endpoint::Const(_), Endpoint::Var)));
         let bags: Vec<Bag> = {
             let mut relations = self.relations.borrow_mut();
             let rels = relations
                 .entry(key)
                 .or_insert_with(|| self.provider.source(key, graph))
                 .as_mut();
-            if batched {
-                let mut starts: Vec<u32> = calls
-                    .iter()
-                    .filter_map(|c| match c.0 {
-                        Endpoint::Const(x) => Some(x),
-                        Endpoint::Var => None,
-                    })
-                    .collect();
-                starts.sort_unstable();
-                starts.dedup();
-                vec![evaluate_path_from(
-                    self.engine,
-                    graph,
-                    path,
-                    &starts,
-                    rels,
-                    self.deadline,
-                )?]
-            } else {
-                let mut seen_calls = HashSet::default();
-                let mut bags = Vec::new();
-                for (es, eo) in calls {
-                    if seen_calls.insert((es, eo)) {
-                        self.deadline.check()?;
-                        bags.push(evaluate_path_with(
-                            self.engine,
-                            graph,
-                            path,
-                            es,
-                            eo,
-                            rels,
-                            self.deadline,
-                        )?);
-                    }
-                }
-                bags
-            }
+            vec![evaluate_path_between(
+                self.engine,
+                graph,
+                path,
+                &ns,
+                &no,
+                rels,
+                self.deadline,
+            )?]
         };
         let mut next_check = ROWS_PER_CHECK;
         for bag in bags {
