@@ -153,6 +153,24 @@ fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
     }
 }
 
+/// The patterns of the `SERVICE <urn:k2rpq:paths>` calls in `p` (as the rewrite made
+/// them), outermost first.
+pub fn path_services(p: &GraphPattern) -> Vec<&GraphPattern> {
+    let mut out = Vec::new();
+    let mut stack = vec![p];
+    while let Some(p) = stack.pop() {
+        match p {
+            GraphPattern::Service {
+                name: NamedNodePattern::NamedNode(n),
+                inner,
+                ..
+            } if n.as_str() == SERVICE_IRI => out.push(&**inner),
+            p => stack.extend(sub_patterns(p).into_iter().rev()),
+        }
+    }
+    out
+}
+
 /// Whether `p` holds a `COUNT(DISTINCT *)`.
 fn counts_distinct_solutions(p: &GraphPattern) -> bool {
     use spargebra::algebra::AggregateExpression;
