@@ -341,8 +341,9 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             return Ok(out);
         }
         let pairs = self.closure_pairs(path, &s_in, &o_in)?;
-        out.extend(pairs.into_iter().map(|k| (k, 1)));
-        Ok(out)
+        let mut bag: Bag = pairs.into_iter().map(|k| (k, 1)).collect();
+        bag.extend(out);
+        Ok(bag)
     }
 
     /// The RPQ plan of a closure between two ends of the graph's id space (no empty
