@@ -368,6 +368,85 @@ impl Drop for Busy<'_> {
     }
 }
 
+/// The GPUs of a [`Database`], set up (contexts, kernels, device caches) the first time a
+/// query needs one: a query that runs on the CPU, or is rejected, never pays for them.
+struct Gpus {
+    choice: EngineChoice,
+    selection: Option<GpuSelection>,
+    options: GpuOptions,
+    budget: Option<MemoryBudget>,
+    /// The devices once set up, or why they could not be.
+    devices: OnceLock<Result<Arc<[Device]>, String>>,
+}
+
+impl Gpus {
+    /// The GPUs `options` ask for, not set up yet. `--engine gpu` and an explicit
+    /// `--gpus` list are checked against the devices the driver reports (no context is
+    /// made): naming a GPU that is absent is an error here, not at the first query.
+    fn new(options: &DatabaseOptions) -> Result<Gpus, DatabaseError> {
+        match (options.engine, &options.gpus) {
+            (EngineChoice::Cpu, _) => {}
+            (EngineChoice::Gpu, selection) => {
+                selection
+                    .clone()
+                    .unwrap_or_default()
+                    .ordinals()
+                    .map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
+            }
+            (EngineChoice::Auto, Some(s @ GpuSelection::List(_))) => {
+                s.ordinals()?;
+            }
+            (EngineChoice::Auto, _) => {}
+        }
+        Ok(Gpus {
+            choice: options.engine,
+            selection: options.gpus.clone(),
+            options: options.gpu_options,
+            budget: options.gpu_budget,
+            devices: OnceLock::new(),
+        })
+    }
+
+    /// The devices, set up on the first call: none on the CPU, and none (after a notice)
+    /// under [`EngineChoice::Auto`] when no GPU is usable; with [`EngineChoice::Gpu`] a
+    /// GPU that cannot be set up is an error.
+    fn get(&self) -> Result<&[Device], DatabaseError> {
+        let devices = self.devices.get_or_init(|| {
+            let engines = self
+                .choice
+                .gpu_engines(self.selection.as_ref(), self.options)
+                .map_err(|e| e.to_string())?;
+            let mut gpus = Vec::with_capacity(engines.len());
+            for engine in engines {
+                // Each device's budget is taken from its own free memory.
+                let free = engine
+                    .cuda_context()
+                    .mem_get_info()
+                    .map(|(free, _)| free as u64)
+                    .unwrap_or(engine.device().total_memory);
+                let budget = gpu_budget_bytes(self.budget, free).map_err(|e| e.to_string())?;
+                gpus.push(Device {
+                    cache: DeviceCache::new(Arc::new(engine), CacheOptions::with_budget(budget)),
+                    busy: AtomicUsize::new(0),
+                });
+            }
+            Ok(gpus.into())
+        });
+        match devices {
+            Ok(d) => Ok(d),
+            Err(e) => Err(DatabaseError::NoGpu(e.clone())),
+        }
+    }
+
+    /// The devices if they are set up already (none otherwise).
+    fn ready(&self) -> &[Device] {
+        match self.devices.get() {
+            Some(Ok(d)) => d,
+            _ => &[],
+        }
+    }
+}
+
 /// An opened store and its engines.
 ///
 /// With several GPUs ([`DatabaseOptions::gpus`]) each has its own [`DeviceCache`]. A plan
@@ -385,14 +464,15 @@ pub struct Database {
     dataset: Arc<StoreDataset>,
     choice: EngineChoice,
     cpu: CpuEngine,
-    gpus: Arc<[Device]>,
+    gpus: Arc<Gpus>,
     /// Groups the path service evaluated on the CPU (0) and on a GPU (1).
     path_runs: Arc<[AtomicU64; 2]>,
 }
 
 impl Database {
-    /// Opens the store in `dir` and, unless the CPU is asked for, the GPU engine: with
-    /// [`EngineChoice::Gpu`] a missing GPU is an error, with `Auto` a one-line notice.
+    /// Opens the store in `dir`; the GPU engine, unless the CPU is asked for, is set up
+    /// when a query first needs it. With [`EngineChoice::Gpu`] a missing GPU is an error
+    /// here; with `Auto` an unusable one is a one-line notice once a query asks for it.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
         // A budget that grants nothing is an error even where no GPU will use it (`auto`
         // on a host without one), so that a command line means the same on every host.
@@ -401,29 +481,13 @@ impl Database {
         if let Some(budget) = options.line_memory {
             store.line_budget().set_limit(line_memory_bytes(budget)?);
         }
-        let engines = options
-            .engine
-            .gpu_engines(options.gpus.as_ref(), options.gpu_options)?;
-        let mut gpus = Vec::with_capacity(engines.len());
-        for engine in engines {
-            // Each device's budget is taken from its own free memory.
-            let free = engine
-                .cuda_context()
-                .mem_get_info()
-                .map(|(free, _)| free as u64)
-                .unwrap_or(engine.device().total_memory);
-            let budget = gpu_budget_bytes(options.gpu_budget, free)?;
-            gpus.push(Device {
-                cache: DeviceCache::new(Arc::new(engine), CacheOptions::with_budget(budget)),
-                busy: AtomicUsize::new(0),
-            });
-        }
+        let gpus = Gpus::new(options)?;
         Ok(Database {
             dataset: Arc::new(StoreDataset::new(store.clone())),
             store,
             choice: options.engine,
             cpu: CpuEngine::new(),
-            gpus: gpus.into(),
+            gpus: Arc::new(gpus),
             path_runs: Default::default(),
         })
     }
@@ -433,21 +497,24 @@ impl Database {
         &self.store
     }
 
-    /// Whether queries may run on the GPU.
+    /// Whether queries may run on the GPU (setting the GPUs up if no query has yet).
     pub fn has_gpu(&self) -> bool {
-        !self.gpus.is_empty()
+        self.gpus.get().is_ok_and(|d| !d.is_empty())
     }
 
-    /// The ordinals of the GPUs in use (empty on the CPU).
+    /// The ordinals of the GPUs in use (empty on the CPU), setting them up if no query
+    /// has yet.
     pub fn gpu_ordinals(&self) -> Vec<usize> {
         self.gpus
+            .get()
+            .unwrap_or_default()
             .iter()
             .map(|d| d.cache.engine().device().ordinal)
             .collect()
     }
 
     /// Device cache statistics (hits, misses, evictions, bytes uploaded, peak), when a
-    /// GPU is in use: summed over the GPUs (peak: the sum of the per-device peaks).
+    /// GPU is set up: summed over the GPUs (peak: the sum of the per-device peaks).
     pub fn gpu_stats(&self) -> Option<CacheStats> {
         let mut all = self.gpu_device_stats().into_iter().map(|(_, s)| s);
         let first = all.next()?;
@@ -470,9 +537,10 @@ impl Database {
         }))
     }
 
-    /// Device cache statistics per GPU, by ordinal.
+    /// Device cache statistics per GPU, by ordinal (none before a query set them up).
     pub fn gpu_device_stats(&self) -> Vec<(usize, CacheStats)> {
         self.gpus
+            .ready()
             .iter()
             .map(|d| (d.cache.engine().device().ordinal, d.cache.stats()))
             .collect()
@@ -480,7 +548,7 @@ impl Database {
 
     /// The GPU a one-batch plan runs on: the least busy, then the one holding most of
     /// the plan's edges already, then the first.
-    fn pick(&self, graph: GraphId, plan: &Plan) -> &Device {
+    fn pick<'d>(&self, gpus: &'d [Device], graph: GraphId, plan: &Plan) -> &'d Device {
         let preds = self.store.predicates(graph);
         let edges = |p: PredId| {
             preds
@@ -500,8 +568,7 @@ impl Database {
                 })
                 .sum()
         };
-        self.gpus
-            .iter()
+        gpus.iter()
             .enumerate()
             .min_by_key(|(i, d)| {
                 (
@@ -590,10 +657,12 @@ impl Database {
     ) -> Result<PathAnswer, DatabaseError> {
         let g = StoreGraph::new(self.store.clone(), graph);
         let on_gpu = match self.choice {
-            _ if self.gpus.is_empty() => false,
+            EngineChoice::Cpu => false,
             EngineChoice::Gpu => true,
-            _ => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
+            EngineChoice::Auto => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
         };
+        let gpus: &[Device] = if on_gpu { self.gpus.get()? } else { &[] };
+        let on_gpu = !gpus.is_empty();
         let plan = rpq::plan(&g, path, subject, object, options);
         // `--engine gpu` keeps every product on the device (no host walk in front).
         let forced;
@@ -627,17 +696,15 @@ impl Database {
                 rpq::evaluate_with(&self.cpu, &g, &plan, options, &mut rels),
                 "cpu",
             )
-        } else if self.gpus.len() > 1
-            && !rpq::runs_on_one(self.gpus[0].cache.engine().as_ref(), &plan, options)
+        } else if gpus.len() > 1
+            && !rpq::runs_on_one(gpus[0].cache.engine().as_ref(), &plan, options)
         {
-            let _busy: Vec<Busy<'_>> = self.gpus.iter().map(Busy::claim).collect();
-            let mut rels: Vec<CachedRelations<'_, GpuEngine>> = self
-                .gpus
+            let _busy: Vec<Busy<'_>> = gpus.iter().map(Busy::claim).collect();
+            let mut rels: Vec<CachedRelations<'_, GpuEngine>> = gpus
                 .iter()
                 .map(|d| cached(d, &g, graph, options.config))
                 .collect();
-            let mut shares: Vec<Share<'_, GpuEngine>> = self
-                .gpus
+            let mut shares: Vec<Share<'_, GpuEngine>> = gpus
                 .iter()
                 .zip(rels.iter_mut())
                 .map(|(d, r)| Share {
@@ -647,7 +714,7 @@ impl Database {
                 .collect();
             (rpq::evaluate_split(&g, &plan, options, &mut shares), "gpu")
         } else {
-            let d = self.pick(graph, &plan);
+            let d = self.pick(gpus, graph, &plan);
             let _busy = Busy::claim(d);
             let mut rels = cached(d, &g, graph, options.config);
             (
@@ -762,6 +829,45 @@ impl Database {
         })
     }
 
+    /// How `query` would be answered, without evaluating it: the query as rewritten for
+    /// Oxigraph's evaluator, then for each `SERVICE <urn:k2rpq:paths>` group its plan and
+    /// the estimates behind it ([`sparql::group::explain_group`]).
+    pub fn explain(&self, query: &spargebra::Query) -> Result<String, SparqlError> {
+        use std::fmt::Write;
+        let Some(scope) = self.scope_of(query) else {
+            return Ok(format!(
+                "{query}\n\nthe default graph merges several graphs: Oxigraph's evaluator \
+                 answers every path from its scans\n"
+            ));
+        };
+        let rewritten = if query.dataset().is_none() {
+            wrap_paths_and_small_subqueries_in_service(query)
+        } else {
+            wrap_paths_in_service(query)
+        };
+        let mut out = format!("{rewritten}\n");
+        let pattern = match &rewritten {
+            spargebra::Query::Select { pattern, .. }
+            | spargebra::Query::Ask { pattern, .. }
+            | spargebra::Query::Construct { pattern, .. }
+            | spargebra::Query::Describe { pattern, .. } => pattern,
+        };
+        let services = sparql::rewrite::path_services(pattern);
+        if services.is_empty() {
+            out.push_str("\nno path group: Oxigraph's evaluator answers the query alone\n");
+        }
+        for (i, service) in services.into_iter().enumerate() {
+            let group = PathGroup::from_pattern(service)?;
+            let _ = write!(
+                out,
+                "\npath group {}:\n{}",
+                i + 1,
+                sparql::group::explain_group(&*self.dataset, &scope, &group)
+            );
+        }
+        Ok(out)
+    }
+
     /// How many groups the path service evaluated on the CPU and on the GPU since the
     /// database was opened.
     pub fn path_service_runs(&self) -> (u64, u64) {
@@ -815,7 +921,7 @@ struct PathEngines {
     store: Arc<Store>,
     dataset: Arc<StoreDataset>,
     choice: EngineChoice,
-    gpus: Arc<[Device]>,
+    gpus: Arc<Gpus>,
     /// Groups evaluated on the CPU (0) and on a GPU (1).
     runs: Arc<[AtomicU64; 2]>,
 }
@@ -830,16 +936,19 @@ impl PathEngines {
         scope: &GraphScope,
         deadline: Option<Instant>,
     ) -> Result<GroupSolutions, SparqlError> {
-        let least_busy = || {
+        let wants_gpu = match self.choice {
+            EngineChoice::Cpu => false,
+            EngineChoice::Gpu => true,
+            EngineChoice::Auto => self.group_edges(group) >= AUTO_GPU_MIN_EDGES,
+        };
+        let gpus: &[Device] = if wants_gpu {
             self.gpus
-                .iter()
-                .min_by_key(|d| d.busy.load(Ordering::SeqCst))
+                .get()
+                .map_err(|e| SparqlError::Unsupported(e.to_string()))?
+        } else {
+            &[]
         };
-        let on_gpu = match self.choice {
-            _ if self.gpus.is_empty() => None,
-            EngineChoice::Gpu => least_busy(),
-            _ => least_busy().filter(|_| self.group_edges(group) >= AUTO_GPU_MIN_EDGES),
-        };
+        let on_gpu = gpus.iter().min_by_key(|d| d.busy.load(Ordering::SeqCst));
         let dataset: &dyn PathDataset = &*self.dataset;
         let solutions = match on_gpu {
             Some(d) => {

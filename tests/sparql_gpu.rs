@@ -29,7 +29,28 @@ const QUERIES: &[&str] = &[
     "SELECT ?x WHERE { ?x ^<http://www.wikidata.org/prop/direct/P17>/<http://www.wikidata.org/prop/direct/P17> <http://www.wikidata.org/entity/Q183> }",
     "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> !(<http://www.wikidata.org/prop/direct/P530>|^<http://www.wikidata.org/prop/direct/P463>) ?y }",
     "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://www.wikidata.org/prop/direct/P131>*/<http://www.wikidata.org/prop/direct/P17> ?c }",
+    // Counted from the frontiers' popcounts: all start nodes, and a few constant ones.
+    "SELECT (COUNT(*) AS ?n) WHERE { ?x <http://www.wikidata.org/prop/direct/P737>+ ?y }",
+    "SELECT (COUNT(*) AS ?n) (COUNT(DISTINCT *) AS ?d) WHERE { VALUES ?x { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/entity/Q142> <http://www.wikidata.org/entity/Q30> } ?x <http://www.wikidata.org/prop/direct/P530>+ ?y }",
+    // A closure from every binding of a triple at once (one batched run).
+    "SELECT ?x ?y WHERE { ?x <http://www.wikidata.org/prop/direct/P27> <http://www.wikidata.org/entity/Q183> . ?x <http://www.wikidata.org/prop/direct/P19>/<http://www.wikidata.org/prop/direct/P131>* ?y }",
 ];
+
+/// Queries over 300 VALUES sources (more than one 256-source batch): rows and counts of
+/// a closure from all of them in one batched run.
+fn many_sources_queries(cpu: &Database) -> Vec<String> {
+    let q = "SELECT DISTINCT ?x WHERE { ?x <http://www.wikidata.org/prop/direct/P27> ?c } ORDER BY ?x LIMIT 300";
+    let rows = answers::rows(cpu.query(q).expect("cpu")).1;
+    let values: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(values.len(), 300, "CoDEx-M has 300 citizens");
+    let values = values.join(" ");
+    let p = "<http://www.wikidata.org/prop/direct/P27>/<http://www.wikidata.org/prop/direct/P530>*";
+    vec![
+        format!("SELECT ?x ?y WHERE {{ VALUES ?x {{ {values} }} ?x {p} ?y }}"),
+        format!("SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {values} }} ?x <http://www.wikidata.org/prop/direct/P27>/<http://www.wikidata.org/prop/direct/P530>+ ?y }}"),
+        format!("SELECT (COUNT(*) AS ?n) WHERE {{ VALUES ?y {{ {values} }} ?x <http://www.wikidata.org/prop/direct/P40>* ?y }}"),
+    ]
+}
 
 fn embedded_gpu_matches_cpu() {
     let store = oxigraph::store::Store::new().expect("store");
@@ -85,8 +106,10 @@ fn database_gpu_matches_cpu() {
     // the copy sorted for them).
     for frontier in [FrontierLayout::default(), FrontierLayout::Both] {
         let gpu = open(EngineChoice::Gpu, Some("64MiB"), frontier);
+        let many = many_sources_queries(&cpu);
         for round in 0..2 {
-            for q in QUERIES.iter().copied().chain([optional]) {
+            let queries = QUERIES.iter().copied().chain([optional]);
+            for q in queries.chain(many.iter().map(|q| q.as_str())) {
                 let a = multiset(cpu.query(q).expect("cpu"));
                 let b = multiset(gpu.query(q).expect("gpu"));
                 assert!(!a.is_empty(), "{q}: empty answer tests nothing");

@@ -60,6 +60,10 @@ pub struct Args {
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
+    /// Print how the query would be answered (its path groups' join order, estimates
+    /// and counts) instead of answering it.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// `file:` IRI of a path (made absolute), with the characters an IRI cannot hold
@@ -150,6 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --nt FILE or --store DIR"),
     };
     let opened = started.elapsed();
+    if args.explain {
+        print!("{}", db.explain(&query)?);
+        return Ok(());
+    }
     let options = QueryOptions {
         base_iri: base,
         timeout: args.timeout,

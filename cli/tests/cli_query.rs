@@ -297,3 +297,45 @@ fn errors_come_before_any_data_are_read() {
         assert!(!err.contains("nothere"), "{err}");
     }
 }
+
+#[test]
+fn explain_shows_each_path_group_without_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    graph(dir.path());
+    let q = "SELECT ?y ?n WHERE { VALUES ?x { <http://e/a> <http://e/d> } ?x <http://e/parent>+ ?y . ?y <http://e/name> ?n }";
+    let args = ["query", "--engine", "cpu", "--store", "s", "--explain", q];
+    let out = succeeded(&k2rpq(&args, dir.path()));
+    assert!(out.contains("SERVICE <urn:k2rpq:paths>"), "{out}");
+    assert!(out.contains("path group 1:"), "{out}");
+    assert!(
+        out.contains("values: ?x, 2 rows, 2 distinct values"),
+        "{out}"
+    );
+    // The closure from the values first, then the link from the closure's ends.
+    let first = out
+        .find("1. ?x (<http://e/parent>)+ ?y: 3 edges")
+        .expect(&out);
+    let second = out.find("2. ?y <http://e/name> ?n: 2 edges").expect(&out);
+    assert!(first < second, "{out}");
+    assert!(
+        out.contains("subject ?x: 2 values; object ?y: free"),
+        "{out}"
+    );
+    assert!(
+        out.contains("subject ?y: the values of pattern 1; object ?n: free"),
+        "{out}"
+    );
+    assert!(!out.contains("Bea"), "explained, not answered: {out}");
+    let count = "SELECT (COUNT(*) AS ?c) WHERE { ?x <http://e/parent>/<http://e/parent> ?y }";
+    let args = [
+        "query",
+        "--engine",
+        "cpu",
+        "--store",
+        "s",
+        "--explain",
+        count,
+    ];
+    let out = succeeded(&k2rpq(&args, dir.path()));
+    assert!(out.contains("without rows, from weights pushed"), "{out}");
+}

@@ -19,19 +19,16 @@ use oxrdf::{Term, TermRef, Variable};
 use spargebra::algebra::{GraphPattern, PropertyPathExpression};
 use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern};
 
+use super::count::{strip_inverses, Start, Weights};
 use super::dataset::PathDataset;
-use super::semantics::{evaluate_path_from, evaluate_path_with, Bag, Deadline};
+use super::semantics::{evaluate_path_between, Bag, Deadline, Nodes};
 use super::store::id_term;
 use super::SparqlError;
 use crate::engine::{Engine, MatrixConfig};
-use crate::rpq::{parse_path_expr, Endpoint, Path, PathGraph, PerQueryRelations, RelationSource};
+use crate::rpq::{parse_path_expr, Path, PathGraph, PerQueryRelations, RelationSource};
 
 /// First id given to a query term the dictionary does not know.
 pub const QUERY_TERM_BASE: u32 = 0x8000_0000;
-
-/// Above this many distinct bound values, a path endpoint is evaluated as a free variable
-/// and joined, instead of once per value.
-const BOUND_VALUES_LIMIT: usize = 256;
 
 /// The most distinct terms a solution stream keeps decoded (about 100 bytes each): beyond
 /// them a term is decoded for each cell it fills.
@@ -565,26 +562,11 @@ pub fn evaluate_group<'a, E: Engine>(
             "subquery `{sub}` in a path group: evaluate it into values first"
         )));
     }
-    let mut table = Table::unit();
-    for v in &group.values {
-        let t = ctx.values(v);
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    for g in &group.graphs {
-        let t = ctx.graph_names(g);
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
-    while !left.is_empty() {
-        ctx.deadline.check()?;
-        let next = ctx.pick(&left, &table);
-        let p = left.remove(next);
-        let t = ctx.pattern(p, Some(&table))?;
-        table = join(&table, &t, ctx.deadline)?;
-    }
-    let variables = group.variables();
-    table = project(&table, &variables);
-    for m in &group.modifiers {
+    let (mut table, modifiers) = match ctx.counted(group)? {
+        Some(counted) => (counted, &group.modifiers[1..]),
+        None => (ctx.rows(group)?, &group.modifiers[..]),
+    };
+    for m in modifiers {
         ctx.deadline.check()?;
         table = match m {
             Modifier::Project(vars) => project(&table, vars),
@@ -601,6 +583,308 @@ pub fn evaluate_group<'a, E: Engine>(
         rows: table.rows,
         query_terms: ctx.query_terms.into_inner().0,
     })
+}
+
+impl<'a, E: Engine> Context<'a, '_, E> {
+    /// The group's rows, joined pattern by pattern: each next pattern is the one with
+    /// most ends fixed, evaluated with its variable ends restricted to the values the
+    /// rows so far bind them to.
+    fn rows(&self, group: &PathGroup) -> Result<Table, SparqlError> {
+        let ctx = self;
+        let mut table = Table::unit();
+        for v in &group.values {
+            let t = ctx.values(v);
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        for g in &group.graphs {
+            let t = ctx.graph_names(g);
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
+        while !left.is_empty() {
+            ctx.deadline.check()?;
+            let next = ctx.pick(&left, &|v| table.col(v).is_some());
+            let p = left.remove(next);
+            let t = ctx.pattern(p, Some(&table))?;
+            table = join(&table, &t, ctx.deadline)?;
+        }
+        let variables = group.variables();
+        Ok(project(&table, &variables))
+    }
+
+    /// The first modifier of a group that counts the solutions of one path pattern (with
+    /// VALUES on its ends), computed without rows ([`super::count`]): the one row of
+    /// counts, or `None` where the counts need the rows (grouping keys, DISTINCT over
+    /// multiplicities, several patterns).
+    fn count_request(&self, group: &PathGroup) -> Option<CountRequest<'a>> {
+        let Some(Modifier::Group(by, counts)) = group.modifiers.first() else {
+            return None;
+        };
+        let [p] = group.patterns.as_slice() else {
+            return None;
+        };
+        if !by.is_empty() || !group.graphs.is_empty() || !group.subqueries.is_empty() {
+            return None;
+        }
+        let (GroupPredicate::Path(path), None) = (&p.predicate, &p.graph) else {
+            return None;
+        };
+        let active = self.default_active()?;
+        let graph = self.graph(active)?;
+        let (s, o) = (self.end(&p.subject), self.end(&p.object));
+        if let (End::Var(a), End::Var(b)) = (&s, &o) {
+            if a == b {
+                return None;
+            }
+        }
+        // Each VALUES table binds one end of the pattern, every row of it.
+        let mut bound: HashMap<String, Weights> = HashMap::default();
+        for v in &group.values {
+            let [var] = v.variables.as_slice() else {
+                return None;
+            };
+            let name = var.as_str();
+            let is_end = |e: &End| matches!(e, End::Var(x) if x == name);
+            if !(is_end(&s) || is_end(&o)) || bound.contains_key(name) {
+                return None;
+            }
+            let mut w = Weights::default();
+            for row in &v.rows {
+                let Some(Some(t)) = row.first() else {
+                    return None;
+                };
+                // A variable only takes terms of the graph.
+                let id = self.id(t.as_ref());
+                if id < graph.node_count() && graph.nodes().contains(id) {
+                    *w.entry(id).or_insert(0) += 1;
+                }
+            }
+            bound.insert(name.to_owned(), w);
+        }
+        let weights = |e: &End| -> Option<Weights> {
+            match e {
+                End::Id(id) => Some([(*id, 1)].into_iter().collect()),
+                End::Var(v) => bound.get(v).cloned(),
+            }
+        };
+        let (ws, wo) = (weights(&s), weights(&o));
+        let d = self.dataset.dictionary();
+        let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
+        let path = parse_path_expr(path, resolve);
+        let closure = super::semantics::is_closure(strip_inverses(&path).0);
+        let single = |w: &Option<Weights>| w.as_ref().is_some_and(|w| w.len() == 1);
+        let unit = |w: &Option<Weights>| w.as_ref().is_none_or(|w| w.values().all(|&m| m == 1));
+        for (_, c) in counts {
+            // Distinct counts equal the plain one where every solution is distinct: a
+            // closure from start nodes counted once (its pairs are a set per start).
+            let plain = match c {
+                Count::Rows { distinct } => !distinct || (closure && unit(&ws) && unit(&wo)),
+                Count::Bound { variable, distinct } => {
+                    let name = variable.as_str();
+                    let is_end = |e: &End| matches!(e, End::Var(x) if x == name);
+                    let other = if is_end(&s) { &wo } else { &ws };
+                    (is_end(&s) || is_end(&o))
+                        && (!distinct || (closure && single(other) && unit(&ws) && unit(&wo)))
+                }
+            };
+            if !plain {
+                return None;
+            }
+        }
+        Some(CountRequest {
+            active,
+            graph,
+            path,
+            closure,
+            subject: ws,
+            object: wo,
+            columns: counts.iter().map(|(v, _)| v.as_str().to_owned()).collect(),
+        })
+    }
+
+    /// The first modifier's one row of counts where it can be computed without rows
+    /// ([`Context::count_request`]).
+    fn counted(&self, group: &PathGroup) -> Result<Option<Table>, SparqlError> {
+        let Some(r) = self.count_request(group) else {
+            return Ok(None);
+        };
+        let total = self.count_path(
+            r.active,
+            r.graph,
+            &r.path,
+            r.subject.as_ref(),
+            r.object.as_ref(),
+        )?;
+        let lit = oxrdf::Literal::from(
+            i64::try_from(total)
+                .map_err(|_| SparqlError::Unsupported("a count beyond 2^63 solutions".into()))?,
+        );
+        let id = self.id(lit.as_ref().into());
+        Ok(Some(Table {
+            rows: vec![vec![Some(id); r.columns.len()]],
+            vars: r.columns,
+        }))
+    }
+
+    /// The solutions of `s path o` in `graph`, weighted by the multiplicities of the
+    /// ends' values (`None`: a free end), counted from the end with fewer values.
+    fn count_path(
+        &self,
+        active: Active,
+        graph: &'a dyn PathGraph,
+        path: &Path,
+        ws: Option<&Weights>,
+        wo: Option<&Weights>,
+    ) -> Result<u64, SparqlError> {
+        let key = match active {
+            Active::Default => None,
+            Active::Named(g) => Some(g),
+        };
+        let mut relations = self.relations.borrow_mut();
+        let rels = relations
+            .entry(key)
+            .or_insert_with(|| self.provider.source(key, graph))
+            .as_mut();
+        let mut ev = super::semantics::Evaluator {
+            engine: self.engine,
+            graph,
+            relations: rels,
+            deadline: self.deadline,
+        };
+        let backwards = match (ws, wo) {
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => b.len() < a.len(),
+            _ => false,
+        };
+        if backwards {
+            let inverse = Path::Inverse(Box::new(path.clone()));
+            let start = Start::Weighted(wo.cloned().unwrap_or_default());
+            ev.count(&inverse, &start, ws)
+        } else {
+            let start = ws.map_or(Start::Any, |w| Start::Weighted(w.clone()));
+            ev.count(path, &start, wo)
+        }
+    }
+}
+
+/// How [`evaluate_group`] evaluates `group` over `dataset` (restricted to `scope`),
+/// with the estimates it plans with: whether its counts come without rows, the order its
+/// patterns are joined in, the edges each reads and what restricts each end.
+///
+/// ```
+/// use k2rpq::sparql::group::{explain_group, GraphScope, PathGroup};
+/// use k2rpq::sparql::MemoryDataset;
+/// use oxrdf::{GraphName, NamedNode, Quad};
+/// let n = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
+/// let quads = vec![Quad::new(n("a"), n("p"), n("b"), GraphName::DefaultGraph)];
+/// let d = MemoryDataset::from_quads(quads.iter().map(|q| q.as_ref()));
+/// let q = spargebra::SparqlParser::new().parse_query("SELECT * { VALUES ?x { <http://e/a> } ?x <http://e/p>+ ?y }").unwrap();
+/// let spargebra::Query::Select { pattern, .. } = q else { unreachable!() };
+/// let spargebra::algebra::GraphPattern::Project { inner, .. } = pattern else { unreachable!() };
+/// let text = explain_group(&d, &GraphScope::default(), &PathGroup::from_pattern(&inner).unwrap());
+/// assert!(text.contains("1 edges"), "{text}");
+/// assert!(text.contains("subject ?x: 1 value"), "{text}");
+/// ```
+pub fn explain_group(dataset: &dyn PathDataset, scope: &GraphScope, group: &PathGroup) -> String {
+    use std::fmt::Write;
+    let engine = crate::engine::cpu::CpuEngine::new();
+    let provider = PerQueryProvider(&engine);
+    let ctx = Context {
+        engine: &engine,
+        dataset,
+        scope,
+        deadline: Deadline::default(),
+        query_terms: Default::default(),
+        provider: &provider,
+        relations: Default::default(),
+    };
+    let mut out = String::new();
+    let mut bound: HashMap<String, String> = HashMap::default();
+    for v in &group.values {
+        let t = ctx.values(v);
+        for (i, var) in t.vars.iter().enumerate() {
+            let distinct: HashSet<Option<u32>> = t.rows.iter().map(|r| r[i]).collect();
+            let _ = writeln!(
+                out,
+                "values: ?{var}, {} rows, {} distinct values",
+                t.rows.len(),
+                distinct.len()
+            );
+            let n = distinct.len();
+            let plural = if n == 1 { "" } else { "s" };
+            bound.insert(var.clone(), format!("{n} value{plural}"));
+        }
+    }
+    for sub in &group.subqueries {
+        let _ = writeln!(out, "subquery, evaluated first into values: {sub}");
+        sub.on_in_scope_variable(|v| {
+            bound.insert(v.as_str().to_owned(), "the subquery's values".into());
+        });
+    }
+    if let Some(r) = ctx.count_request(group) {
+        let how = if r.closure && r.subject.is_none_or(|w| w.values().all(|&m| m == 1)) {
+            "the RPQ engine's count of the closure's frontiers (popcounts), batch by batch"
+        } else {
+            "weights pushed through the path's links (multiplicity semiring)"
+        };
+        let _ = writeln!(
+            out,
+            "counts {}: without rows, from {how}",
+            r.columns.join(", ")
+        );
+    }
+    let _ = writeln!(out, "join order:");
+    let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
+    let mut step = 0;
+    while !left.is_empty() {
+        let known: HashSet<String> = bound.keys().cloned().collect();
+        let next = ctx.pick(&left, &|v| known.contains(v));
+        let p = left.remove(next);
+        step += 1;
+        let predicate = match &p.predicate {
+            GroupPredicate::Path(path) => path.to_string(),
+            GroupPredicate::Variable(v) => v.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {step}. {} {predicate} {}{}: {} edges",
+            p.subject,
+            p.object,
+            p.graph
+                .as_ref()
+                .map(|g| format!(" in GRAPH {g}"))
+                .unwrap_or_default(),
+            ctx.edges(p)
+        );
+        let mut ends = Vec::new();
+        for (side, t) in [("subject", &p.subject), ("object", &p.object)] {
+            let what = match t {
+                TermPattern::Variable(v) => match bound.get(v.as_str()) {
+                    Some(b) => format!("{side} {t}: {b}"),
+                    None => format!("{side} {t}: free"),
+                },
+                TermPattern::BlankNode(_) => format!("{side} {t}: free"),
+                _ => format!("{side}: constant"),
+            };
+            ends.push(what);
+        }
+        let _ = writeln!(out, "     {}", ends.join("; "));
+        let mut newly = Vec::new();
+        for t in [&p.subject, &p.object] {
+            if let TermPattern::Variable(v) = t {
+                if !bound.contains_key(v.as_str()) {
+                    newly.push(v.as_str().to_owned());
+                }
+            }
+        }
+        if let GroupPredicate::Variable(v) = &p.predicate {
+            newly.push(v.as_str().to_owned());
+        }
+        for v in newly {
+            bound.insert(v, format!("the values of pattern {step}"));
+        }
+    }
+    out
 }
 
 /// The columns `vars` of `table`, in that order (unbound where it has none).
@@ -652,6 +936,20 @@ impl Table {
         let c = self.col(v)?;
         self.rows.iter().map(|r| r[c]).collect()
     }
+}
+
+/// A count of a group's solutions computed without rows: one path pattern, with the
+/// multiplicities of the values of its ends (`None`: a free end).
+struct CountRequest<'a> {
+    active: Active,
+    graph: &'a dyn PathGraph,
+    path: Path,
+    /// Whether the path is a closure (under inverses): a set per start node.
+    closure: bool,
+    subject: Option<Weights>,
+    object: Option<Weights>,
+    /// The count columns, all of the same count.
+    columns: Vec<String>,
 }
 
 /// The graph patterns are matched against.
@@ -808,12 +1106,12 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         }
     }
 
-    /// The next pattern to evaluate: the first of those with the most ends fixed (a
-    /// constant, or a variable the solutions so far bind), single predicates before
-    /// paths.
-    fn pick(&self, left: &[&GroupPattern], table: &Table) -> usize {
+    /// The next pattern to evaluate: the one with the most ends fixed (a constant, or a
+    /// variable `bound` by the solutions so far), single predicates before paths, then
+    /// the one reading the fewest edges ([`Context::edges`]), then the first.
+    fn pick(&self, left: &[&GroupPattern], bound: &dyn Fn(&str) -> bool) -> usize {
         let fixed = |t: &TermPattern| match t {
-            TermPattern::Variable(v) => table.col(v.as_str()).is_some(),
+            TermPattern::Variable(v) => bound(v.as_str()),
             _ => true,
         };
         let score = |p: &GroupPattern| {
@@ -822,15 +1120,44 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 p.predicate,
                 GroupPredicate::Path(PropertyPathExpression::NamedNode(_))
             );
-            (ends, link as u32)
+            (ends, link as u32, std::cmp::Reverse(self.edges(p)))
         };
         let mut best = 0;
-        for (i, p) in left.iter().enumerate() {
-            if score(p) > score(left[best]) {
+        let mut best_score = score(left[0]);
+        for (i, p) in left.iter().enumerate().skip(1) {
+            let sc = score(p);
+            if sc > best_score {
                 best = i;
+                best_score = sc;
             }
         }
         best
+    }
+
+    /// The edges a pattern may read in the graph unnamed patterns are matched in (every
+    /// relation's for a variable predicate or a negated set): the size of its relations,
+    /// an upper bound of a link's solutions.
+    fn edges(&self, p: &GroupPattern) -> u64 {
+        let Some(graph) = self.default_active().and_then(|a| self.graph(a)) else {
+            return 0;
+        };
+        let nnz = |q: u32| graph.relation(q).map_or(0, |t| t.nnz());
+        let all = || graph.predicates().into_iter().map(nnz).sum();
+        match &p.predicate {
+            GroupPredicate::Variable(_) => all(),
+            GroupPredicate::Path(path) => {
+                let d = self.dataset.dictionary();
+                let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
+                let path = parse_path_expr(path, resolve);
+                if has_negated_set(&path) {
+                    return all();
+                }
+                let mut preds = path.predicates();
+                preds.sort_unstable();
+                preds.dedup();
+                preds.into_iter().map(nnz).sum()
+            }
+        }
     }
 
     fn end(&self, t: &TermPattern) -> End {
@@ -966,8 +1293,8 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         Ok(out)
     }
 
-    /// `s path o` in the active graph: per bound value of a variable end when the
-    /// solutions so far bind it to few values, else with the end free.
+    /// `s path o` in the active graph, once, with each variable end restricted to the
+    /// values the solutions so far bind it to.
     fn path(
         &self,
         s: &End,
@@ -988,116 +1315,50 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         let Some(graph) = self.graph(active) else {
             return Ok(out);
         };
-        // Candidate values of each end: a constant, the few values the solutions so far
-        // give a variable, or free.
-        let candidates = |e: &End| -> Option<Vec<u32>> {
+        // The nodes each end may take: a constant, the values the solutions so far bind
+        // a variable to (however many: they start one batched evaluation), or any.
+        let nodes = |e: &End| -> Nodes {
             match e {
-                End::Id(id) => Some(vec![*id]),
-                End::Var(v) => {
-                    let vals = bound?.bound_values(v)?;
-                    (vals.len() <= BOUND_VALUES_LIMIT).then(|| {
-                        // A variable only takes terms of the active graph (even through a
-                        // zero-length path); a constant end is returned even when absent.
-                        let mut v: Vec<u32> = vals
-                            .into_iter()
+                End::Id(id) => Nodes::Set(vec![*id]),
+                End::Var(v) => match bound.and_then(|b| b.bound_values(v)) {
+                    // A variable only takes terms of the active graph (even through a
+                    // zero-length path); a constant end is returned even when absent.
+                    Some(vals) => Nodes::of(
+                        vals.into_iter()
                             .filter(|&x| x < graph.node_count() && graph.nodes().contains(x))
-                            .collect();
-                        v.sort_unstable();
-                        v
-                    })
-                }
+                            .collect(),
+                    ),
+                    None => Nodes::Any,
+                },
             }
         };
         let same_var = matches!((s, o), (End::Var(a), End::Var(b)) if a == b);
-        let (cs, co) = (candidates(s), candidates(o));
-        // Evaluate from the side with fewer candidates; the other end stays free.
-        let calls: Vec<(Endpoint, Endpoint)> = match (&cs, &co) {
-            (Some(a), Some(b)) if a.len() * b.len() <= BOUND_VALUES_LIMIT => a
-                .iter()
-                .flat_map(|&x| {
-                    b.iter()
-                        .map(move |&y| (Endpoint::Const(x), Endpoint::Const(y)))
-                })
-                .collect(),
-            (Some(a), Some(b)) if b.len() < a.len() => b
-                .iter()
-                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
-                .collect(),
-            (Some(a), _) => a
-                .iter()
-                .map(|&x| (Endpoint::Const(x), Endpoint::Var))
-                .collect(),
-            (None, Some(b)) => b
-                .iter()
-                .map(|&y| (Endpoint::Var, Endpoint::Const(y)))
-                .collect(),
-            (None, None) => vec![(Endpoint::Var, Endpoint::Var)],
-        };
-        let calls: Vec<(Endpoint, Endpoint)> = if same_var {
-            // `?x path ?x`: bind both ends to the same candidates.
-            match (&cs, &co) {
-                (Some(a), _) | (_, Some(a)) => a
-                    .iter()
-                    .map(|&x| (Endpoint::Const(x), Endpoint::Const(x)))
-                    .collect(),
-                _ => calls,
-            }
-        } else {
-            calls
+        let (ns, no) = (nodes(s), nodes(o));
+        // `?x path ?x`: both ends take the same nodes.
+        let (ns, no) = match (same_var, &ns, &no) {
+            (true, Nodes::Set(_), _) => (ns.clone(), ns),
+            (true, _, Nodes::Set(_)) => (no.clone(), no),
+            _ => (ns, no),
         };
         let key = match active {
             Active::Default => None,
             Active::Named(g) => Some(g),
         };
-        // Many constant subjects and a free object: one batched run (closures).
-        let batched = calls.len() > 1
-            && !same_var
-            && calls
-                .iter()
-                .all(|c| matches!(c, (Endpoint::Const(_), Endpoint::Var)));
         let bags: Vec<Bag> = {
             let mut relations = self.relations.borrow_mut();
             let rels = relations
                 .entry(key)
                 .or_insert_with(|| self.provider.source(key, graph))
                 .as_mut();
-            if batched {
-                let mut starts: Vec<u32> = calls
-                    .iter()
-                    .filter_map(|c| match c.0 {
-                        Endpoint::Const(x) => Some(x),
-                        Endpoint::Var => None,
-                    })
-                    .collect();
-                starts.sort_unstable();
-                starts.dedup();
-                vec![evaluate_path_from(
-                    self.engine,
-                    graph,
-                    path,
-                    &starts,
-                    rels,
-                    self.deadline,
-                )?]
-            } else {
-                let mut seen_calls = HashSet::default();
-                let mut bags = Vec::new();
-                for (es, eo) in calls {
-                    if seen_calls.insert((es, eo)) {
-                        self.deadline.check()?;
-                        bags.push(evaluate_path_with(
-                            self.engine,
-                            graph,
-                            path,
-                            es,
-                            eo,
-                            rels,
-                            self.deadline,
-                        )?);
-                    }
-                }
-                bags
-            }
+            vec![evaluate_path_between(
+                self.engine,
+                graph,
+                path,
+                &ns,
+                &no,
+                rels,
+                self.deadline,
+            )?]
         };
         let mut next_check = ROWS_PER_CHECK;
         for bag in bags {
@@ -1220,4 +1481,15 @@ fn union(l: Table, r: Table) -> Table {
         }
     }
     Table { vars, rows }
+}
+
+fn has_negated_set(path: &Path) -> bool {
+    match path {
+        Path::NegatedSet(_) => true,
+        Path::Link(_) => false,
+        Path::Inverse(a) | Path::ZeroOrMore(a) | Path::OneOrMore(a) | Path::ZeroOrOne(a) => {
+            has_negated_set(a)
+        }
+        Path::Sequence(a, b) | Path::Alternative(a, b) => has_negated_set(a) || has_negated_set(b),
+    }
 }

@@ -7,6 +7,7 @@
 //! Terms become ids at the edges ([`TermDictionary`]); everything below (the RPQ engine)
 //! sees only ids. See `docs/SEMANTICS.md` for the semantics and Oxigraph's deviations.
 
+mod count;
 pub mod dataset;
 pub mod group;
 pub mod results;

@@ -70,6 +70,11 @@ fn rewrite_query(query: &Query, subqueries: bool) -> Query {
     let rewrite = |pattern: &GraphPattern| {
         let mut counts = HashMap::new();
         count_blank_nodes(pattern, &mut counts);
+        if counts_distinct_solutions(pattern) {
+            // `COUNT(DISTINCT *)` tells solutions apart by the blank nodes of split
+            // sequences too: each path is a solution of its own, so they stay split.
+            counts.clear();
+        }
         Rewriter {
             counts,
             wrap: true,
@@ -146,6 +151,38 @@ fn count_blank_nodes(p: &GraphPattern, counts: &mut HashMap<String, usize>) {
             }
         }
     }
+}
+
+/// The patterns of the `SERVICE <urn:k2rpq:paths>` calls in `p` (as the rewrite made
+/// them), outermost first.
+pub fn path_services(p: &GraphPattern) -> Vec<&GraphPattern> {
+    let mut out = Vec::new();
+    let mut stack = vec![p];
+    while let Some(p) = stack.pop() {
+        match p {
+            GraphPattern::Service {
+                name: NamedNodePattern::NamedNode(n),
+                inner,
+                ..
+            } if n.as_str() == SERVICE_IRI => out.push(&**inner),
+            p => stack.extend(sub_patterns(p).into_iter().rev()),
+        }
+    }
+    out
+}
+
+/// Whether `p` holds a `COUNT(DISTINCT *)`.
+fn counts_distinct_solutions(p: &GraphPattern) -> bool {
+    use spargebra::algebra::AggregateExpression;
+    if let GraphPattern::Group { aggregates, .. } = p {
+        if aggregates
+            .iter()
+            .any(|(_, a)| matches!(a, AggregateExpression::CountSolutions { distinct: true }))
+        {
+            return true;
+        }
+    }
+    sub_patterns(p).into_iter().any(counts_distinct_solutions)
 }
 
 /// The graph patterns directly inside `p` (none for BGPs, paths and VALUES).

@@ -33,7 +33,7 @@ impl Deadline {
     }
 
     /// Options of one run of the RPQ engine: stopped at the deadline.
-    fn options(self) -> Result<EvalOptions, SparqlError> {
+    pub(super) fn options(self) -> Result<EvalOptions, SparqlError> {
         self.check()?;
         Ok(EvalOptions {
             timeout: self.0.map(|d| d.saturating_duration_since(Instant::now())),
@@ -45,10 +45,54 @@ impl Deadline {
 /// Distinct `(subject, object)` pairs with their multiplicities (a bag of solutions).
 pub type Bag = HashMap<(u32, u32), u64>;
 
-/// Above this many distinct middle nodes a sequence joins whole sides instead of
-/// evaluating its second side once per middle node (a closure second side always runs
-/// from the middle nodes, batched).
-const PER_NODE_LIMIT: usize = 1024;
+/// The nodes one end of a path pattern may take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Nodes {
+    /// Any node: a free variable.
+    Any,
+    /// These ids, ascending and distinct: a constant, or the values the rest of a group
+    /// binds a variable to. Ids outside the graph's id space only take part in
+    /// zero-length paths.
+    Set(Vec<u32>),
+}
+
+impl Nodes {
+    /// The set of `ids` (sorted and deduplicated here).
+    pub fn of(mut ids: Vec<u32>) -> Nodes {
+        ids.sort_unstable();
+        ids.dedup();
+        Nodes::Set(ids)
+    }
+
+    /// One end as an RPQ endpoint gives it.
+    pub fn from_endpoint(e: Endpoint) -> Nodes {
+        match e {
+            Endpoint::Var => Nodes::Any,
+            Endpoint::Const(c) => Nodes::Set(vec![c]),
+        }
+    }
+
+    /// Whether `id` may be taken.
+    pub fn allows(&self, id: u32) -> bool {
+        match self {
+            Nodes::Any => true,
+            Nodes::Set(s) => s.binary_search(&id).is_ok(),
+        }
+    }
+
+    /// The number of ids, `None` for [`Nodes::Any`].
+    pub fn len(&self) -> Option<usize> {
+        match self {
+            Nodes::Any => None,
+            Nodes::Set(s) => Some(s.len()),
+        }
+    }
+
+    /// Whether this is an empty set (no solution can match).
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Nodes::Set(s) if s.is_empty())
+    }
+}
 
 /// Evaluates `subject path object` over `graph` with SPARQL 1.1 multiplicities.
 ///
@@ -97,6 +141,55 @@ pub fn evaluate_path_with<E: Engine>(
     relations: &mut dyn RelationSource<E>,
     deadline: Deadline,
 ) -> Result<Bag, SparqlError> {
+    evaluate_path_between(
+        engine,
+        graph,
+        path,
+        &Nodes::from_endpoint(subject),
+        &Nodes::from_endpoint(object),
+        relations,
+        deadline,
+    )
+}
+
+/// `s path o` for every `s` of `starts` (nodes of the graph's id space) and any `o`.
+pub fn evaluate_path_from<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    path: &Path,
+    starts: &[u32],
+    relations: &mut dyn RelationSource<E>,
+    deadline: Deadline,
+) -> Result<Bag, SparqlError> {
+    let starts: Vec<u32> = starts
+        .iter()
+        .copied()
+        .filter(|&s| s < graph.node_count())
+        .collect();
+    evaluate_path_between(
+        engine,
+        graph,
+        path,
+        &Nodes::of(starts),
+        &Nodes::Any,
+        relations,
+        deadline,
+    )
+}
+
+/// `subject path object` with each end restricted to `subject` and `object`: every
+/// closure runs once, from all the nodes of one end together (batched plans of `64·W`
+/// start nodes), from the end with fewer nodes, the other end filtering its answer; a
+/// sequence carries the middle nodes of its first side into its second as a set.
+pub fn evaluate_path_between<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    path: &Path,
+    subject: &Nodes,
+    object: &Nodes,
+    relations: &mut dyn RelationSource<E>,
+    deadline: Deadline,
+) -> Result<Bag, SparqlError> {
     Evaluator {
         engine,
         graph,
@@ -106,54 +199,31 @@ pub fn evaluate_path_with<E: Engine>(
     .eval(path, subject, object)
 }
 
-/// `s path ?o` for every `s` of `starts` (nodes of the graph's id space): closures run
-/// from all starts in one batched plan, other paths once per start.
-pub fn evaluate_path_from<E: Engine>(
-    engine: &E,
-    graph: &dyn PathGraph,
-    path: &Path,
-    starts: &[u32],
-    relations: &mut dyn RelationSource<E>,
-    deadline: Deadline,
-) -> Result<Bag, SparqlError> {
-    let mut ev = Evaluator {
-        engine,
-        graph,
-        relations,
-        deadline,
-    };
-    let starts: Vec<u32> = starts.iter().copied().filter(|&s| ev.in_space(s)).collect();
-    let is_closure = matches!(
-        path,
-        Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_)
-    );
-    if is_closure && starts.len() > 1 {
-        return ev.closure_from(path, &starts);
-    }
-    let mut out = Bag::default();
-    for s in starts {
-        ev.deadline.check()?;
-        for (k, m) in ev.eval(path, Endpoint::Const(s), Endpoint::Var)? {
-            *out.entry(k).or_insert(0) += m;
-        }
-    }
-    Ok(out)
+pub(super) struct Evaluator<'a, 'r, E: Engine> {
+    pub(super) engine: &'a E,
+    pub(super) graph: &'a dyn PathGraph,
+    pub(super) relations: &'r mut dyn RelationSource<E>,
+    pub(super) deadline: Deadline,
 }
 
-struct Evaluator<'a, 'r, E: Engine> {
-    engine: &'a E,
-    graph: &'a dyn PathGraph,
-    relations: &'r mut dyn RelationSource<E>,
-    deadline: Deadline,
+/// Whether `path` is a closure (`*`, `+`, `?`): a set per start node.
+pub(super) fn is_closure(path: &Path) -> bool {
+    matches!(
+        path,
+        Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_)
+    )
 }
 
 impl<E: Engine> Evaluator<'_, '_, E> {
     /// Whether `id` can occur in a relation of the graph.
-    fn in_space(&self, id: u32) -> bool {
+    pub(super) fn in_space(&self, id: u32) -> bool {
         id < self.graph.node_count()
     }
 
-    fn eval(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, SparqlError> {
+    pub(super) fn eval(&mut self, path: &Path, s: &Nodes, o: &Nodes) -> Result<Bag, SparqlError> {
+        if s.is_empty() || o.is_empty() {
+            return Ok(Bag::default());
+        }
         match path {
             Path::Link(p) => Ok(self.link(*p, s, o, false)),
             Path::Inverse(a) => Ok(swap(self.eval(a, o, s)?)),
@@ -173,7 +243,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     }
 
     /// One solution per edge of `p` between the endpoints (`inverse`: object to subject).
-    fn link(&self, p: u32, s: Endpoint, o: Endpoint, inverse: bool) -> Bag {
+    fn link(&self, p: u32, s: &Nodes, o: &Nodes, inverse: bool) -> Bag {
         let mut out = Bag::default();
         let Some(t) = self.graph.relation(p) else {
             return out;
@@ -184,27 +254,30 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             let k = if inverse { (c, r) } else { (r, c) };
             *out.entry(k).or_insert(0) += 1;
         };
+        let rows = |set: &[u32], other: &Nodes, push: &mut dyn FnMut(u32, u32)| {
+            for &r in set.iter().filter(|&&r| self.in_space(r)) {
+                for c in t.row(r) {
+                    if other.allows(c) {
+                        push(r, c)
+                    }
+                }
+            }
+        };
+        let columns = |set: &[u32], other: &Nodes, push: &mut dyn FnMut(u32, u32)| {
+            for &c in set.iter().filter(|&&c| self.in_space(c)) {
+                for r in t.column(c) {
+                    if other.allows(r) {
+                        push(r, c)
+                    }
+                }
+            }
+        };
         match (rs, ro) {
-            (Endpoint::Const(r), Endpoint::Const(c)) => {
-                if self.in_space(r) && self.in_space(c) && t.contains(r, c) {
-                    push(r, c)
-                }
-            }
-            (Endpoint::Const(r), Endpoint::Var) => {
-                if self.in_space(r) {
-                    for c in t.row(r) {
-                        push(r, c)
-                    }
-                }
-            }
-            (Endpoint::Var, Endpoint::Const(c)) => {
-                if self.in_space(c) {
-                    for r in t.column(c) {
-                        push(r, c)
-                    }
-                }
-            }
-            (Endpoint::Var, Endpoint::Var) => {
+            (Nodes::Set(r), Nodes::Set(c)) if r.len() <= c.len() => rows(r, ro, &mut push),
+            (Nodes::Set(_), Nodes::Set(c)) => columns(c, rs, &mut push),
+            (Nodes::Set(r), Nodes::Any) => rows(r, ro, &mut push),
+            (Nodes::Any, Nodes::Set(c)) => columns(c, rs, &mut push),
+            (Nodes::Any, Nodes::Any) => {
                 for (r, c) in t.cells() {
                     push(r, c)
                 }
@@ -217,7 +290,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     /// forward item is listed or the list is empty) and an inverse part over every
     /// predicate not listed inverse (present when an inverse item is listed); one
     /// solution per matching triple.
-    fn negated(&self, items: &[(u32, bool)], s: Endpoint, o: Endpoint) -> Bag {
+    fn negated(&self, items: &[(u32, bool)], s: &Nodes, o: &Nodes) -> Bag {
         let forward_part = items.is_empty() || items.iter().any(|i| !i.1);
         let inverse_part = items.iter().any(|i| i.1);
         let mut out = Bag::default();
@@ -236,65 +309,141 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         out
     }
 
-    /// A closure: a set, from the RPQ engine; ends outside the graph's id space only
-    /// meet themselves, by a zero-length path.
-    fn closure(&mut self, path: &Path, s: Endpoint, o: Endpoint) -> Result<Bag, SparqlError> {
-        let outside = |e: Endpoint| matches!(e, Endpoint::Const(c) if !self.in_space(c));
-        if outside(s) || outside(o) {
-            let mut out = Bag::default();
-            if path.accepts_empty() {
-                match (s, o) {
-                    (Endpoint::Const(a), Endpoint::Const(b)) if a == b => {
-                        out.insert((a, a), 1);
-                    }
-                    (Endpoint::Const(a), Endpoint::Var) | (Endpoint::Var, Endpoint::Const(a)) => {
-                        out.insert((a, a), 1);
-                    }
-                    _ => {}
+    /// A closure: a set, from the RPQ engine in one plan; ends outside the graph's id
+    /// space only meet themselves, by a zero-length path.
+    fn closure(&mut self, path: &Path, s: &Nodes, o: &Nodes) -> Result<Bag, SparqlError> {
+        let mut out = Bag::default();
+        let split = |n: &Nodes| -> (Nodes, Vec<u32>) {
+            match n {
+                Nodes::Any => (Nodes::Any, Vec::new()),
+                Nodes::Set(ids) => {
+                    let (inside, outside): (Vec<u32>, Vec<u32>) =
+                        ids.iter().partition(|&&c| self.in_space(c));
+                    (Nodes::Set(inside), outside)
                 }
             }
+        };
+        let (s_in, s_out) = split(s);
+        let (o_in, o_out) = split(o);
+        if path.accepts_empty() {
+            for &a in &s_out {
+                if o.allows(a) {
+                    out.insert((a, a), 1);
+                }
+            }
+            if *s == Nodes::Any {
+                for &a in &o_out {
+                    out.insert((a, a), 1);
+                }
+            }
+        }
+        if s_in.is_empty() || o_in.is_empty() {
             return Ok(out);
         }
-        let options = self.deadline.options()?;
-        let plan = rpq::plan(self.graph, path, s, o, &options);
-        let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
-        if r.timed_out {
-            return Err(SparqlError::Timeout);
-        }
-        Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
+        let pairs = self.closure_pairs(path, &s_in, &o_in)?;
+        let mut bag: Bag = pairs.into_iter().map(|k| (k, 1)).collect();
+        bag.extend(out);
+        Ok(bag)
     }
 
-    /// A closure from each of `starts` (nodes of the graph) to any node, as one batched
-    /// plan: the pairs `(start, end)`.
-    fn closure_from(&mut self, path: &Path, starts: &[u32]) -> Result<Bag, SparqlError> {
-        let options = self.deadline.options()?;
-        let mut plan = rpq::plan(
-            self.graph,
-            path,
-            Endpoint::Const(starts[0]),
-            Endpoint::Var,
-            &options,
-        );
-        plan.start = StartNodes::Candidates(starts.iter().copied().collect());
-        plan.batch_words = options.batch_words;
-        let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
-        if r.timed_out {
-            return Err(SparqlError::Timeout);
+    /// The RPQ plan of a closure between two ends of the graph's id space (no empty
+    /// set): from a single constant end (with a target when both are), else from the set
+    /// end with fewer nodes as batches of start candidates, else with both ends free;
+    /// with the end the plan leaves free when it is a set: the answer's pairs must have
+    /// their subject (`true`) or object (`false`) in it.
+    pub(super) fn closure_plan(
+        &self,
+        path: &Path,
+        s: &Nodes,
+        o: &Nodes,
+        options: &EvalOptions,
+    ) -> (rpq::Plan, Option<(Nodes, bool)>) {
+        let one = |n: &Nodes| match n {
+            Nodes::Set(v) if v.len() == 1 => Some(v[0]),
+            _ => None,
+        };
+        let set = |n: &Nodes| (*n != Nodes::Any).then(|| n.clone());
+        match (one(s), one(o)) {
+            (Some(x), Some(y)) => {
+                let plan = rpq::plan(
+                    self.graph,
+                    path,
+                    Endpoint::Const(x),
+                    Endpoint::Const(y),
+                    options,
+                );
+                return (plan, None);
+            }
+            (Some(x), None) => {
+                let plan = rpq::plan(self.graph, path, Endpoint::Const(x), Endpoint::Var, options);
+                return (plan, set(o).map(|f| (f, false)));
+            }
+            (None, Some(y)) => {
+                let plan = rpq::plan(self.graph, path, Endpoint::Var, Endpoint::Const(y), options);
+                return (plan, set(s).map(|f| (f, true)));
+            }
+            (None, None) => {}
         }
-        Ok(r.pairs.into_iter().map(|k| (k, 1)).collect())
+        let from_object = match (s.len(), o.len()) {
+            (Some(a), Some(b)) => b < a,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        let (start, other) = if from_object { (o, s) } else { (s, o) };
+        let Nodes::Set(ids) = start else {
+            let plan = rpq::plan(self.graph, path, Endpoint::Var, Endpoint::Var, options);
+            return (plan, None);
+        };
+        let mut plan = if from_object {
+            rpq::plan(
+                self.graph,
+                path,
+                Endpoint::Var,
+                Endpoint::Const(ids[0]),
+                options,
+            )
+        } else {
+            rpq::plan(
+                self.graph,
+                path,
+                Endpoint::Const(ids[0]),
+                Endpoint::Var,
+                options,
+            )
+        };
+        plan.start = StartNodes::Candidates(ids.iter().copied().collect());
+        plan.batch_words = options
+            .batch_words
+            .max(1)
+            .min(ids.len().div_ceil(64).max(1));
+        (plan, set(other).map(|f| (f, from_object)))
     }
 
-    /// `a/b`: the bag join of both sides over the middle node. The side with a constant
-    /// end goes first; the other side then runs once per middle node when there are few.
-    fn sequence(
+    /// The `(subject, object)` pairs of a closure between ends of the graph's id space.
+    fn closure_pairs(
         &mut self,
-        a: &Path,
-        b: &Path,
-        s: Endpoint,
-        o: Endpoint,
-    ) -> Result<Bag, SparqlError> {
-        let backwards = matches!((s, o), (Endpoint::Var, Endpoint::Const(_)));
-        if backwards {
+        path: &Path,
+        s: &Nodes,
+        o: &Nodes,
+    ) -> Result<Vec<(u32, u32)>, SparqlError> {
+        let options = self.deadline.options()?;
+        let (plan, filter) = self.closure_plan(path, s, o, &options);
+        let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
+        if r.timed_out {
+            return Err(SparqlError::Timeout);
+        }
+        let mut pairs = r.pairs;
+        if let Some((f, subject)) = filter {
+            pairs.retain(|&(x, y)| f.allows(if subject { x } else { y }));
+        }
+        Ok(pairs)
+    }
+
+    /// `a/b`: the bag join of both sides over the middle node. The side with a set end
+    /// goes first (the object side through the mirrored path when only it is a set);
+    /// the other side then runs from the middle nodes as a set.
+    fn sequence(&mut self, a: &Path, b: &Path, s: &Nodes, o: &Nodes) -> Result<Bag, SparqlError> {
+        if *s == Nodes::Any && *o != Nodes::Any {
             // Mirror: s a/b o == o ^b/^a s.
             let (ia, ib) = (
                 Path::Inverse(Box::new(b.clone())),
@@ -302,43 +451,24 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             );
             return Ok(swap(self.sequence(&ia, &ib, o, s)?));
         }
-        let first = self.eval(a, s, Endpoint::Var)?;
+        let first = self.eval(a, s, &Nodes::Any)?;
         let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::default();
         for ((x, m), c) in first {
             by_middle.entry(m).or_default().push((x, c));
         }
         let mut out = Bag::default();
-        let join = |second: Bag, out: &mut Bag| {
-            for ((m, y), c2) in second {
-                if let Some(starts) = by_middle.get(&m) {
-                    for &(x, c1) in starts {
-                        *out.entry((x, y)).or_insert(0) += c1 * c2;
-                    }
-                }
-            }
-        };
         if by_middle.is_empty() {
             return Ok(out);
         }
-        let is_closure = matches!(
-            b,
-            Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_)
-        );
-        if is_closure && o == Endpoint::Var {
-            // One batched run of the engine from every middle node (64·W per batch).
-            let middles: Vec<u32> = by_middle.keys().copied().collect();
-            let second = self.closure_from(b, &middles)?;
-            join(second, &mut out);
-        } else if by_middle.len() <= PER_NODE_LIMIT {
-            let middles: Vec<u32> = by_middle.keys().copied().collect();
-            for m in middles {
-                self.deadline.check()?;
-                let second = self.eval(b, Endpoint::Const(m), o)?;
-                join(second, &mut out);
+        self.deadline.check()?;
+        let middles = Nodes::of(by_middle.keys().copied().collect());
+        let second = self.eval(b, &middles, o)?;
+        for ((m, y), c2) in second {
+            if let Some(starts) = by_middle.get(&m) {
+                for &(x, c1) in starts {
+                    *out.entry((x, y)).or_insert(0) += c1 * c2;
+                }
             }
-        } else {
-            let second = self.eval(b, Endpoint::Var, o)?;
-            join(second, &mut out);
         }
         Ok(out)
     }
