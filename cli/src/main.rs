@@ -44,6 +44,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
+    report::print_notices();
     // A server writes to sockets its clients may close at any time: a closed socket is an
     // error of that request (SIGPIPE stays ignored), not the end of the process.
     if !matches!(command, Command::Serve(_)) {

@@ -49,3 +49,24 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     })
     .clone()
 }
+
+/// Prints the library's warnings (through the [`log`] facade) on stderr as
+/// `k2rpq: message`; `--quiet` turns them off with [`log::set_max_level`].
+pub fn print_notices() {
+    struct Notices;
+    impl log::Log for Notices {
+        fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+            metadata.level() <= log::Level::Warn && metadata.target().starts_with("k2rpq")
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            if self.enabled(record.metadata()) {
+                eprintln!("k2rpq: {}", record.args());
+            }
+        }
+        fn flush(&self) {}
+    }
+    static NOTICES: Notices = Notices;
+    if log::set_logger(&NOTICES).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}

@@ -230,12 +230,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let t0 = Instant::now();
     let (graph, terms) = open_source(&args.source)?;
-    eprintln!(
-        "loaded {} node ids, {} predicates in {:.2} s",
-        graph.node_count(),
-        graph.predicates().len(),
-        t0.elapsed().as_secs_f64()
-    );
+    (!args.eval.device.quiet).then(|| {
+        eprintln!(
+            "loaded {} node ids, {} predicates in {:.2} s",
+            graph.node_count(),
+            graph.predicates().len(),
+            t0.elapsed().as_secs_f64()
+        )
+    });
     let task = RunQueries {
         args: &args,
         options,
@@ -298,15 +300,18 @@ fn report(
             writeln!(out, "{}", r.count)?;
         }
     }
-    eprintln!(
-        "query {label}: {} pairs{}{} in {:.3} ms on {engine} ({} steps, {} products)",
-        r.count,
-        if r.truncated { " (limit reached)" } else { "" },
-        if r.timed_out { " (timed out)" } else { "" },
-        r.trace.elapsed.as_secs_f64() * 1e3,
-        r.trace.total_steps,
-        r.trace.products
-    );
+    let quiet = args.eval.device.quiet;
+    (!quiet).then(|| {
+        eprintln!(
+            "query {label}: {} pairs{}{} in {:.3} ms on {engine} ({} steps, {} products)",
+            r.count,
+            if r.truncated { " (limit reached)" } else { "" },
+            if r.timed_out { " (timed out)" } else { "" },
+            r.trace.elapsed.as_secs_f64() * 1e3,
+            r.trace.total_steps,
+            r.trace.products
+        )
+    });
     if r.timed_out {
         cut.timed_out.push(label.to_owned());
     } else if r.truncated {
@@ -375,12 +380,14 @@ fn run_on_store(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let db = args.eval.open_database(dir)?;
-    eprintln!(
-        "opened {} ({} node ids) in {:.2} s",
-        dir.display(),
-        db.store().node_count(),
-        t0.elapsed().as_secs_f64()
-    );
+    (!args.eval.device.quiet).then(|| {
+        eprintln!(
+            "opened {} ({} node ids) in {:.2} s",
+            dir.display(),
+            db.store().node_count(),
+            t0.elapsed().as_secs_f64()
+        )
+    });
     let many = queries.len() > 1;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());

@@ -139,8 +139,9 @@ impl GpuSelection {
 }
 
 /// The engines of `selection` for an `auto` engine choice, where the GPU is optional:
-/// `None` after one line on stderr when `selection` is `None` (the default, GPU 0) or
-/// `all` and no GPU is usable (callers then use the CPU engine). An explicit list must be
+/// `None` after a warning through the [`log`] facade when `selection` is `None` (the
+/// default, GPU 0) or `all` and no GPU is usable (callers then use the CPU engine; the
+/// `k2rpq` binary prints the warning on stderr unless `--quiet`). An explicit list must be
 /// honoured: an absent or unusable device in it is an error. Each engine gets `options`.
 pub fn open_or_notice_with(
     selection: Option<&GpuSelection>,
@@ -151,7 +152,7 @@ pub fn open_or_notice_with(
         other => match other.cloned().unwrap_or_default().open_with(options) {
             Ok(e) => Ok(Some(e)),
             Err(e) => {
-                eprintln!("k2rpq: {e}; using the CPU engine");
+                log::warn!("{e}; using the CPU engine");
                 Ok(None)
             }
         },
