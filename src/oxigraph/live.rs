@@ -481,7 +481,7 @@ impl Live {
     }
 
     /// Every relation's pairs, as of now.
-    pub(crate) fn relation_pairs(&mut self) -> Vec<(GraphKey, PredId, Vec<(u32, u32)>)> {
+    pub(crate) fn relation_pairs(&mut self) -> Vec<super::log::RelationPairs> {
         let s = self.snapshot();
         let mut out = Vec::new();
         for (g, graph) in &s.graphs {

@@ -41,6 +41,9 @@ fn graph_key(code: u32) -> GraphKey {
     (code != u32::MAX).then_some(code)
 }
 
+/// One relation's pairs: its graph, its predicate, its `(subject, object)` pairs.
+pub(crate) type RelationPairs = (GraphKey, PredId, Vec<(u32, u32)>);
+
 /// What a checkpoint holds.
 #[derive(Default)]
 pub(crate) struct Checkpoint {
@@ -49,7 +52,7 @@ pub(crate) struct Checkpoint {
     /// The dictionary's terms, by id.
     pub terms: Vec<Term>,
     /// Every relation's pairs.
-    pub relations: Vec<(GraphKey, PredId, Vec<(u32, u32)>)>,
+    pub relations: Vec<RelationPairs>,
 }
 
 /// One write of the log.
