@@ -17,7 +17,9 @@
 #          heavy) on SCALE_ENGINES (default gpu,cpu), --repeats 3 --warmup 0 --timeout 60,
 #          with --gpu-budget SCALE_GPU_BUDGET (default: half the store's trees, so the
 #          device cache must evict). Appends to scale.log and scale-workload.json (one JSON
-#          document per class) as each step ends, so a call cut at its limit keeps them.
+#          document per class) as each step ends, so a call cut at its limit keeps them;
+#          a class still running SCALE_SECONDS (default 570) after the part began is
+#          stopped (its finished queries stay in scale.log) and later ones are skipped.
 #
 # The shared datasets come from $K2RPQ_SHARED (the folder holding data/) at build time.
 set -uo pipefail
@@ -130,6 +132,7 @@ run)
             --warmup 0 --repeats 1 --timeout 60 --quiet --json "$out/scaling.json" 2>&1 | tail -8 || status=1 ;;
     scale)
         n="${SCALE_TRIPLES:-1000000000}"
+        deadline=$(( SECONDS + ${SCALE_SECONDS:-570} ))
         engines="${SCALE_ENGINES:-gpu,cpu}"
         store="$tmp/scale.store"; log="$out/scale.log"; wl="$out/scale-workload.rpq"
         rm -rf "$store"; : >"$out/scale-workload.json"
@@ -154,7 +157,9 @@ run)
         for class in cv vc cc vv heavy; do
             step "scale: workload class $class on $engines"
             grep -E "^$class/" "$wl" >"$tmp/scale-$class.rpq" || continue
-            "$kb" workload --store "$store" --queries "$tmp/scale-$class.rpq" --engines "$engines" \
+            left=$(( deadline - SECONDS ))
+            if [ "$left" -lt 5 ]; then echo "skipped: SCALE_SECONDS spent" | tee -a "$out/summary.txt"; continue; fi
+            timeout "$left" "$kb" workload --store "$store" --queries "$tmp/scale-$class.rpq" --engines "$engines" \
                 --repeats 3 --warmup 0 --timeout 60 --gpu-budget "$budget" --quiet --stats \
                 --json "$tmp/scale-$class.json" >>"$log" 2>&1 || status=1
             cat "$tmp/scale-$class.json" >>"$out/scale-workload.json" 2>/dev/null

@@ -131,6 +131,13 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Bytes the engine can give the bit batches of an evaluation now, where they are
+    /// bounded apart from the host's memory (a device's free memory); `None` otherwise.
+    /// The executor narrows its batches to fit.
+    fn batch_memory(&self) -> Option<u64> {
+        None
+    }
+
     /// Loads `tree` with the given configuration.
     fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<Self::Matrix>;
 

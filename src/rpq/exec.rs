@@ -322,7 +322,8 @@ pub fn evaluate_with<E: Engine>(
     match &plan.start {
         StartNodes::Const(c) => run.batch(0, &[*c], 1)?,
         StartNodes::Candidates(cands) => {
-            let per = 64 * plan.batch_words;
+            let words = run.fitting_words(plan.batch_words);
+            let per = 64 * words;
             let mut batch = Vec::with_capacity(per);
             let mut k = 0u64;
             for v in cands.iter() {
@@ -331,13 +332,13 @@ pub fn evaluate_with<E: Engine>(
                     if !run.may_start_batch() {
                         break;
                     }
-                    run.batch(k, &batch, plan.batch_words)?;
+                    run.batch(k, &batch, words)?;
                     batch.clear();
                     k += 1;
                 }
             }
             if !batch.is_empty() && run.may_start_batch() {
-                run.batch(k, &batch, plan.batch_words)?;
+                run.batch(k, &batch, words)?;
             }
         }
     }
@@ -569,6 +570,22 @@ impl<E: Engine> Run<'_, E> {
 
     fn out_of_time(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// `words`, or the widest batch below it whose bit batches (frontier, visited and
+    /// next per state, and a scratch batch: `node_count · 8` bytes each per word) fit in
+    /// three quarters of the engine's memory for batches, at least one word. At 10⁹
+    /// wikidata-like triples (~3·10⁸ nodes) one word of one batch is 2.5 GB, so the
+    /// default eight words of a two-state closure would not fit an 80 GB device.
+    pub(super) fn fitting_words(&self, words: usize) -> usize {
+        let Some(free) = self.engine.batch_memory() else {
+            return words;
+        };
+        let batches = 3 * self.plan.automaton.states() as u64 + 1;
+        let per_word = (self.n as u64).max(1) * 8 * batches;
+        usize::try_from(free / 4 * 3 / per_word)
+            .unwrap_or(usize::MAX)
+            .clamp(1, words.max(1))
     }
 
     /// Whether the next batch may start; otherwise records why not. A batch costs

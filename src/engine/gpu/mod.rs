@@ -1274,6 +1274,13 @@ impl Engine for GpuEngine {
         "gpu"
     }
 
+    fn batch_memory(&self) -> Option<u64> {
+        self.cuda_context()
+            .mem_get_info()
+            .ok()
+            .map(|(free, _)| free as u64)
+    }
+
     fn load(&self, tree: &Arc<K2Tree>, config: MatrixConfig) -> Result<DeviceTree> {
         let _g = self.guard();
         let m = DeviceTree::load(&self.gpu, tree, config, &self.options)?;
