@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
-use k2rpq::cache::{CacheError, CacheOptions, DeviceCache};
+use k2rpq::cache::{CacheError, CacheOptions, DeviceCache, Pinned};
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, Traversal};
 use k2rpq::k2tree::K2Tree;
@@ -46,6 +46,33 @@ fn cache(budget: u64) -> DeviceCache<CpuEngine, usize> {
 
 fn bytes(r: &Relation, config: MatrixConfig) -> u64 {
     CpuEngine::new().load_bytes(&r.tree, config)
+}
+
+/// Bytes of each relation with its cached frontier.
+fn frontier_bytes(rels: &[Relation]) -> Vec<u64> {
+    rels.iter()
+        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
+        .collect()
+}
+
+/// Relation `k` from the cache, asked for with its cached frontier.
+fn pin(c: &DeviceCache<CpuEngine, usize>, rels: &[Relation], k: usize) -> Pinned<CpuEngine, usize> {
+    c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
+        .unwrap()
+}
+
+/// One forward step of `sources` through the cached matrix `a`.
+fn forward(
+    c: &DeviceCache<CpuEngine, usize>,
+    a: &Pinned<CpuEngine, usize>,
+    sources: &BTreeSet<u32>,
+    traversal: Traversal,
+) -> BTreeSet<u32> {
+    let mut y = BitMatrix::zeroed(N as usize, 1);
+    c.engine()
+        .bool_product(a, Direction::Left, &to_bits(sources), &mut y, traversal)
+        .unwrap();
+    from_bits(&y)
 }
 
 /// The budget invariant, checked after every operation.
@@ -100,16 +127,9 @@ fn step(
 ) -> BTreeSet<u32> {
     let working = c.reserve(2 * N as u64 * 8).unwrap();
     check_budget(c);
-    let a = c
-        .get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
-        .unwrap();
+    let a = pin(c, rels, k);
     check_budget(c);
-    let x = to_bits(sources);
-    let mut y = BitMatrix::zeroed(N as usize, 1);
-    c.engine()
-        .bool_product(&a, Direction::Left, &x, &mut y, traversal)
-        .unwrap();
-    let got = from_bits(&y);
+    let got = forward(c, &a, sources, traversal);
     assert_eq!(got, successors(&rels[k].edges, sources), "relation {k}");
     drop(a);
     drop(working);
@@ -124,10 +144,7 @@ fn random_sources(rng: &mut StdRng) -> BTreeSet<u32> {
 #[test]
 fn budget_smaller_than_the_workload_evicts_and_stays_right() {
     let rels = relations(10, 800, 1);
-    let total: u64 = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .sum();
+    let total: u64 = frontier_bytes(&rels).iter().sum();
     let c = cache(total / 3 + 2 * N as u64 * 8);
     let mut rng = StdRng::seed_from_u64(2);
     for i in 0..200 {
@@ -151,10 +168,7 @@ fn budget_smaller_than_the_workload_evicts_and_stays_right() {
 fn plan_larger_than_the_budget_runs_in_phases() {
     // A path a/b/c/d/e whose relations together need more than the budget, each fitting.
     let rels = relations(5, 1500, 3);
-    let sizes: Vec<u64> = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .collect();
+    let sizes = frontier_bytes(&rels);
     let budget = sizes.iter().max().unwrap() * 2 + 2 * N as u64 * 8;
     assert!(sizes.iter().sum::<u64>() > budget);
     let c = cache(budget);
@@ -207,9 +221,7 @@ fn relation_larger_than_the_budget_falls_back_or_fails() {
 
     // The frontier does not fit: tree-only, and products stay right.
     let c = cache(tree_only + 2 * N as u64 * 8);
-    let a = c
-        .get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier)
-        .unwrap();
+    let a = pin(&c, &rels, 0);
     assert_eq!(a.config(), MatrixConfig::TreeOnly);
     assert_eq!(a.bytes(), tree_only);
     drop(a);
@@ -237,21 +249,13 @@ fn relation_larger_than_the_budget_falls_back_or_fails() {
 #[test]
 fn pinned_relations_are_never_evicted() {
     let rels = relations(6, 800, 7);
-    let max = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .max()
-        .unwrap();
+    let max = *frontier_bytes(&rels).iter().max().unwrap();
     let c = cache(2 * max);
-    let pinned = c
-        .get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier)
-        .unwrap();
+    let pinned = pin(&c, &rels, 0);
     let mut rng = StdRng::seed_from_u64(8);
     for _ in 0..30 {
         let k = rng.random_range(1..rels.len());
-        let a = c
-            .get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
-            .unwrap();
+        let a = pin(&c, &rels, k);
         check_budget(&c);
         assert!(c.contains(&0), "the pinned relation was evicted");
         drop(a);
@@ -277,17 +281,11 @@ fn pinned_relations_are_never_evicted() {
 #[test]
 fn reservations_evict_unpinned_relations_and_return_their_bytes() {
     let rels = relations(3, 800, 9);
-    let sizes: Vec<u64> = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .collect();
+    let sizes = frontier_bytes(&rels);
     let budget = sizes.iter().sum::<u64>();
     let c = cache(budget);
-    for (k, r) in rels.iter().enumerate() {
-        drop(
-            c.get(k, || r.tree.clone(), MatrixConfig::CachedFrontier)
-                .unwrap(),
-        );
+    for k in 0..rels.len() {
+        drop(pin(&c, &rels, k));
     }
     assert_eq!(c.used_bytes(), budget);
     // Relation 0 is the least recently used: a reservation of its size evicts it alone.
@@ -303,17 +301,11 @@ fn reservations_evict_unpinned_relations_and_return_their_bytes() {
 #[test]
 fn stats_are_consistent() {
     let rels = relations(3, 800, 10);
-    let sizes: Vec<u64> = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .collect();
+    let sizes = frontier_bytes(&rels);
     // Room for relations 0 and 1 together, not all three.
     let c = cache(sizes[0] + sizes[1].max(sizes[2]));
     let get = |k: usize| {
-        drop(
-            c.get(k, || rels[k].tree.clone(), MatrixConfig::CachedFrontier)
-                .unwrap(),
-        );
+        drop(pin(&c, &rels, k));
         check_budget(&c);
     };
     get(0); // miss
@@ -369,10 +361,7 @@ fn cold_relations_load_tree_only_and_upgrade_when_hot() {
 #[test]
 fn frontiers_that_do_not_fit_comfortably_are_left_out_when_memory_is_taken() {
     let rels = relations(2, 800, 15);
-    let full: Vec<u64> = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .collect();
+    let full = frontier_bytes(&rels);
     // Each frontier configuration takes over a quarter of the budget.
     let budget = full[0] + full[1] + 1;
     let c: DeviceCache<CpuEngine, usize> = DeviceCache::new(
@@ -381,16 +370,12 @@ fn frontiers_that_do_not_fit_comfortably_are_left_out_when_memory_is_taken() {
     );
     assert!(full[0] as f64 > 0.25 * budget as f64);
     // While the memory is free it is used.
-    let a = c
-        .get(0, || rels[0].tree.clone(), MatrixConfig::CachedFrontier)
-        .unwrap();
+    let a = pin(&c, &rels, 0);
     assert_eq!(a.config(), MatrixConfig::CachedFrontier);
     // Relation 0 is pinned and a query holds working memory: relation 1's frontier no
     // longer fits in what is free, so it comes tree-only.
     let w = c.reserve(budget - full[0] - full[1] + 2).unwrap();
-    let b = c
-        .get(1, || rels[1].tree.clone(), MatrixConfig::CachedFrontier)
-        .unwrap();
+    let b = pin(&c, &rels, 1);
     assert_eq!(b.config(), MatrixConfig::TreeOnly);
     check_budget(&c);
     drop((a, b, w));
@@ -421,17 +406,10 @@ fn failed_loads_leave_nothing_behind() {
 #[test]
 fn concurrent_queries_share_one_cache() {
     let rels = relations(12, 600, 13);
-    let total: u64 = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .sum();
+    let total: u64 = frontier_bytes(&rels).iter().sum();
     let threads = 4;
     // Every thread can hold one relation and its working memory at once.
-    let max = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .max()
-        .unwrap();
+    let max = *frontier_bytes(&rels).iter().max().unwrap();
     let budget = (total / 4).max(threads as u64 * (max + 2 * N as u64 * 8));
     let c = cache(budget);
     let ops_per_thread = 60;
@@ -533,11 +511,7 @@ fn tight_budgets_with_long_queries_never_hang_or_overrun() {
     // relation per step; the budget holds every thread's frontiers and about two
     // relations. A query either completes with the right answer or gets `Exhausted`.
     let rels = relations(8, 600, 16);
-    let max = rels
-        .iter()
-        .map(|r| bytes(r, MatrixConfig::CachedFrontier))
-        .max()
-        .unwrap();
+    let max = *frontier_bytes(&rels).iter().max().unwrap();
     let threads = 4;
     let frontier = 2 * N as u64 * 8;
     let c = cache(threads as u64 * frontier + 2 * max);
@@ -565,17 +539,7 @@ fn tight_budgets_with_long_queries_never_hang_or_overrun() {
                                 Err(e) => panic!("{e}"),
                             };
                         check_budget(c);
-                        let mut y = BitMatrix::zeroed(N as usize, 1);
-                        c.engine()
-                            .bool_product(
-                                &a,
-                                Direction::Left,
-                                &to_bits(&set),
-                                &mut y,
-                                Traversal::Masked,
-                            )
-                            .unwrap();
-                        set = from_bits(&y);
+                        set = forward(c, &a, &set, Traversal::Masked);
                         oracle = successors(&rels[k].edges, &oracle);
                         assert_eq!(set, oracle);
                     }

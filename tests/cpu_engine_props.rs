@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{arb_matrix, big_matrix, Csr};
-use k2rpq::engine::cpu::CpuEngine;
+use k2rpq::engine::cpu::{CpuEngine, CpuMatrix};
 use k2rpq::engine::{
     BitMatrix, Boolean, Counting, Direction, Engine, MatrixConfig, PlusTimes, Semiring, Traversal,
     Tropical,
@@ -28,6 +28,30 @@ impl Rng {
     }
 }
 
+/// Runs `check` on every configuration's matrix of `tree` in every direction, with the
+/// product's input and output lengths.
+fn for_each_matrix(
+    tree: &Arc<K2Tree>,
+    mut check: impl FnMut(
+        &CpuEngine,
+        &CpuMatrix,
+        MatrixConfig,
+        Direction,
+        usize,
+        usize,
+    ) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let engine = CpuEngine::new();
+    for config in CONFIGS {
+        let m = engine.load(tree, config).unwrap();
+        for dir in DIRS {
+            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
+            check(&engine, &m, config, dir, n_in as usize, n_out as usize)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `S` for every direction, configuration and batch width; `gen` makes input entries
 /// and `same` compares outputs.
 fn check_semiring<S: Semiring>(
@@ -37,41 +61,36 @@ fn check_semiring<S: Semiring>(
     gen: impl Fn(&mut Rng) -> S::Elem,
     same: impl Fn(S::Elem, S::Elem) -> bool,
 ) -> Result<(), TestCaseError> {
-    let engine = CpuEngine::new();
     let mut rng = Rng(seed | 1);
-    for config in CONFIGS {
-        let m = engine.load(tree, config).unwrap();
-        for dir in DIRS {
-            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
-            for batch in BATCHES {
-                let x: Vec<S::Elem> = (0..n_in as usize * batch).map(|_| gen(&mut rng)).collect();
-                // y starts as garbage: the product must overwrite it.
-                let mut y = vec![gen(&mut rng); n_out as usize * batch];
-                engine.product::<S>(&m, dir, &x, batch, &mut y).unwrap();
-                let want = csr.product::<S>(dir, &x, batch);
-                for (k, (&a, &b)) in y.iter().zip(&want).enumerate() {
-                    prop_assert!(
-                        same(a, b),
-                        "{:?} {:?} {:?} batch {} entry {}: got {:?}, want {:?}",
-                        S::KIND,
-                        config,
-                        dir,
-                        batch,
-                        k,
-                        a,
-                        b
-                    );
-                }
-                // Wrong shapes are errors, not panics.
-                let mut short = vec![S::zero(); (n_out as usize * batch).saturating_sub(1)];
-                if n_out > 0 {
-                    prop_assert!(engine.product::<S>(&m, dir, &x, batch, &mut short).is_err());
-                }
-                prop_assert!(engine.product::<S>(&m, dir, &x, 0, &mut y).is_err());
+    for_each_matrix(tree, |engine, m, config, dir, n_in, n_out| {
+        for batch in BATCHES {
+            let x: Vec<S::Elem> = (0..n_in * batch).map(|_| gen(&mut rng)).collect();
+            // y starts as garbage: the product must overwrite it.
+            let mut y = vec![gen(&mut rng); n_out * batch];
+            engine.product::<S>(m, dir, &x, batch, &mut y).unwrap();
+            let want = csr.product::<S>(dir, &x, batch);
+            for (k, (&a, &b)) in y.iter().zip(&want).enumerate() {
+                prop_assert!(
+                    same(a, b),
+                    "{:?} {:?} {:?} batch {} entry {}: got {:?}, want {:?}",
+                    S::KIND,
+                    config,
+                    dir,
+                    batch,
+                    k,
+                    a,
+                    b
+                );
             }
+            // Wrong shapes are errors, not panics.
+            let mut short = vec![S::zero(); (n_out * batch).saturating_sub(1)];
+            if n_out > 0 {
+                prop_assert!(engine.product::<S>(m, dir, &x, batch, &mut short).is_err());
+            }
+            prop_assert!(engine.product::<S>(m, dir, &x, 0, &mut y).is_err());
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn check_all_semirings(tree: &Arc<K2Tree>, csr: &Csr, seed: u64) -> Result<(), TestCaseError> {
@@ -124,51 +143,46 @@ fn random_bits(rng: &mut Rng, rows: usize, words: usize, density: u64) -> BitMat
 }
 
 fn check_bool(tree: &Arc<K2Tree>, csr: &Csr, seed: u64) -> Result<(), TestCaseError> {
-    let engine = CpuEngine::new();
     let mut rng = Rng(seed | 1);
-    for config in CONFIGS {
-        let m = engine.load(tree, config).unwrap();
-        for dir in DIRS {
-            let (n_in, n_out) = dir.lengths(tree.rows(), tree.cols());
-            for words in [1, 2, 3] {
-                // Dense inputs, sparse inputs (a few active rows), and an empty one.
-                for density in [100, 50, 5, 0] {
-                    let x = random_bits(&mut rng, n_in as usize, words, density);
-                    let y0 = random_bits(&mut rng, n_out as usize, words, 20);
-                    let want = csr.bool_product(dir, &x, &y0);
-                    for traversal in [Traversal::Dense, Traversal::Masked] {
-                        let xd = engine.bits_upload(&x).unwrap();
-                        let mut yd = engine.bits_upload(&y0).unwrap();
-                        engine
-                            .bool_product(&m, dir, &xd, &mut yd, traversal)
-                            .unwrap();
-                        let got = engine.bits_download(&yd).unwrap();
-                        prop_assert_eq!(
-                            &got,
-                            &want,
-                            "{:?} {:?} {:?} W = {} density {}",
-                            config,
-                            dir,
-                            traversal,
-                            words,
-                            density
-                        );
-                    }
+    for_each_matrix(tree, |engine, m, config, dir, n_in, n_out| {
+        for words in [1, 2, 3] {
+            // Dense inputs, sparse inputs (a few active rows), and an empty one.
+            for density in [100, 50, 5, 0] {
+                let x = random_bits(&mut rng, n_in, words, density);
+                let y0 = random_bits(&mut rng, n_out, words, 20);
+                let want = csr.bool_product(dir, &x, &y0);
+                for traversal in [Traversal::Dense, Traversal::Masked] {
+                    let xd = engine.bits_upload(&x).unwrap();
+                    let mut yd = engine.bits_upload(&y0).unwrap();
+                    engine
+                        .bool_product(m, dir, &xd, &mut yd, traversal)
+                        .unwrap();
+                    let got = engine.bits_download(&yd).unwrap();
+                    prop_assert_eq!(
+                        &got,
+                        &want,
+                        "{:?} {:?} {:?} W = {} density {}",
+                        config,
+                        dir,
+                        traversal,
+                        words,
+                        density
+                    );
                 }
-                // Mismatched shapes are errors.
-                let x = engine.bits_zeroed(n_in as usize, words).unwrap();
-                let mut y = engine.bits_zeroed(n_out as usize + 1, words).unwrap();
-                prop_assert!(engine
-                    .bool_product(&m, dir, &x, &mut y, Traversal::Dense)
-                    .is_err());
-                let mut y = engine.bits_zeroed(n_out as usize, words + 1).unwrap();
-                prop_assert!(engine
-                    .bool_product(&m, dir, &x, &mut y, Traversal::Masked)
-                    .is_err());
             }
+            // Mismatched shapes are errors.
+            let x = engine.bits_zeroed(n_in, words).unwrap();
+            let mut y = engine.bits_zeroed(n_out + 1, words).unwrap();
+            prop_assert!(engine
+                .bool_product(m, dir, &x, &mut y, Traversal::Dense)
+                .is_err());
+            let mut y = engine.bits_zeroed(n_out, words + 1).unwrap();
+            prop_assert!(engine
+                .bool_product(m, dir, &x, &mut y, Traversal::Masked)
+                .is_err());
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 proptest! {
@@ -229,29 +243,26 @@ fn big_matrix_products_match_csr() {
     let edges = big_matrix(rows, cols, 150_000, 11);
     let tree = Arc::new(K2Tree::from_edges(rows, cols, edges.clone()));
     let csr = Csr::from_edges(rows, cols, &edges);
-    let engine = CpuEngine::new();
     let mut rng = Rng(5);
-    for config in CONFIGS {
-        let m = engine.load(&tree, config).unwrap();
-        for dir in DIRS {
-            let (n_in, n_out) = dir.lengths(rows, cols);
-            let x: Vec<u32> = (0..n_in).map(|_| (rng.next() % 3) as u32).collect();
-            let mut y = vec![0u32; n_out as usize];
-            engine.product::<Counting>(&m, dir, &x, 1, &mut y).unwrap();
-            assert_eq!(y, csr.product::<Counting>(dir, &x, 1), "{config:?} {dir:?}");
-            for density in [100, 1] {
-                let x = random_bits(&mut rng, n_in as usize, 2, density);
-                let y0 = BitMatrix::zeroed(n_out as usize, 2);
-                let want = csr.bool_product(dir, &x, &y0);
-                for traversal in [Traversal::Dense, Traversal::Masked] {
-                    let mut y = y0.clone();
-                    engine.bool_product(&m, dir, &x, &mut y, traversal).unwrap();
-                    assert_eq!(
-                        y, want,
-                        "{config:?} {dir:?} {traversal:?} density {density}"
-                    );
-                }
+    for_each_matrix(&tree, |engine, m, config, dir, n_in, n_out| {
+        let x: Vec<u32> = (0..n_in).map(|_| (rng.next() % 3) as u32).collect();
+        let mut y = vec![0u32; n_out];
+        engine.product::<Counting>(m, dir, &x, 1, &mut y).unwrap();
+        assert_eq!(y, csr.product::<Counting>(dir, &x, 1), "{config:?} {dir:?}");
+        for density in [100, 1] {
+            let x = random_bits(&mut rng, n_in, 2, density);
+            let y0 = BitMatrix::zeroed(n_out, 2);
+            let want = csr.bool_product(dir, &x, &y0);
+            for traversal in [Traversal::Dense, Traversal::Masked] {
+                let mut y = y0.clone();
+                engine.bool_product(m, dir, &x, &mut y, traversal).unwrap();
+                assert_eq!(
+                    y, want,
+                    "{config:?} {dir:?} {traversal:?} density {density}"
+                );
             }
         }
-    }
+        Ok(())
+    })
+    .unwrap();
 }

@@ -17,6 +17,11 @@ fn nt_lines(n: usize) -> String {
         .collect()
 }
 
+/// `before` good lines of [`nt_lines`], the line `bad`, then `after` good lines.
+fn around(before: usize, bad: &str, after: usize) -> String {
+    [nt_lines(before), bad.to_owned(), nt_lines(after)].concat()
+}
+
 fn small_chunks() -> LoadOptions {
     LoadOptions {
         chunk_bytes: 4096,
@@ -34,9 +39,7 @@ fn write(dir: &Path, name: &str, text: &str) -> Input {
 fn malformed_line_reports_file_line_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     // The bad line sits far into the file, in a later parallel chunk.
-    let mut text = nt_lines(400);
-    text.push_str("<http://ex.org/a> <http://ex.org/p> .\n");
-    text.push_str(&nt_lines(10));
+    let text = around(400, "<http://ex.org/a> <http://ex.org/p> .\n", 10);
     let input = write(dir.path(), "bad.nt", &text);
     let err = load(&[input], &dir.path().join("s"), &small_chunks()).unwrap_err();
     match &err {
@@ -75,9 +78,7 @@ fn turtle_syntax_error_has_its_line() {
 #[test]
 fn lenient_skips_and_counts_bad_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let mut text = nt_lines(300);
-    text.push_str("this is not a triple\n");
-    text.push_str(&nt_lines(5));
+    let mut text = around(300, "this is not a triple\n", 5);
     text.push_str("<http://ex.org/a> \"literal predicate\" <http://ex.org/b> .\n");
     let input = write(dir.path(), "bad.nt", &text);
     let options = LoadOptions {
@@ -147,6 +148,27 @@ fn flip_byte(path: &Path, at: usize) {
     std::fs::write(path, b).unwrap();
 }
 
+/// A fresh store in `dir/s` with one byte flipped in the file `file_of` names (relative
+/// to the store); the store's folder and that file.
+fn corrupt_store(
+    dir: &Path,
+    file_of: impl FnOnce(&Store) -> String,
+    at: usize,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (s, store) = fresh_store(dir);
+    let file = s.join(file_of(&store));
+    drop(store);
+    flip_byte(&file, at);
+    (s, file)
+}
+
+/// Opens the store at `s`, which must fail with an error that mentions `words`; the error.
+fn open_fails(s: &Path, words: &str) -> StoreError {
+    let err = Store::open(s).unwrap_err();
+    assert!(err.to_string().contains(words), "{err}");
+    err
+}
+
 #[test]
 fn corrupt_or_foreign_manifest() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,9 +177,8 @@ fn corrupt_or_foreign_manifest() {
     let good = std::fs::read_to_string(&m).unwrap();
 
     std::fs::write(&m, &good[..good.len() / 2]).unwrap();
-    let err = Store::open(&s).unwrap_err();
+    let err = open_fails(&s, "manifest");
     assert!(matches!(err, StoreError::Manifest { .. }), "{err:?}");
-    assert!(err.to_string().contains("manifest"), "{err}");
 
     std::fs::write(&m, good.replacen("\"version\": 1", "\"version\": 99", 1)).unwrap();
     let err = Store::open(&s).unwrap_err();
@@ -188,28 +209,21 @@ fn corrupt_or_foreign_manifest() {
 #[test]
 fn corrupt_dictionary() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, store) = fresh_store(dir.path());
-    let file = s.join(&store.manifest().dictionary[0].file);
-    drop(store);
-    flip_byte(&file, 40);
-    let err = Store::open(&s).unwrap_err();
+    let dictionary = |store: &Store| store.manifest().dictionary[0].file.clone();
+    let (s, file) = corrupt_store(dir.path(), dictionary, 40);
+    let err = open_fails(&s, "checksum");
     assert!(matches!(err, StoreError::Dictionary(_)), "{err:?}");
-    assert!(err.to_string().contains("checksum"), "{err}");
     std::fs::remove_file(&file).unwrap();
-    let err = Store::open(&s).unwrap_err();
-    assert!(err.to_string().contains("cannot open"), "{err}");
+    open_fails(&s, "cannot open");
 }
 
 #[test]
 fn corrupt_truncated_or_missing_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, store) = fresh_store(dir.path());
-    let p = store.predicates(0)[0].clone();
-    let file = s.join(&p.file);
-    drop(store);
-
-    flip_byte(&file, 60);
+    let tree = |store: &Store| store.predicates(0)[0].file.clone();
+    let (s, file) = corrupt_store(dir.path(), tree, 60);
     let store = Store::open(&s).expect("open checks sizes only");
+    let p = store.predicates(0)[0].clone();
     let err = store.relation(0, p.id).unwrap_err();
     assert!(matches!(err, StoreError::Tree(_)), "{err:?}");
     // The file is named once, not once per layer of the error.
@@ -223,21 +237,17 @@ fn corrupt_truncated_or_missing_tree() {
         .unwrap()
         .set_len(len - 8)
         .unwrap();
-    let err = Store::open(&s).unwrap_err();
-    assert!(err.to_string().contains("truncated"), "{err}");
+    open_fails(&s, "truncated");
 
     std::fs::remove_file(&file).unwrap();
-    let err = Store::open(&s).unwrap_err();
-    assert!(err.to_string().contains("missing"), "{err}");
+    open_fails(&s, "missing");
 }
 
 #[test]
 fn corrupt_node_bitmap() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, store) = fresh_store(dir.path());
-    let file = s.join(&store.manifest().graphs[0].nodes_file);
-    drop(store);
-    flip_byte(&file, 10);
+    let nodes = |store: &Store| store.manifest().graphs[0].nodes_file.clone();
+    let (s, _) = corrupt_store(dir.path(), nodes, 10);
     let store = Store::open(&s).unwrap();
     let err = store.graph_nodes(0).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");

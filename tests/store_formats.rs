@@ -1,12 +1,26 @@
 //! Formats, compression, named graphs, literals and blank nodes as endpoints, stdin.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use k2rpq::store::{load, Format, Input, LoadOptions, Store};
 use oxrdf::{BlankNode, Literal, NamedNode, Term};
 
 fn iri(s: &str) -> Term {
     NamedNode::new_unchecked(format!("http://ex.org/{s}")).into()
+}
+
+/// Writes `bytes` to `dir/name`; the file's path.
+fn write_file(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Loads the file `input` into the store `store` with `options`, and opens the store.
+fn load_store(input: PathBuf, store: &Path, options: &LoadOptions) -> Store {
+    load(&[Input::Path(input)], store, options).unwrap();
+    Store::open(store).unwrap()
 }
 
 fn has(store: &Store, graph: usize, s: &Term, p: &str, o: &Term) -> bool {
@@ -27,6 +41,15 @@ const NQ: &str = r#"<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .
 _:x <http://ex.org/q> "lit"@en <http://ex.org/g1> .
 <http://ex.org/a> <http://ex.org/q> "42"^^<http://www.w3.org/2001/XMLSchema#integer> _:g .
 <http://ex.org/a> <http://ex.org/q> "plain" .
+"#;
+
+/// The quads of [`NQ`], in TriG.
+const TRIG: &str = r#"@prefix : <http://ex.org/> .
+:a :p :b .
+:a :q "plain" .
+:g1 { :a :p :c . _:x :q "lit"@en . }
+GRAPH :g2 { :b :p :c }
+_:g { :a :q 42 }
 "#;
 
 fn check_quads(store: &Store) {
@@ -92,51 +115,32 @@ fn check_quads(store: &Store) {
 #[test]
 fn nquads_plain_gzip_and_bzip2_keep_graphs_apart() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = dir.path().join("d.nq");
-    std::fs::write(&plain, NQ).unwrap();
-    let gz = dir.path().join("d.nq.gz");
+    let plain = write_file(dir.path(), "d.nq", NQ);
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(NQ.as_bytes()).unwrap();
-    std::fs::write(&gz, e.finish().unwrap()).unwrap();
-    let bz = dir.path().join("d.nq.bz2");
+    let gz = write_file(dir.path(), "d.nq.gz", e.finish().unwrap());
     let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
     e.write_all(NQ.as_bytes()).unwrap();
-    std::fs::write(&bz, e.finish().unwrap()).unwrap();
+    let bz = write_file(dir.path(), "d.nq.bz2", e.finish().unwrap());
     for (i, input) in [plain, gz, bz].into_iter().enumerate() {
         let store_dir = dir.path().join(format!("s{i}"));
-        load(&[Input::Path(input)], &store_dir, &LoadOptions::default()).unwrap();
-        check_quads(&Store::open(&store_dir).unwrap());
+        check_quads(&load_store(input, &store_dir, &LoadOptions::default()));
     }
 }
 
 #[test]
 fn trig_and_turtle() {
     let dir = tempfile::tempdir().unwrap();
-    let trig = dir.path().join("d.trig");
-    std::fs::write(
-        &trig,
-        r#"@prefix : <http://ex.org/> .
-:a :p :b .
-:a :q "plain" .
-:g1 { :a :p :c . _:x :q "lit"@en . }
-GRAPH :g2 { :b :p :c }
-_:g { :a :q 42 }
-"#,
-    )
-    .unwrap();
-    let s = dir.path().join("trig");
-    load(&[Input::Path(trig)], &s, &LoadOptions::default()).unwrap();
-    check_quads(&Store::open(&s).unwrap());
+    let trig = write_file(dir.path(), "d.trig", TRIG);
+    let default = LoadOptions::default();
+    check_quads(&load_store(trig, &dir.path().join("trig"), &default));
 
-    let ttl = dir.path().join("d.ttl");
-    std::fs::write(
-        &ttl,
+    let ttl = write_file(
+        dir.path(),
+        "d.ttl",
         "@prefix : <http://ex.org/> .\n:a :p :b , :c ; :q [ :p :a ] .\n",
-    )
-    .unwrap();
-    let s = dir.path().join("ttl");
-    load(&[Input::Path(ttl)], &s, &LoadOptions::default()).unwrap();
-    let store = Store::open(&s).unwrap();
+    );
+    let store = load_store(ttl, &dir.path().join("ttl"), &default);
     assert_eq!(store.graphs().len(), 1);
     assert!(has(&store, 0, &iri("a"), "p", &iri("c")));
     assert_eq!(store.graphs()[0].edges, 4);
@@ -145,17 +149,12 @@ _:g { :a :q 42 }
 #[test]
 fn explicit_format_overrides_the_name() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("data.txt");
-    std::fs::write(
-        &f,
-        "<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .\n",
-    )
-    .unwrap();
+    let line = "<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .\n";
+    let f = write_file(dir.path(), "data.txt", line);
     let options = LoadOptions {
         format: Some(Format::NTriples),
         ..LoadOptions::default()
     };
-    load(&[Input::Path(f)], &dir.path().join("s"), &options).unwrap();
-    let store = Store::open(&dir.path().join("s")).unwrap();
+    let store = load_store(f, &dir.path().join("s"), &options);
     assert!(has(&store, 0, &iri("a"), "p", &iri("b")));
 }

@@ -2,13 +2,28 @@
 
 use std::path::{Path, PathBuf};
 
-use k2rpq::store::{load, Input, LoadError, LoadOptions, Store};
+use k2rpq::store::{load, Input, LoadError, LoadOptions, LoadReport, Store};
 use oxrdf::NamedNode;
 
 fn write(dir: &Path, name: &str, text: &str) -> Input {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     Input::Path(p)
+}
+
+/// Writes `text` to `dir/name` and loads it into the store `store` with the default options.
+fn load_text(dir: &Path, name: &str, text: &str, store: &Path) -> LoadReport {
+    load(&[write(dir, name, text)], store, &LoadOptions::default()).unwrap()
+}
+
+/// The names of the entries of `dir`, sorted.
+fn sorted_names(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    names
 }
 
 fn line(s: &str, p: &str, o: &str) -> String {
@@ -51,12 +66,7 @@ fn incremental_load_keeps_ids_and_rebuilds_only_touched_predicates() {
         line("c", "r", "a"),
     ]
     .concat();
-    load(
-        &[write(dir.path(), "a.nt", &a)],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    load_text(dir.path(), "a.nt", &a, &s);
     let before = Store::open(&s).unwrap();
     let names = ["a", "b", "c", "p", "q", "r"];
     let ids: Vec<Option<u32>> = names.iter().map(|n| id(&before, n)).collect();
@@ -74,12 +84,7 @@ fn incremental_load_keeps_ids_and_rebuilds_only_touched_predicates() {
         line("e", "t", "a"),
     ]
     .concat();
-    let report = load(
-        &[write(dir.path(), "b.nt", &b)],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    let report = load_text(dir.path(), "b.nt", &b, &s);
     assert_eq!(report.new_terms, 2, "e and t");
     assert_eq!(report.relations_built, 2, "p and t");
     assert_eq!(report.relations_kept, 2, "q and r untouched");
@@ -129,19 +134,9 @@ fn incremental_load_keeps_ids_and_rebuilds_only_touched_predicates() {
 fn incremental_load_that_grows_the_padded_side_rebuilds_everything() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
-    load(
-        &[write(dir.path(), "a.nt", &line("a", "p", "b"))],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    load_text(dir.path(), "a.nt", &line("a", "p", "b"), &s);
     let more: String = (0..40).map(|i| line(&format!("x{i}"), "q", "a")).collect();
-    let report = load(
-        &[write(dir.path(), "b.nt", &more)],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    let report = load_text(dir.path(), "b.nt", &more, &s);
     assert_eq!((report.relations_built, report.relations_kept), (2, 0));
     let store = Store::open(&s).unwrap();
     assert!(has(&store, "a", "p", "b") && has(&store, "x39", "q", "a"));
@@ -160,17 +155,9 @@ fn interrupted_load_leaves_the_old_store_intact() {
     let a: String = (0..20)
         .map(|i| line(&format!("n{i}"), &format!("p{}", i % 4), "z"))
         .collect();
-    load(
-        &[write(dir.path(), "a.nt", &a)],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    load_text(dir.path(), "a.nt", &a, &s);
     let manifest = std::fs::read(s.join("manifest.json")).unwrap();
-    let files: Vec<_> = std::fs::read_dir(&s)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let files = sorted_names(&s);
 
     let b: String = (0..20)
         .map(|i| line("z", &format!("p{}", i % 4), &format!("m{i}")))
@@ -182,14 +169,7 @@ fn interrupted_load_leaves_the_old_store_intact() {
     let err = load(&[write(dir.path(), "b.nt", &b)], &s, &options).unwrap_err();
     assert!(matches!(err, LoadError::Injected), "{err:?}");
     assert_eq!(std::fs::read(s.join("manifest.json")).unwrap(), manifest);
-    let mut now: Vec<_> = std::fs::read_dir(&s)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    let mut was = files.clone();
-    now.sort();
-    was.sort();
-    assert_eq!(now, was);
+    assert_eq!(sorted_names(&s), files);
     let store = Store::open(&s).unwrap();
     store.verify().unwrap();
     assert!(has(&store, "n3", "p3", "z"));
@@ -215,12 +195,7 @@ fn temporaries_of_killed_loads_are_cleaned_up() {
     std::fs::create_dir(&stale).unwrap();
     std::fs::write(stale.join("junk"), "x").unwrap();
     let s = dir.path().join("s");
-    load(
-        &[write(dir.path(), "a.nt", &line("a", "p", "b"))],
-        &s,
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    load_text(dir.path(), "a.nt", &line("a", "p", "b"), &s);
     assert!(!stale.exists());
     assert_eq!(leftovers(dir.path()), vec![s]);
 }

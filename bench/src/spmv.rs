@@ -20,7 +20,7 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use self::contenders::{BcsrContender, BitsContender, Contender, CpuContender, CusparseContender};
+use self::contenders::{BaselineContender, BitsContender, Contender, CpuContender};
 use self::report::{GraphInfo, Measurement, SpmvReport, VariantTime};
 use crate::baseline::bcsr::{self, BcsrMatrix};
 use crate::baseline::cusparse::{self, CusparseMatrix};
@@ -274,7 +274,7 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
                     return Err(format!("no GPU: {r}"));
                 }
                 CusparseMatrix::new(csr)
-                    .map(|m| Box::new(CusparseContender(m)) as Box<dyn Contender>)
+                    .map(|m| Box::new(BaselineContender(m)) as Box<dyn Contender>)
                     .map_err(|e| e.to_string())
             }),
             cusparse_batches,
@@ -286,7 +286,7 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
                     return Err(format!("no NVRTC: {r}"));
                 }
                 BcsrMatrix::new(csr)
-                    .map(|m| Box::new(BcsrContender(m)) as Box<dyn Contender>)
+                    .map(|m| Box::new(BaselineContender(m)) as Box<dyn Contender>)
                     .map_err(|e| e.to_string())
             }),
             opts.batches.clone(),

@@ -4,11 +4,11 @@
 //! status.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 #[path = "cli_run/mod.rs"]
 mod cli_run;
-use cli_run::{failed, k2rpq};
+use cli_run::{failed, k2rpq, succeeded};
 
 fn graph(dir: &Path) {
     std::fs::write(
@@ -16,6 +16,13 @@ fn graph(dir: &Path) {
         "<http://e/a> <http://e/p> <http://e/b> .\n<http://e/b> <http://e/p> <http://e/c> .\n",
     )
     .unwrap();
+}
+
+/// Runs `k2rpq COMMAND --engine cpu --nt g.nt REST` in `dir`, over the graph of `graph`.
+fn on_graph_cpu(dir: &Path, command: &str, rest: &[&str]) -> Output {
+    let mut args = vec![command, "--engine", "cpu", "--nt", "g.nt"];
+    args.extend_from_slice(rest);
+    k2rpq(&args, dir)
 }
 
 #[test]
@@ -27,10 +34,7 @@ fn a_bad_line_in_a_query_file_stops_before_any_query() {
         "<http://e/a> <http://e/p>+ ?y\n# a comment\n<http://e/a> (<http://e/p> ?y\n",
     )
     .unwrap();
-    let out = k2rpq(
-        &["rpq", "--engine", "cpu", "--nt", "g.nt", "--file", "q.rpq"],
-        dir.path(),
-    );
+    let out = on_graph_cpu(dir.path(), "rpq", &["--file", "q.rpq"]);
     let stderr = failed(&out);
     assert!(stderr.contains("q.rpq line 3"), "{stderr}");
     assert!(stderr.contains("expected `)`"), "{stderr}");
@@ -47,16 +51,10 @@ fn a_bad_line_in_a_query_file_stops_before_any_query() {
 fn invalid_sparql_is_shown_with_a_caret() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let out = k2rpq(
-        &[
-            "query",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "SELECT ?x\nWHERE { ?x <http://e/p>+ }",
-        ],
+    let out = on_graph_cpu(
         dir.path(),
+        "query",
+        &["SELECT ?x\nWHERE { ?x <http://e/p>+ }"],
     );
     let stderr = failed(&out);
     assert_eq!(stderr.matches("error at 2:").count(), 1, "{stderr}");
@@ -164,14 +162,11 @@ fn refused_then_runs(flag: &str, bad: &str, message: &str, good: &str) {
     graph(dir.path());
     let rpq = |value: &str| {
         let query = "<http://e/a> <http://e/p>+ ?y";
-        let args = ["rpq", "--engine", "cpu", "--nt", "g.nt", flag, value, query];
-        k2rpq(&args, dir.path())
+        on_graph_cpu(dir.path(), "rpq", &[flag, value, query])
     };
     let stderr = failed(&rpq(bad));
     assert!(stderr.contains(message), "{stderr}");
-    let out = rpq(good);
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = succeeded(&rpq(good));
     assert!(stdout.contains("http://e/c"), "{stdout}");
 }
 
@@ -191,23 +186,8 @@ fn a_bad_lone_path_length_is_refused_and_a_good_one_runs() {
 fn explain_names_a_predicate_the_graph_lacks() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let out = k2rpq(
-        &[
-            "explain",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "?x <http://e/nope>+ ?y",
-        ],
-        dir.path(),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = on_graph_cpu(dir.path(), "explain", &["?x <http://e/nope>+ ?y"]);
+    let stdout = succeeded(&out);
     assert!(
         stdout.contains("<http://e/nope> (not in the graph)"),
         "{stdout}"
@@ -219,45 +199,16 @@ fn explain_names_a_predicate_the_graph_lacks() {
 fn a_cut_path_answer_prints_its_pairs_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     graph(dir.path());
-    let out = k2rpq(
-        &[
-            "rpq",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "--limit",
-            "1",
-            "?x <http://e/p>+ ?y",
-        ],
-        dir.path(),
-    );
+    let out = on_graph_cpu(dir.path(), "rpq", &["--limit", "1", "?x <http://e/p>+ ?y"]);
     let stderr = failed(&out);
     assert!(stderr.contains("partial answers"), "{stderr}");
     assert!(stderr.contains("--limit"), "{stderr}");
     // The pair found before the limit is printed.
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     // A limit the answer fits in is no cut.
-    let out = k2rpq(
-        &[
-            "rpq",
-            "--engine",
-            "cpu",
-            "--nt",
-            "g.nt",
-            "--limit",
-            "3",
-            "--count",
-            "?x <http://e/p>+ ?y",
-        ],
-        dir.path(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+    let rest = ["--limit", "3", "--count", "?x <http://e/p>+ ?y"];
+    let out = on_graph_cpu(dir.path(), "rpq", &rest);
+    assert_eq!(succeeded(&out).trim(), "3");
 }
 
 #[test]
@@ -272,25 +223,9 @@ fn result_formats_take_aliases_and_media_types() {
         ("text/csv", "y\r\n"),
         ("TSV", "?y\n"),
     ] {
-        let out = k2rpq(
-            &[
-                "query", "--engine", "cpu", "--nt", "g.nt", "--format", format, q,
-            ],
-            dir.path(),
-        );
-        assert!(
-            out.status.success(),
-            "{format}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = succeeded(&on_graph_cpu(dir.path(), "query", &["--format", format, q]));
         assert!(stdout.contains(marker), "{format}: {stdout}");
     }
-    let out = k2rpq(
-        &[
-            "query", "--engine", "cpu", "--nt", "g.nt", "--format", "yaml", q,
-        ],
-        dir.path(),
-    );
+    let out = on_graph_cpu(dir.path(), "query", &["--format", "yaml", q]);
     assert!(failed(&out).contains("unknown format `yaml`"));
 }

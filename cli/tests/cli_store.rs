@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use k2rpq::store::Store;
 
@@ -17,6 +17,18 @@ fn k2rpq<I: AsRef<OsStr>>(args: impl IntoIterator<Item = I>) -> Output {
         .args(args)
         .env("RUST_BACKTRACE", "0")
         .output()
+        .unwrap()
+}
+
+/// Starts `k2rpq load - --format FORMAT --quiet --store STORE`, its stdin piped and its
+/// stderr going to `stderr`.
+fn load_from_stdin(format: &str, store: &Path, stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_k2rpq"))
+        .args(["load", "-", "--format", format, "--quiet", "--store"])
+        .arg(store)
+        .stdin(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
         .unwrap()
 }
 
@@ -50,12 +62,7 @@ _:x <http://ex.org/q> "lit"@en <http://ex.org/g1> .
 fn loads_stdin_and_info_prints_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
-        .args(["load", "-", "--format", "nq", "--quiet", "--store"])
-        .arg(&s)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = load_from_stdin("nq", &s, Stdio::inherit());
     child
         .stdin
         .take()
@@ -192,13 +199,7 @@ fn frontier_layout_flag() {
 fn an_interrupted_load_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("s");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
-        .args(["load", "-", "--format", "nt", "--quiet", "--store"])
-        .arg(&store)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = load_from_stdin("nt", &store, Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     for i in 0..1000 {
         writeln!(

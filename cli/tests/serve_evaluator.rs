@@ -10,6 +10,7 @@ use std::time::Duration;
 use k2rpq_cli::serve::evaluate::{Answer, Control, EvaluationError, Evaluator, GraphSummary};
 use k2rpq_cli::serve::{router, Limits};
 use oxrdf::{Literal, NamedNode, Term, Triple, Variable};
+use reqwest::blocking::{Client, Response};
 use reqwest::StatusCode;
 use spargebra::Query;
 
@@ -32,6 +33,15 @@ fn serve(evaluator: Arc<dyn Evaluator>, limits: Limits) -> String {
         });
     });
     format!("http://{}", address.recv().unwrap())
+}
+
+/// `GET BASE/query?query=QUERY` through `http`, with `Accept: ACCEPT` where given.
+fn get_query(http: &Client, base: &str, query: &str, accept: Option<&str>) -> Response {
+    let mut request = http.get(format!("{base}/query")).query(&[("query", query)]);
+    if let Some(a) = accept {
+        request = request.header("Accept", a);
+    }
+    request.send().unwrap()
 }
 
 fn n(s: &str) -> NamedNode {
@@ -83,13 +93,7 @@ fn construct_answers_in_n_triples_and_turtle() {
         (Some("application/n-triples"), "application/n-triples"),
         (Some("text/turtle"), "text/turtle; charset=utf-8"),
     ] {
-        let mut request = http
-            .get(format!("{base}/query"))
-            .query(&[("query", CONSTRUCT)]);
-        if let Some(a) = accept {
-            request = request.header("Accept", a);
-        }
-        let r = request.send().unwrap();
+        let r = get_query(&http, &base, CONSTRUCT, accept);
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["content-type"], content_type);
         let body = r.text().unwrap();
@@ -100,12 +104,8 @@ fn construct_answers_in_n_triples_and_turtle() {
         assert_eq!(parsed, triples(3), "{body}");
     }
     // Results formats do not fit triples.
-    let r = http
-        .get(format!("{base}/query"))
-        .query(&[("query", CONSTRUCT)])
-        .header("Accept", "application/sparql-results+json")
-        .send()
-        .unwrap();
+    let json = Some("application/sparql-results+json");
+    let r = get_query(&http, &base, CONSTRUCT, json);
     assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
 }
 
@@ -116,11 +116,7 @@ fn a_limit_cuts_triples_visibly() {
         ..Limits::default()
     };
     let base = serve(graph_evaluator(5), limits);
-    let r = client()
-        .get(format!("{base}/query"))
-        .query(&[("query", CONSTRUCT)])
-        .send()
-        .unwrap();
+    let r = get_query(&client(), &base, CONSTRUCT, None);
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.text().is_err(), "a cut answer read as complete");
 }
@@ -150,11 +146,7 @@ fn a_timeout_after_the_first_rows_ends_the_answer_visibly() {
     let q = "SELECT ?x WHERE { ?x <http://e/p> ?y }";
     // JSON: the rows found in time, then the `cut` note.
     let started = std::time::Instant::now();
-    let r = http
-        .get(format!("{base}/query"))
-        .query(&[("query", q)])
-        .send()
-        .unwrap();
+    let r = get_query(&http, &base, q, None);
     assert_eq!(r.status(), StatusCode::OK);
     let body = r.text().unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -164,12 +156,7 @@ fn a_timeout_after_the_first_rows_ends_the_answer_visibly() {
     assert_eq!(v["cut"]["reason"], "timeout");
     assert_eq!(v["cut"]["rows"], rows);
     // CSV: the body ends in an error.
-    let r = http
-        .get(format!("{base}/query"))
-        .query(&[("query", q)])
-        .header("Accept", "text/csv")
-        .send()
-        .unwrap();
+    let r = get_query(&http, &base, q, Some("text/csv"));
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.text().is_err());
 }
@@ -252,25 +239,13 @@ fn failures_and_panics_are_500_with_the_message() {
         ))
     }));
     let base = serve(evaluator, Limits::default());
-    let r = client()
-        .get(format!("{base}/query"))
-        .query(&[("query", "ASK { ?x ?p ?y }")])
-        .send()
-        .unwrap();
+    let r = get_query(&client(), &base, "ASK { ?x ?p ?y }", None);
     assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(r.text().unwrap(), "relation file p.k2 is corrupt\n");
     // A panic in the evaluator is that request's 500; the server goes on.
-    let r = client()
-        .get(format!("{base}/query"))
-        .query(&[("query", "ASK { ?x <http://e/panic> ?y }")])
-        .send()
-        .unwrap();
+    let r = get_query(&client(), &base, "ASK { ?x <http://e/panic> ?y }", None);
     assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    let r = client()
-        .get(format!("{base}/query"))
-        .query(&[("query", "ASK { ?x ?p ?y }")])
-        .send()
-        .unwrap();
+    let r = get_query(&client(), &base, "ASK { ?x ?p ?y }", None);
     assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
 }
 

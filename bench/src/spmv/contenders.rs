@@ -72,6 +72,24 @@ pub trait BitsProduct {
     }
 }
 
+/// Input and output lengths of a product of `tree` in direction `dir`.
+pub(crate) fn product_lengths(tree: &k2rpq::k2tree::K2Tree, dir: Direction) -> (usize, usize) {
+    let (i, o) = dir.lengths(tree.rows(), tree.cols());
+    (i as usize, o as usize)
+}
+
+/// An error unless the bit batch `x` has the shape `(rows, words)` of `expected`.
+pub(crate) fn check_bits_shape(x: &BitMatrix, expected: (usize, usize)) -> Result<()> {
+    if x.shape() != expected {
+        return Err(k2rpq::engine::EngineError::Shape(format!(
+            "bit batch {:?}, expected {:?}",
+            x.shape(),
+            expected
+        )));
+    }
+    Ok(())
+}
+
 /// Working set of a CSR-style product: the matrix plus dense `f32` inputs and outputs
 /// (`batch` of each).
 fn matrix_and_vectors(matrix: u64, (rows, cols): (u64, u64), dir: Direction, batch: usize) -> u64 {
@@ -79,50 +97,59 @@ fn matrix_and_vectors(matrix: u64, (rows, cols): (u64, u64), dir: Direction, bat
     matrix + 4 * (i + o) * batch as u64
 }
 
-/// cuSPARSE CSR: SpMV for single vectors, the three SpMM algorithms for batches.
-pub struct CusparseContender(pub Arc<CusparseMatrix>);
+/// A CSR-style baseline matrix (cuSPARSE, bCSR): what a [`BaselineContender`] needs of it.
+pub trait CsrBaseline {
+    /// Who (`cusparse`, `bcsr`).
+    const NAME: &'static str;
+    /// Device bytes of the matrix and its `(rows, cols)`.
+    fn footprint(&self) -> (u64, (u64, u64));
+    /// The variants tried for a batch of width `batch`.
+    fn variants(batch: usize) -> Vec<String>;
+    /// Prepares the product of variant `variant` (one of [`CsrBaseline::variants`]).
+    fn prepare_variant(
+        self: &Arc<Self>,
+        dir: Direction,
+        batch: usize,
+        variant: &str,
+    ) -> Result<Box<dyn DeviceProduct>>;
+}
 
-impl Contender for CusparseContender {
-    fn name(&self) -> String {
-        "cusparse".into()
+/// cuSPARSE CSR: SpMV for single vectors, the three SpMM algorithms for batches.
+impl CsrBaseline for CusparseMatrix {
+    const NAME: &'static str = "cusparse";
+    fn footprint(&self) -> (u64, (u64, u64)) {
+        (self.bytes(), self.shape())
     }
-    fn variants(&self, _dir: Direction, batch: usize) -> Vec<String> {
+    fn variants(batch: usize) -> Vec<String> {
         if batch == 1 {
             vec![CusparseAlg::SpMv.name().into()]
         } else {
             CusparseAlg::SPMM.iter().map(|a| a.name().into()).collect()
         }
     }
-    fn representation_bytes(&self) -> u64 {
-        self.0.bytes()
-    }
-    fn predicted_working_set(&self, dir: Direction, batch: usize) -> u64 {
-        matrix_and_vectors(self.0.bytes(), self.0.shape(), dir, batch)
-    }
-    fn prepare(
-        &self,
+    fn prepare_variant(
+        self: &Arc<Self>,
         dir: Direction,
         batch: usize,
         variant: &str,
-    ) -> Result<Box<dyn DeviceProduct + '_>> {
+    ) -> Result<Box<dyn DeviceProduct>> {
         let alg = [CusparseAlg::SpMv]
             .into_iter()
             .chain(CusparseAlg::SPMM)
             .find(|a| a.name() == variant)
             .unwrap_or(CusparseAlg::SpMmDefault);
-        Ok(Box::new(self.0.prepare(dir, batch, alg)?))
+        Ok(Box::new(self.prepare(dir, batch, alg)?))
     }
 }
 
 /// Boolean CSR: thread- or warp-per-row for single vectors, thread per (row, vector) for
 /// batches.
-pub struct BcsrContender(pub Arc<BcsrMatrix>);
-
-impl Contender for BcsrContender {
-    fn name(&self) -> String {
-        "bcsr".into()
+impl CsrBaseline for BcsrMatrix {
+    const NAME: &'static str = "bcsr";
+    fn footprint(&self) -> (u64, (u64, u64)) {
+        (self.bytes(), self.shape())
     }
-    fn variants(&self, _dir: Direction, batch: usize) -> Vec<String> {
+    fn variants(batch: usize) -> Vec<String> {
         if batch == 1 {
             vec![
                 BcsrKernel::ThreadPerRow.name().into(),
@@ -132,11 +159,38 @@ impl Contender for BcsrContender {
             vec!["row-and-vector".into()]
         }
     }
+    fn prepare_variant(
+        self: &Arc<Self>,
+        dir: Direction,
+        batch: usize,
+        variant: &str,
+    ) -> Result<Box<dyn DeviceProduct>> {
+        let kernel = if variant == BcsrKernel::WarpPerRow.name() {
+            BcsrKernel::WarpPerRow
+        } else {
+            BcsrKernel::ThreadPerRow
+        };
+        Ok(Box::new(self.prepare(dir, batch, kernel)?))
+    }
+}
+
+/// A CSR-style baseline as a contender: its working set is the matrix plus dense `f32`
+/// inputs and outputs.
+pub struct BaselineContender<M>(pub Arc<M>);
+
+impl<M: CsrBaseline> Contender for BaselineContender<M> {
+    fn name(&self) -> String {
+        M::NAME.into()
+    }
+    fn variants(&self, _dir: Direction, batch: usize) -> Vec<String> {
+        M::variants(batch)
+    }
     fn representation_bytes(&self) -> u64 {
-        self.0.bytes()
+        self.0.footprint().0
     }
     fn predicted_working_set(&self, dir: Direction, batch: usize) -> u64 {
-        matrix_and_vectors(self.0.bytes(), self.0.shape(), dir, batch)
+        let (bytes, shape) = self.0.footprint();
+        matrix_and_vectors(bytes, shape, dir, batch)
     }
     fn prepare(
         &self,
@@ -144,12 +198,7 @@ impl Contender for BcsrContender {
         batch: usize,
         variant: &str,
     ) -> Result<Box<dyn DeviceProduct + '_>> {
-        let kernel = if variant == BcsrKernel::WarpPerRow.name() {
-            BcsrKernel::WarpPerRow
-        } else {
-            BcsrKernel::ThreadPerRow
-        };
-        Ok(Box::new(self.0.prepare(dir, batch, kernel)?))
+        self.0.prepare_variant(dir, batch, variant)
     }
 }
 
@@ -177,9 +226,8 @@ impl CpuContender {
     }
 
     fn vector_bytes(&self, dir: Direction, batch: usize) -> u64 {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
-        4 * (i + o) * batch as u64
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
+        4 * (i + o) as u64 * batch as u64
     }
 }
 
@@ -280,14 +328,13 @@ impl Contender for CpuContender {
         batch: usize,
         _variant: &str,
     ) -> Result<Box<dyn DeviceProduct + '_>> {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
         Ok(Box::new(CpuProduct {
             c: self,
             dir,
             batch,
-            x: vec![0.0; i as usize * batch],
-            y: vec![0.0; o as usize * batch],
+            x: vec![0.0; i * batch],
+            y: vec![0.0; o * batch],
         }))
     }
 }
@@ -305,13 +352,7 @@ impl BitsProduct for CpuBitsProduct<'_> {
             + 8 * (self.x.as_words().len() + self.y.as_words().len()) as u64
     }
     fn set_input(&mut self, x: &BitMatrix) -> Result<()> {
-        if x.shape() != self.x.shape() {
-            return Err(k2rpq::engine::EngineError::Shape(format!(
-                "bit batch {:?}, expected {:?}",
-                x.shape(),
-                self.x.shape()
-            )));
-        }
+        check_bits_shape(x, self.x.shape())?;
         self.x = x.clone();
         Ok(())
     }
@@ -341,18 +382,16 @@ impl BitsContender for CpuContender {
         Contender::representation_bytes(self)
     }
     fn predicted_working_set(&self, dir: Direction, words: usize) -> u64 {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
-        Contender::representation_bytes(self) + 8 * (i + o) * words as u64
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
+        Contender::representation_bytes(self) + 8 * (i + o) as u64 * words as u64
     }
     fn prepare(&self, dir: Direction, words: usize) -> Result<Box<dyn BitsProduct + '_>> {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
         Ok(Box::new(CpuBitsProduct {
             c: self,
             dir,
-            x: BitMatrix::zeroed(i as usize, words),
-            y: BitMatrix::zeroed(o as usize, words),
+            x: BitMatrix::zeroed(i, words),
+            y: BitMatrix::zeroed(o, words),
         }))
     }
 }

@@ -13,15 +13,15 @@
 
 use std::sync::Arc;
 
-use super::contenders::{config_name, BitsContender, BitsProduct, Contender};
+use super::contenders::{
+    check_bits_shape, config_name, product_lengths, BitsContender, BitsProduct, Contender,
+};
 use crate::baseline::{Device, DeviceProduct, Timing};
 use k2rpq::engine::gpu::{
     BitsUpdate, DeviceTree, FrontierLayout, GpuBits, GpuEngine, GpuOptions, LeafKernel,
     OffsetSource, ProductGraph, Tuning,
 };
-use k2rpq::engine::{
-    BitMatrix, Direction, Engine, EngineError, MatrixConfig, PlusTimes, Result, Traversal,
-};
+use k2rpq::engine::{BitMatrix, Direction, Engine, MatrixConfig, PlusTimes, Result, Traversal};
 use k2rpq::k2tree::K2Tree;
 
 /// Tile size of the fixed-tile contenders (`M20`: the tile every plan had before tiles
@@ -365,10 +365,9 @@ impl Contender for GpuContender {
         batch: usize,
         _variant: &str,
     ) -> Result<Box<dyn DeviceProduct + '_>> {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
-        let x = self.engine.zeros::<f32>(i as usize * batch)?;
-        let y = self.engine.zeros::<f32>(o as usize * batch)?;
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
+        let x = self.engine.zeros::<f32>(i * batch)?;
+        let y = self.engine.zeros::<f32>(o * batch)?;
         let graph = self
             .engine
             .record_product::<PlusTimes>(&self.matrix, dir, x, batch, y)?;
@@ -393,13 +392,7 @@ impl BitsProduct for GpuBitsProduct<'_> {
         BitsContender::predicted_working_set(self.c, self.dir, self.words)
     }
     fn set_input(&mut self, x: &BitMatrix) -> Result<()> {
-        if x.shape() != self.x.shape() {
-            return Err(EngineError::Shape(format!(
-                "bit batch {:?}, expected {:?}",
-                x.shape(),
-                self.x.shape()
-            )));
-        }
+        check_bits_shape(x, self.x.shape())?;
         self.x = self.c.engine.bits_upload(x)?;
         Ok(())
     }
@@ -460,15 +453,14 @@ impl BitsContender for GpuContender {
             .total()
     }
     fn prepare(&self, dir: Direction, words: usize) -> Result<Box<dyn BitsProduct + '_>> {
-        let t = self.matrix.tree();
-        let (i, o) = dir.lengths(t.rows(), t.cols());
+        let (i, o) = product_lengths(self.matrix.tree(), dir);
         let e = &self.engine;
         Ok(Box::new(GpuBitsProduct {
             c: self,
             dir,
             words,
-            x: e.bits_zeroed(i as usize, words)?,
-            y: e.bits_zeroed(o as usize, words)?,
+            x: e.bits_zeroed(i, words)?,
+            y: e.bits_zeroed(o, words)?,
         }))
     }
 }

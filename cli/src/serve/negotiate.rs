@@ -295,26 +295,24 @@ mod tests {
 
     #[test]
     fn nothing_acceptable_is_an_error() {
-        assert!(matches!(
-            pick("image/png", RESULT_FORMATS),
-            Err(NegotiationError::NotAcceptable(_))
-        ));
-        assert!(matches!(
-            pick("text/turtle", RESULT_FORMATS),
-            Err(NegotiationError::NotAcceptable(_))
-        ));
-        assert!(matches!(
-            pick("application/sparql-results+json", GRAPH_FORMATS),
-            Err(NegotiationError::NotAcceptable(_))
-        ));
-        assert!(matches!(
-            pick("nonsense", RESULT_FORMATS),
-            Err(NegotiationError::Malformed(_))
-        ));
-        assert!(matches!(
-            pick("text/csv;q=2", RESULT_FORMATS),
-            Err(NegotiationError::Malformed(_))
-        ));
+        for (accept, candidates) in [
+            ("image/png", RESULT_FORMATS),
+            ("text/turtle", RESULT_FORMATS),
+            ("application/sparql-results+json", GRAPH_FORMATS),
+        ] {
+            let got = pick(accept, candidates);
+            assert!(
+                matches!(got, Err(NegotiationError::NotAcceptable(_))),
+                "{accept}: {got:?}"
+            );
+        }
+        for accept in ["nonsense", "text/csv;q=2"] {
+            let got = pick(accept, RESULT_FORMATS);
+            assert!(
+                matches!(got, Err(NegotiationError::Malformed(_))),
+                "{accept}: {got:?}"
+            );
+        }
     }
 
     #[test]
