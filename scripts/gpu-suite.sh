@@ -20,6 +20,11 @@
 #          document per class) as each step ends, so a call cut at its limit keeps them;
 #          a class still running SCALE_SECONDS (default 570) after the part began is
 #          stopped (its finished queries stay in scale.log) and later ones are skipped.
+#   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph), the cnr-2000 SPARQL
+#          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL, and the
+#          start-up of `query` on each engine with a cold and a warm kernel cache
+#   endpoint  `k2rpq-bench endpoint` (64 clients, ENDPOINT_SECONDS, default 30) against
+#          `k2rpq serve` and `oxigraph serve-read-only` on CoDEx-M's path workload
 #
 # The shared datasets come from $K2RPQ_SHARED (the folder holding data/) at build time.
 set -uo pipefail
@@ -50,6 +55,10 @@ for line in sys.stdin:
 ' | while read -r exe; do cp "$exe" "$carry/bin/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
     shared="${K2RPQ_SHARED:-$root/../shared}"
     cp "$shared/data/cnr-2000/cnr-2000.arcs.tsv.gz" "$carry/data/cnr-2000/"
+    # The peer server of the endpoint part: oxigraph-cli's binary (`cargo install
+    # oxigraph-cli`), from $OXIGRAPH or the PATH.
+    ox="${OXIGRAPH:-$(command -v oxigraph || true)}"
+    [ -n "$ox" ] && cp "$ox" "$carry/bin/oxigraph"
     xz -T0 -6 "$carry"/bin/*
     cp "$here/gpu-suite.sh" "$carry/gpu-suite.sh"
     du -sh "$carry"
@@ -68,6 +77,10 @@ run)
     { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/machine.txt"
     status=0
     step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    codex_store() {
+        [ -d "$tmp/codex-m.store" ] && return
+        "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -1
+    }
     cnr_store() {
         [ -d "$tmp/cnr.store" ] && return
         zcat "$cnr" | scripts/tsv-to-nt.sh > "$tmp/cnr.nt"
@@ -166,7 +179,54 @@ run)
             grep -E "^$class +k2rpq-" "$log" | tee -a "$out/summary.txt"
         done
         rm -rf "$store" ;;
-    *) echo "unknown part $part (tests spmv rpq load multi scale)"; status=1 ;;
+    sparql)
+        codex_store
+        step "CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph)"
+        timeout 400 "$kb" workload --store "$tmp/codex-m.store" --queries sparql/codex-m-mixed.rq --engines gpu,cpu,oxigraph \
+            --quiet --stats --json "$out/workload-mixed.json" >"$out/workload-mixed.txt" 2>&1 || status=1
+        sed -n '/^Summary/,$p' "$out/workload-mixed.txt" | head -14
+        step "CoDEx-M mixed SPARQL workload, every path on the GPU (--force-gpu)"
+        timeout 300 "$kb" workload --store "$tmp/codex-m.store" --queries sparql/codex-m-mixed.rq --engines gpu,cpu --force-gpu \
+            --quiet --stats --json "$out/workload-mixed-gpu.json" >"$out/workload-mixed-gpu.txt" 2>&1 || status=1
+        sed -n '/^Summary/,$p' "$out/workload-mixed-gpu.txt" | head -14
+        cnr_store
+        step "cnr-2000 SPARQL many-sources workload (gpu), and all pairs of p+ counted by rpq"
+        timeout 200 "$kb" workload --store "$tmp/cnr.store" --queries sparql/cnr-2000.rq --engines gpu --force-gpu --quiet --stats \
+            --repeats 3 --warmup 1 --timeout 60 --json "$out/workload-cnr-sparql.json" >"$out/workload-cnr-sparql.txt" 2>&1 || status=1
+        sed -n '/^Summary/,$p' "$out/workload-cnr-sparql.txt" | head -14
+        ( time timeout 100 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 90 '?x <urn:k2rpq:p>+ ?y' ) 2>&1 \
+            | tail -5 | tee "$out/all-pairs.txt"
+        step "?x p/p/p ?y on cnr-2000: rpq --count (distinct pairs) and SPARQL COUNT(*) (paths), GPU"
+        for i in 1 2; do
+            /usr/bin/time -f 'rpq %e s' timeout 100 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 90 \
+                '?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y' 2>&1 | tail -2
+            /usr/bin/time -f 'query %e s' timeout 100 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 90 \
+                'SELECT (COUNT(*) AS ?n) WHERE { ?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y }' 2>&1 | tail -3
+            /usr/bin/time -f 'query distinct %e s' timeout 100 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 90 \
+                'SELECT (COUNT(*) AS ?n) WHERE { SELECT DISTINCT ?x ?y WHERE { ?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y } }' 2>&1 | tail -3
+        done 2>&1 | tee "$out/ppp.txt"
+        step "query start-up: cpu, then gpu with a cold and a warm kernel cache"
+        export K2RPQ_KERNEL_CACHE="$tmp/kernels"; rm -rf "$K2RPQ_KERNEL_CACHE"
+        q='SELECT (COUNT(*) AS ?n) WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }'
+        for e in cpu gpu gpu gpu cpu gpu; do
+            /usr/bin/time -f "$e %e s" "$k2" query --store "$tmp/codex-m.store" --engine "$e" "$q" 2>&1 | tail -2
+        done 2>&1 | tee "$out/startup.txt"
+        unset K2RPQ_KERNEL_CACHE ;;
+    endpoint)
+        codex_store
+        port_up() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; return 1; }
+        step "endpoint load test, k2rpq serve: CoDEx-M path workload, 64 clients"
+        "$k2" serve --store "$tmp/codex-m.store" --bind 127.0.0.1:7878 >"$out/serve-k2rpq.log" 2>&1 & spid=$!
+        port_up 7878 && "$kb" endpoint --url http://127.0.0.1:7878/query --queries sparql/codex-m.rpq --clients 64 \
+            --duration "${ENDPOINT_SECONDS:-30}" --warmup 5 --pid $spid --json "$out/endpoint-k2rpq.json" 2>&1 | tail -12 || status=1
+        kill -TERM $spid; wait $spid
+        step "endpoint load test, oxigraph serve-read-only: same data and workload"
+        rm -rf "$tmp/ox"; "$bin/oxigraph" load --location "$tmp/ox" --file fixtures/codex/codex-m.nt.gz >/dev/null 2>&1
+        "$bin/oxigraph" serve-read-only --location "$tmp/ox" --bind 127.0.0.1:7879 >"$out/serve-oxigraph.log" 2>&1 & opid=$!
+        port_up 7879 && "$kb" endpoint --url http://127.0.0.1:7879/query --queries sparql/codex-m.rpq --clients 64 \
+            --duration "${ENDPOINT_SECONDS:-30}" --warmup 5 --pid $opid --json "$out/endpoint-oxigraph.json" 2>&1 | tail -12 || status=1
+        kill -TERM $opid; wait $opid ;;
+    *) echo "unknown part $part (tests spmv rpq load multi scale sparql endpoint)"; status=1 ;;
     esac; done
     exit $status
     ;;

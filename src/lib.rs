@@ -42,3 +42,8 @@ mod rdf;
 pub mod rpq;
 pub mod sparql;
 pub mod store;
+
+/// The README's Rust examples, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

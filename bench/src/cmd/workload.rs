@@ -26,6 +26,10 @@ pub struct Args {
     /// Engines, comma-separated. Default: gpu (when a GPU is usable), cpu, oxigraph.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<BenchEngine>>,
+    /// Run every path of the gpu engine on the GPU (`--engine gpu`); by default it opens
+    /// the store as `--engine auto`, which leaves groups over small relations on the CPU.
+    #[arg(long)]
+    pub force_gpu: bool,
     /// Timed repeats per query (median reported).
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
@@ -103,7 +107,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cpu_db = open(EngineChoice::Cpu)
         .with_context(|| format!("opening store {}", args.store.display()))?;
     let gpu_db = if engines.contains(&BenchEngine::Gpu) {
-        Some(open(EngineChoice::Auto)?)
+        Some(open(if args.force_gpu {
+            EngineChoice::Gpu
+        } else {
+            EngineChoice::Auto
+        })?)
     } else {
         None
     };
