@@ -590,20 +590,16 @@ impl<E: Engine> Run<'_, E> {
 
     /// Whether the next batch may start; otherwise records why not. A batch costs
     /// `node_count`-row bit batches whatever it finds (on a device, uploads, products and
-    /// a download), so neither a passed deadline nor a full answer may start one: the
-    /// deadline is checked here as well as between the products of a step, and an answer
-    /// that holds `limit` pairs with start nodes left is cut (`truncated`) here rather
-    /// than after a batch whose pairs would all be dropped.
+    /// a download), so a passed deadline may not start one: the deadline is checked here
+    /// as well as between the products of a step. An answer that holds exactly `limit`
+    /// pairs goes on: only a later pair shows that it was cut (`truncated`), and the
+    /// first batch that finds one stops the run.
     pub(super) fn may_start_batch(&mut self) -> bool {
         if self.stopped() {
             return false;
         }
         if self.out_of_time() {
             self.result.timed_out = true;
-            return false;
-        }
-        if self.result.count >= self.options.limit.unwrap_or(u64::MAX) {
-            self.result.truncated = true;
             return false;
         }
         true
