@@ -29,10 +29,6 @@ pub struct DeviceArgs {
     /// uploaded, peak bytes).
     #[arg(long)]
     pub stats: bool,
-    /// No notices on stderr (such as the one saying that no GPU is usable and the CPU
-    /// engine runs instead); errors are still printed.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// How resident relations are laid out on the GPU.
     #[command(flatten)]
     pub tuning: TuningArgs,
@@ -101,17 +97,8 @@ fn parse_frontier_layout(s: &str) -> Result<FrontierLayout, String> {
 }
 
 impl DeviceArgs {
-    /// With `--quiet`: no notice of the library reaches stderr.
-    fn silence_notices(&self) {
-        if self.quiet {
-            log::set_max_level(log::LevelFilter::Off);
-        }
-    }
-
-    /// The options of a [`Database`] on `engine`. With `--quiet`, the library's notices
-    /// are silenced from here on.
+    /// The options of a [`Database`] on `engine`.
     pub fn database_options(&self, engine: EngineChoice) -> DatabaseOptions {
-        self.silence_notices();
         DatabaseOptions {
             engine,
             gpu_budget: self.gpu_budget,
@@ -140,7 +127,6 @@ impl DeviceArgs {
     /// The GPU engines `engine` runs on with these device options (see
     /// [`EngineChoice::gpu_engines`]); empty for the CPU engine.
     pub fn gpu_engines(&self, engine: EngineChoice) -> anyhow::Result<Vec<GpuEngine>> {
-        self.silence_notices();
         engine
             .gpu_engines(self.gpus.as_ref(), self.gpu_options())
             .with_context(|| format!("--engine {engine}"))

@@ -29,6 +29,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    crate::report::silence_notices(args.eval.quiet);
     let options = args.eval.options(true)?;
     let (graph, terms) = open_source(&args.source)?;
     let q = parse_log_line_with(&args.query, &args.eval.prefixes())?;

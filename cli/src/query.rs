@@ -57,6 +57,10 @@ pub struct Args {
     /// engine: the least busy selected GPU, or the CPU for groups over few edges (auto).
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// No notices on stderr (such as the one saying that no GPU is usable and the CPU
+    /// engine runs instead); errors are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Print load and query times to stderr.
     #[arg(long)]
     pub verbose: bool,
@@ -119,6 +123,7 @@ impl FileStore {
 
 /// Runs `k2rpq query`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    crate::report::silence_notices(args.quiet);
     if args.oxigraph {
         anyhow::bail!(
             "--oxigraph is gone: every query now runs through Oxigraph's evaluator over the \

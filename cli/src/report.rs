@@ -70,3 +70,10 @@ pub fn print_notices() {
         log::set_max_level(log::LevelFilter::Warn);
     }
 }
+
+/// With `quiet` (`--quiet`), no notice of the library reaches stderr from here on.
+pub fn silence_notices(quiet: bool) {
+    if quiet {
+        log::set_max_level(log::LevelFilter::Off);
+    }
+}

@@ -53,6 +53,10 @@ pub struct EvalArgs {
     /// GPUs, GPU budget, cache statistics.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// No notices on stderr (such as the one saying that no GPU is usable and the CPU
+    /// engine runs instead); errors are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Words per node of a frontier batch: 64·W start nodes per batch (var→var).
     #[arg(
         long,
@@ -220,6 +224,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    crate::report::silence_notices(args.eval.quiet);
     let options = args.eval.options(args.count)?;
     args.eval
         .device
@@ -230,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let t0 = Instant::now();
     let (graph, terms) = open_source(&args.source)?;
-    (!args.eval.device.quiet).then(|| {
+    (!args.eval.quiet).then(|| {
         eprintln!(
             "loaded {} node ids, {} predicates in {:.2} s",
             graph.node_count(),
@@ -300,7 +305,7 @@ fn report(
             writeln!(out, "{}", r.count)?;
         }
     }
-    let quiet = args.eval.device.quiet;
+    let quiet = args.eval.quiet;
     (!quiet).then(|| {
         eprintln!(
             "query {label}: {} pairs{}{} in {:.3} ms on {engine} ({} steps, {} products)",
@@ -380,7 +385,7 @@ fn run_on_store(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let db = args.eval.open_database(dir)?;
-    (!args.eval.device.quiet).then(|| {
+    (!args.eval.quiet).then(|| {
         eprintln!(
             "opened {} ({} node ids) in {:.2} s",
             dir.display(),

@@ -79,6 +79,10 @@ pub struct Args {
     /// GPUs, GPU budget, cache statistics: one device cache serves all requests.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// No notices on stderr (such as the one saying that no GPU is usable and the CPU
+    /// engine runs instead); errors are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// A number of seconds, decimals allowed.
@@ -198,6 +202,7 @@ async fn shutdown_signal() {
 
 /// Runs `k2rpq serve`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    crate::report::silence_notices(args.quiet);
     let address: SocketAddr = args
         .bind
         .parse()
