@@ -68,3 +68,14 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's arguments are consistent (no two flags of one name, valid
+    /// defaults): clap checks this only when a command is parsed.
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}
