@@ -633,7 +633,7 @@ impl Database {
     /// Edges of the relations `path` reads in `graph` (all of them for negated sets).
     fn edges_read(&self, graph: GraphId, path: &Path) -> u64 {
         let preds = self.store.predicates(graph);
-        if has_negated_set(path) {
+        if path.has_negated_set() {
             return preds.iter().map(|p| p.edges).sum();
         }
         let mut used = path.predicates();
@@ -1089,17 +1089,6 @@ impl<'a> RelationProvider<'a, GpuEngine> for CachedProvider<'a> {
             loads: 0,
             load_time: Duration::ZERO,
         })
-    }
-}
-
-fn has_negated_set(path: &Path) -> bool {
-    match path {
-        Path::NegatedSet(_) => true,
-        Path::Link(_) => false,
-        Path::Inverse(a) | Path::ZeroOrMore(a) | Path::OneOrMore(a) | Path::ZeroOrOne(a) => {
-            has_negated_set(a)
-        }
-        Path::Sequence(a, b) | Path::Alternative(a, b) => has_negated_set(a) || has_negated_set(b),
     }
 }
 

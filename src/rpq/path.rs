@@ -44,6 +44,20 @@ pub enum Path {
 }
 
 impl Path {
+    /// Whether a negated property set `!(...)` occurs anywhere in the path.
+    pub fn has_negated_set(&self) -> bool {
+        match self {
+            Path::NegatedSet(_) => true,
+            Path::Link(_) => false,
+            Path::Inverse(a) | Path::ZeroOrMore(a) | Path::OneOrMore(a) | Path::ZeroOrOne(a) => {
+                a.has_negated_set()
+            }
+            Path::Sequence(a, b) | Path::Alternative(a, b) => {
+                a.has_negated_set() || b.has_negated_set()
+            }
+        }
+    }
+
     /// A link, boxed: shorthand for building paths in code.
     pub fn link(p: PredId) -> Box<Path> {
         Box::new(Path::Link(p))

@@ -1149,7 +1149,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 let d = self.dataset.dictionary();
                 let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
                 let path = parse_path_expr(path, resolve);
-                if has_negated_set(&path) {
+                if path.has_negated_set() {
                     return all();
                 }
                 let mut preds = path.predicates();
@@ -1481,15 +1481,4 @@ fn union(l: Table, r: Table) -> Table {
         }
     }
     Table { vars, rows }
-}
-
-fn has_negated_set(path: &Path) -> bool {
-    match path {
-        Path::NegatedSet(_) => true,
-        Path::Link(_) => false,
-        Path::Inverse(a) | Path::ZeroOrMore(a) | Path::OneOrMore(a) | Path::ZeroOrOne(a) => {
-            has_negated_set(a)
-        }
-        Path::Sequence(a, b) | Path::Alternative(a, b) => has_negated_set(a) || has_negated_set(b),
-    }
 }
