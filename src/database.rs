@@ -304,36 +304,58 @@ impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
                 return Ok(None);
             }
         }
-        let graph = self.graph;
-        let pinned = self
-            .cache
-            .get(
-                (self.graph_id, key.clone()),
-                || match key {
-                    RelKey::Pred(p) => graph.relation(*p).expect("checked above"),
-                    RelKey::Union(ps) => union_tree(graph, ps),
-                },
-                self.config,
-            )
-            .map_err(|e| match e {
-                CacheError::Engine(e) => RpqError::Engine(e),
-                other => RpqError::Options(format!("device cache: {other}")),
-            })?;
-        let tree = self.cache.engine().matrix_tree(&pinned);
-        let (nnz, height) = (tree.nnz(), tree.height());
+        let loaded = load_resident(
+            self.cache,
+            (self.graph_id, key.clone()),
+            self.graph,
+            key,
+            self.config,
+        )?;
         self.loads += 1;
         self.load_time += t0.elapsed();
-        let matrix: MatrixHandle<E::Matrix> = Arc::new(pinned);
-        Ok(Some(Loaded {
-            matrix,
-            nnz,
-            height,
-        }))
+        Ok(Some(loaded))
     }
 
     fn load_stats(&self) -> (u32, Duration) {
         (self.loads, self.load_time)
     }
+}
+
+/// The relation `rel` of `graph` from `cache` under `key` (built from the graph's tree, or
+/// the union of its predicates' trees, when absent), pinned for as long as the returned
+/// matrix lives.
+pub(crate) fn load_resident<E, K>(
+    cache: &DeviceCache<E, K>,
+    key: K,
+    graph: &dyn PathGraph,
+    rel: &RelKey,
+    config: MatrixConfig,
+) -> Result<Loaded<E::Matrix>, RpqError>
+where
+    E: Engine + 'static,
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let pinned = cache
+        .get(
+            key,
+            || match rel {
+                RelKey::Pred(p) => graph.relation(*p).expect("checked by the caller"),
+                RelKey::Union(ps) => union_tree(graph, ps),
+            },
+            config,
+        )
+        .map_err(|e| match e {
+            CacheError::Engine(e) => RpqError::Engine(e),
+            other => RpqError::Options(format!("device cache: {other}")),
+        })?;
+    let tree = cache.engine().matrix_tree(&pinned);
+    let (nnz, height) = (tree.nnz(), tree.height());
+    let matrix: MatrixHandle<E::Matrix> = Arc::new(pinned);
+    Ok(Loaded {
+        matrix,
+        nnz,
+        height,
+    })
 }
 
 /// The answer to one path query.

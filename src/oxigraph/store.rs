@@ -17,13 +17,12 @@ use spargebra::algebra::GraphPattern;
 use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
 use super::log::{Checkpoint, Log};
 use super::{execute, OxigraphError};
-use crate::cache::{available_host_memory, CacheError, CacheOptions, DeviceCache, DEFAULT_BUDGET};
+use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
+use crate::database::load_resident;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
-use crate::rpq::{
-    union_tree, Loaded, MatrixHandle, PathGraph, PredId, RelKey, RelationSource, RpqError,
-};
+use crate::rpq::{Loaded, PathGraph, PredId, RelKey, RelationSource, RpqError};
 use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, RelationProvider};
 use crate::sparql::rewrite::SERVICE_IRI;
 use crate::sparql::semantics::Deadline;
@@ -839,31 +838,16 @@ impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
             },
             RelKey::Union(_) => self.snapshot.version(),
         };
-        let graph = self.graph;
-        let pinned = self
-            .cache
-            .get(
-                (graph_code(self.name), key.clone(), content),
-                || match key {
-                    RelKey::Pred(p) => graph.relation(*p).expect("checked above"),
-                    RelKey::Union(ps) => union_tree(graph, ps),
-                },
-                MatrixConfig::default(),
-            )
-            .map_err(|e| match e {
-                CacheError::Engine(e) => RpqError::Engine(e),
-                other => RpqError::Options(format!("device cache: {other}")),
-            })?;
-        let tree = self.cache.engine().matrix_tree(&pinned);
-        let (nnz, height) = (tree.nnz(), tree.height());
+        let loaded = load_resident(
+            self.cache,
+            (graph_code(self.name), key.clone(), content),
+            self.graph,
+            key,
+            MatrixConfig::default(),
+        )?;
         self.loads += 1;
         self.load_time += t0.elapsed();
-        let matrix: MatrixHandle<E::Matrix> = Arc::new(pinned);
-        Ok(Some(Loaded {
-            matrix,
-            nnz,
-            height,
-        }))
+        Ok(Some(loaded))
     }
 
     fn load_stats(&self) -> (u32, Duration) {
