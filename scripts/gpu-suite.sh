@@ -20,6 +20,9 @@
 #          document per class) as each step ends, so a call cut at its limit keeps them;
 #          a class still running SCALE_SECONDS (default 570) after the part began is
 #          stopped (its finished queries stay in scale.log) and later ones are skipped.
+#          SCALE_CLASSES picks classes (default "cv vc cc vv heavy"), SCALE_REPEATS the
+#          repeats (3); the store stays in the machine's temporary folder, and a later
+#          call with SCALE_REUSE=1 queries it again without generating and loading.
 #   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph), the cnr-2000 SPARQL
 #          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL, and the
 #          start-up of `query` on each engine with a cold and a warm kernel cache
@@ -148,7 +151,11 @@ run)
         deadline=$(( SECONDS + ${SCALE_SECONDS:-570} ))
         engines="${SCALE_ENGINES:-gpu,cpu}"
         store="$tmp/scale.store"; log="$out/scale.log"; wl="$out/scale-workload.rpq"
-        rm -rf "$store"; : >"$out/scale-workload.json"
+        : >"$out/scale-workload.json"
+        if [ "${SCALE_REUSE:-0}" = 1 ] && [ -s "$tmp/scale-workload.rpq" ] && [ -d "$store" ]; then
+            step "scale: reusing $store"; cp "$tmp/scale-workload.rpq" "$wl"
+        else
+        rm -rf "$store"
         step "scale: gen wikidata-like $n triples | load (scale.log)"
         # Piped: 10^9 triples are ~110 GB of text, more than the disk; the load parses
         # stdin in parallel while the generator writes.
@@ -161,24 +168,25 @@ run)
             echo "--- $t: /usr/bin/time -v" >>"$log"; cat "$tmp/$t-time.txt" >>"$log" 2>/dev/null
         done
         grep -E "^(wrote|loaded|  line lists)|Elapsed|Maximum resident" "$log" | tee -a "$out/summary.txt"
+        cp "$wl" "$tmp/scale-workload.rpq"
+        fi
         "$k2" info "$store" >>"$log" 2>&1 || status=1
         trees=$(find "$store" -name '*.k2' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
         du -sb "$store" | awk -v t="$trees" '{printf "store %.2f GiB, trees %.2f GiB\n", $1/2^30, t/2^30}' \
             | tee -a "$log" "$out/summary.txt"
         budget="${SCALE_GPU_BUDGET:-$(( trees / 2 ))}"
         echo "device budget $budget bytes (the relations' trees: $trees bytes)" | tee -a "$log" "$out/summary.txt"
-        for class in cv vc cc vv heavy; do
+        for class in ${SCALE_CLASSES:-cv vc cc vv heavy}; do
             step "scale: workload class $class on $engines"
             grep -E "^$class/" "$wl" >"$tmp/scale-$class.rpq" || continue
             left=$(( deadline - SECONDS ))
             if [ "$left" -lt 5 ]; then echo "skipped: SCALE_SECONDS spent" | tee -a "$out/summary.txt"; continue; fi
             timeout "$left" "$kb" workload --store "$store" --queries "$tmp/scale-$class.rpq" --engines "$engines" \
-                --repeats 3 --warmup 0 --timeout 60 --gpu-budget "$budget" --quiet --stats \
+                --repeats "${SCALE_REPEATS:-3}" --warmup 0 --timeout 60 --gpu-budget "$budget" --quiet --stats \
                 --json "$tmp/scale-$class.json" >>"$log" 2>&1 || status=1
             cat "$tmp/scale-$class.json" >>"$out/scale-workload.json" 2>/dev/null
             grep -E "^$class +k2rpq-" "$log" | tee -a "$out/summary.txt"
-        done
-        rm -rf "$store" ;;
+        done ;;
     sparql)
         codex_store
         step "CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph)"
