@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use indexmap::map::{Entry, IndexMap};
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef};
 use oxigraph::sparql::{QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator};
@@ -343,8 +344,7 @@ impl<E: Engine + 'static> K2Store<E> {
         }
         let mut t = K2Transaction {
             tx: self.store.start_transaction()?,
-            touched: HashMap::new(),
-            order: Vec::new(),
+            touched: IndexMap::new(),
         };
         let value = f(&mut t)?;
         let (tx, changes) = t.finish();
@@ -635,51 +635,45 @@ fn quad_of(q: QuadIds, term: impl Fn(u32) -> Option<oxrdf::Term>) -> Option<Quad
 /// was present).
 pub struct K2Transaction<'a> {
     tx: Transaction<'a>,
-    /// Per quad touched: (present before the transaction, present now).
-    touched: HashMap<Quad, (bool, bool)>,
-    /// The quads touched, in the order first touched.
-    order: Vec<Quad>,
+    /// Per quad touched, in the order first touched: (present before the transaction,
+    /// present now).
+    touched: IndexMap<Quad, (bool, bool)>,
 }
 
 impl<'a> K2Transaction<'a> {
-    fn present(&self, quad: QuadRef<'_>) -> Result<bool, OxigraphError> {
-        match self.touched.get(&quad.into_owned()) {
-            Some(&(_, now)) => Ok(now),
-            None => Ok(self.tx.contains(quad)?),
-        }
-    }
-
-    fn set(&mut self, quad: QuadRef<'_>, before: bool, now: bool) {
-        let owned = quad.into_owned();
-        match self.touched.get_mut(&owned) {
-            Some(state) => state.1 = now,
-            None => {
-                self.order.push(owned.clone());
-                self.touched.insert(owned, (before, now));
+    /// Sets `quad` present (`now`) if it is not already; whether it changed. The owned
+    /// quad is made once, as the key of its entry.
+    fn change(&mut self, quad: QuadRef<'_>, now: bool) -> Result<bool, OxigraphError> {
+        match self.touched.entry(quad.into_owned()) {
+            Entry::Occupied(mut e) => {
+                if e.get().1 == now {
+                    return Ok(false);
+                }
+                e.get_mut().1 = now;
+            }
+            Entry::Vacant(e) => {
+                if self.tx.contains(quad)? == now {
+                    return Ok(false);
+                }
+                e.insert((!now, now));
             }
         }
+        if now {
+            self.tx.insert(quad);
+        } else {
+            self.tx.remove(quad);
+        }
+        Ok(true)
     }
 
     /// Inserts `quad`; whether it was new.
     pub fn insert<'b>(&mut self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
-        let quad = quad.into();
-        if self.present(quad)? {
-            return Ok(false);
-        }
-        self.tx.insert(quad);
-        self.set(quad, false, true);
-        Ok(true)
+        self.change(quad.into(), true)
     }
 
     /// Removes `quad`; whether it was there.
     pub fn remove<'b>(&mut self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
-        let quad = quad.into();
-        if !self.present(quad)? {
-            return Ok(false);
-        }
-        self.tx.remove(quad);
-        self.set(quad, true, false);
-        Ok(true)
+        self.change(quad.into(), false)
     }
 
     /// Inserts `quads`; how many were new.
@@ -696,7 +690,11 @@ impl<'a> K2Transaction<'a> {
 
     /// Whether `quad` is present (writes of this transaction included).
     pub fn contains<'b>(&self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
-        self.present(quad.into())
+        let quad = quad.into();
+        match self.touched.get(&quad.into_owned()) {
+            Some(&(_, now)) => Ok(now),
+            None => Ok(self.tx.contains(quad)?),
+        }
     }
 
     /// Runs a SPARQL UPDATE request inside this transaction.
@@ -743,19 +741,12 @@ impl<'a> K2Transaction<'a> {
 
     /// The Oxigraph transaction and the net changes, in the order first touched.
     fn finish(self) -> (Transaction<'a>, Vec<(Quad, bool)>) {
-        let K2Transaction {
-            tx,
-            mut touched,
-            order,
-        } = self;
-        let changes = order
+        let changes = self
+            .touched
             .into_iter()
-            .filter_map(|q| {
-                let (before, now) = touched.remove(&q)?;
-                (before != now).then_some((q, now))
-            })
+            .filter_map(|(q, (before, now))| (before != now).then_some((q, now)))
             .collect();
-        (tx, changes)
+        (self.tx, changes)
     }
 }
 

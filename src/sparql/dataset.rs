@@ -2,7 +2,10 @@
 //! per graph, a [`PathGraph`] over those ids. The on-disk store implements both; the
 //! in-memory [`MemoryDataset`] is built from quads (an Oxigraph `Store`, parsed files).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 
@@ -31,22 +34,43 @@ pub trait PathDataset: Sync {
 }
 
 /// A term dictionary in memory.
-#[derive(Clone, Debug, Default)]
+///
+/// Each term is stored once, in id order; the table holds ids and is probed with the
+/// borrowed term, so a lookup allocates nothing (an owned key per lookup cost the
+/// embedding's writes four allocations a quad).
+#[derive(Clone, Default)]
 pub struct MemoryDictionary {
-    ids: HashMap<Term, u32>,
+    ids: HashTable<u32>,
     terms: Vec<Term>,
+    hasher: RandomState,
+}
+
+impl std::fmt::Debug for MemoryDictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryDictionary")
+            .field("terms", &self.terms.len())
+            .finish()
+    }
 }
 
 impl MemoryDictionary {
+    fn find(&self, term: TermRef<'_>, hash: u64) -> Option<u32> {
+        self.ids
+            .find(hash, |&id| self.terms[id as usize].as_ref() == term)
+            .copied()
+    }
+
     /// Returns the id of `term`, giving it the next id if it is new.
     pub fn intern(&mut self, term: TermRef<'_>) -> u32 {
-        let owned = term.into_owned();
-        if let Some(&id) = self.ids.get(&owned) {
+        let hash = self.hasher.hash_one(term);
+        if let Some(id) = self.find(term, hash) {
             return id;
         }
         let id = self.terms.len() as u32;
-        self.terms.push(owned.clone());
-        self.ids.insert(owned, id);
+        self.terms.push(term.into_owned());
+        let (terms, hasher) = (&self.terms, &self.hasher);
+        self.ids
+            .insert_unique(hash, id, |&i| hasher.hash_one(terms[i as usize].as_ref()));
         id
     }
 
@@ -63,7 +87,7 @@ impl MemoryDictionary {
 
 impl TermDictionary for MemoryDictionary {
     fn id(&self, term: TermRef<'_>) -> Option<u32> {
-        self.ids.get(&term.into_owned()).copied()
+        self.find(term, self.hasher.hash_one(term))
     }
     fn term(&self, id: u32) -> Option<Term> {
         self.terms.get(id as usize).cloned()
