@@ -23,9 +23,11 @@
 #          SCALE_CLASSES picks classes (default "cv vc cc vv heavy"), SCALE_REPEATS the
 #          repeats (3); the store stays in the machine's temporary folder, and a later
 #          call with SCALE_REUSE=1 queries it again without generating and loading.
-#   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph), the cnr-2000 SPARQL
+#   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph; SPARQL_REPEATS, default 5), the cnr-2000 SPARQL
 #          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL, and the
 #          start-up of `query` on each engine with a cold and a warm kernel cache
+#   embedding `k2rpq-bench embedding --quads 200000` three times (a host-only benchmark,
+#          run here for a quiet machine)
 #   endpoint  `k2rpq-bench endpoint` (64 clients, ENDPOINT_SECONDS, default 30) against
 #          `k2rpq serve` and `oxigraph serve-read-only` on CoDEx-M's path workload
 #
@@ -191,11 +193,11 @@ run)
         codex_store
         step "CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph)"
         timeout 400 "$kb" workload --store "$tmp/codex-m.store" --queries sparql/codex-m-mixed.rq --engines gpu,cpu,oxigraph \
-            --quiet --stats --json "$out/workload-mixed.json" >"$out/workload-mixed.txt" 2>&1 || status=1
+            --repeats "${SPARQL_REPEATS:-5}" --warmup 1 --quiet --stats --json "$out/workload-mixed.json" >"$out/workload-mixed.txt" 2>&1 || status=1
         sed -n '/^Summary/,$p' "$out/workload-mixed.txt" | head -14
         step "CoDEx-M mixed SPARQL workload, every path on the GPU (--force-gpu)"
         timeout 300 "$kb" workload --store "$tmp/codex-m.store" --queries sparql/codex-m-mixed.rq --engines gpu,cpu --force-gpu \
-            --quiet --stats --json "$out/workload-mixed-gpu.json" >"$out/workload-mixed-gpu.txt" 2>&1 || status=1
+            --repeats "${SPARQL_REPEATS:-5}" --warmup 1 --quiet --stats --json "$out/workload-mixed-gpu.json" >"$out/workload-mixed-gpu.txt" 2>&1 || status=1
         sed -n '/^Summary/,$p' "$out/workload-mixed-gpu.txt" | head -14
         cnr_store
         step "cnr-2000 SPARQL many-sources workload (gpu), and all pairs of p+ counted by rpq"
@@ -234,7 +236,10 @@ run)
         port_up 7879 && "$kb" endpoint --url http://127.0.0.1:7879/query --queries sparql/codex-m.rpq --clients 64 \
             --duration "${ENDPOINT_SECONDS:-30}" --warmup 5 --pid $opid --json "$out/endpoint-oxigraph.json" 2>&1 | tail -12 || status=1
         kill -TERM $opid; wait $opid ;;
-    *) echo "unknown part $part (tests spmv rpq load multi scale sparql endpoint)"; status=1 ;;
+    embedding)
+        step "embedding: inserts through K2Store against Oxigraph's own, query overhead"
+        for i in 1 2 3; do "$kb" embedding --quads 200000 2>&1 || status=1; done | tee "$out/embedding.txt" ;;
+    *) echo "unknown part $part (tests spmv rpq load multi scale sparql embedding endpoint)"; status=1 ;;
     esac; done
     exit $status
     ;;
