@@ -258,10 +258,9 @@ pub(crate) struct QuadIds {
     pub object: u32,
 }
 
-impl Live {
-    /// The ids of `quad`'s terms, giving new terms the next ids.
-    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
-        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
+impl QuadIds {
+    /// The ids of `quad`'s terms in `d`, giving new terms the next ids.
+    pub(crate) fn intern(d: &mut MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
         let graph = match quad.graph_name {
             GraphNameRef::DefaultGraph => None,
             GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
@@ -273,6 +272,14 @@ impl Live {
             predicate: d.intern(quad.predicate.into()),
             object: d.intern(quad.object),
         }
+    }
+}
+
+impl Live {
+    /// The ids of `quad`'s terms, giving new terms the next ids.
+    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
+        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
+        QuadIds::intern(&mut d, quad)
     }
 
     /// Number of terms in the dictionary.

@@ -282,7 +282,7 @@ impl<E: Engine + 'static> K2Store<E> {
             let q = q?;
             let ids = {
                 let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
-                intern(&mut d, q.as_ref())
+                QuadIds::intern(&mut d, q.as_ref())
             };
             edges
                 .entry(ids.graph)
@@ -593,20 +593,6 @@ pub struct EmbeddingStats {
     pub terms: u64,
     /// Changes held in deltas, not yet merged into trees.
     pub delta_changes: u64,
-}
-
-fn intern(d: &mut crate::sparql::MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
-    let graph = match quad.graph_name {
-        GraphNameRef::DefaultGraph => None,
-        GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
-        GraphNameRef::BlankNode(g) => Some(d.intern(g.into())),
-    };
-    QuadIds {
-        graph,
-        subject: d.intern(quad.subject.into()),
-        predicate: d.intern(quad.predicate.into()),
-        object: d.intern(quad.object),
-    }
 }
 
 /// The quad of `q`'s ids, with `term` giving each id's term.
