@@ -10,23 +10,20 @@ use std::time::{Duration, Instant};
 
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef};
-use oxigraph::sparql::{QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator};
+use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::{Store, Transaction};
-use spargebra::algebra::GraphPattern;
 
 use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
 use super::log::{Checkpoint, Log};
-use super::{execute, OxigraphError};
+use super::{answer_path_service, execute, path_evaluator, OxigraphError};
 use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
 use crate::database::load_resident;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::{Loaded, PathGraph, PredId, RelKey, RelationSource, RpqError};
-use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, RelationProvider};
-use crate::sparql::rewrite::SERVICE_IRI;
-use crate::sparql::semantics::Deadline;
-use crate::sparql::{PathDataset, SparqlError};
+use crate::sparql::group::RelationProvider;
+use crate::sparql::PathDataset;
 
 /// Changes a relation's delta holds before the background merge rebuilds its tree.
 pub const DEFAULT_MERGE_THRESHOLD: usize = 1 << 16;
@@ -542,12 +539,19 @@ impl<E: Engine + 'static> K2Store<E> {
     /// relations as of now; use it with queries rewritten by
     /// [`crate::sparql::rewrite::wrap_paths_in_service`].
     pub fn evaluator(&self) -> SparqlEvaluator {
-        let handler = LivePathService {
-            engine: Arc::clone(&self.engine),
-            cache: self.cache.clone(),
-            snapshot: self.snapshot(),
-        };
-        SparqlEvaluator::new().with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), handler)
+        let engine = Arc::clone(&self.engine);
+        let cache = self.cache.clone();
+        let snapshot = self.snapshot();
+        path_evaluator(move |pattern| {
+            let provider = CachedProvider {
+                cache: &cache,
+                snapshot: &snapshot,
+            };
+            let terms = Arc::clone(&snapshot);
+            answer_path_service(&*engine, &*snapshot, &provider, pattern, move |id| {
+                terms.dictionary().term(id)
+            })
+        })
     }
 
     /// Answers any SPARQL query: property paths by k2rpq over the relations (no scan of
@@ -742,43 +746,6 @@ impl<'a> K2Transaction<'a> {
             })
             .collect();
         (tx, changes)
-    }
-}
-
-/// The `SERVICE <urn:k2rpq:paths>` handler of a [`K2Store`]: evaluates the service's
-/// group on one snapshot of the relations.
-struct LivePathService<E: Engine + 'static> {
-    engine: Arc<E>,
-    cache: DeviceCache<E, ResidentKey>,
-    snapshot: Arc<Snapshot>,
-}
-
-impl<E: Engine + 'static> ServiceHandler for LivePathService<E> {
-    type Error = SparqlError;
-
-    fn handle(
-        &self,
-        pattern: &GraphPattern,
-        _base_iri: Option<&oxiri::Iri<String>>,
-    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let group = PathGroup::from_pattern(pattern)?;
-        let provider = CachedProvider {
-            cache: &self.cache,
-            snapshot: &self.snapshot,
-        };
-        let solutions = evaluate_group(
-            &*self.engine,
-            &*self.snapshot,
-            &GraphScope::default(),
-            &group,
-            &provider,
-            None,
-        )?;
-        let snapshot = Arc::clone(&self.snapshot);
-        Ok(solutions.into_solutions(
-            move |id| snapshot.dictionary().term(id),
-            Deadline::default(),
-        ))
     }
 }
 
