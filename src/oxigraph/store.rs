@@ -17,11 +17,11 @@ use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, Tree
 use super::log::{Checkpoint, Log};
 use super::{answer_path_service, execute, path_evaluator, OxigraphError};
 use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
-use crate::database::load_resident;
+use crate::database::CachedRelations;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
-use crate::rpq::{Loaded, PathGraph, PredId, RelKey, RelationSource, RpqError};
+use crate::rpq::{PathGraph, PredId, RelKey, RelationSource};
 use crate::sparql::group::RelationProvider;
 use crate::sparql::PathDataset;
 
@@ -761,49 +761,19 @@ impl<'a, E: Engine + 'static> RelationProvider<'a, E> for CachedProvider<'a, E> 
         name: Option<u32>,
         graph: &'a dyn PathGraph,
     ) -> Box<dyn RelationSource<E> + 'a> {
-        Box::new(CachedRelations {
-            cache: self.cache,
-            snapshot: self.snapshot,
-            name,
-            graph,
-            loads: 0,
-            load_time: Duration::ZERO,
-        })
-    }
-}
-
-struct CachedRelations<'a, E: Engine> {
-    cache: &'a DeviceCache<E, ResidentKey>,
-    snapshot: &'a Snapshot,
-    name: GraphKey,
-    graph: &'a dyn PathGraph,
-    loads: u32,
-    load_time: Duration,
-}
-
-impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
-    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
-        let t0 = Instant::now();
-        let content: TreeId = match key {
-            RelKey::Pred(p) => match self.snapshot.graph(self.name).and_then(|g| g.view(*p)) {
-                Some(v) => v.tree_id(),
-                None => return Ok(None),
-            },
-            RelKey::Union(_) => self.snapshot.version(),
-        };
-        let loaded = load_resident(
+        let snapshot = self.snapshot;
+        let code = graph_code(name);
+        Box::new(CachedRelations::new(
             self.cache,
-            (graph_code(self.name), key.clone(), content),
-            self.graph,
-            key,
+            graph,
             MatrixConfig::default(),
-        )?;
-        self.loads += 1;
-        self.load_time += t0.elapsed();
-        Ok(Some(loaded))
-    }
-
-    fn load_stats(&self) -> (u32, Duration) {
-        (self.loads, self.load_time)
+            move |key| {
+                let content: TreeId = match key {
+                    RelKey::Pred(p) => snapshot.graph(name)?.view(*p)?.tree_id(),
+                    RelKey::Union(_) => snapshot.version(),
+                };
+                Some((code, key.clone(), content))
+            },
+        ))
     }
 }
