@@ -285,32 +285,66 @@ impl TermLookup for StoreTerms {
 /// Key of a resident relation: graph and predicate (or union of predicates).
 type ResidentKey = (GraphId, RelKey);
 
-/// Relations served from a [`DeviceCache`]: pinned for the evaluation, resident after.
-struct CachedRelations<'a, E: Engine> {
-    cache: &'a DeviceCache<E, ResidentKey>,
+/// The cache key of a relation; `None` for one the graph lacks, which is not cached.
+type RelationKey<'a, K> = Box<dyn Fn(&RelKey) -> Option<K> + Send + 'a>;
+
+/// Relations served from a [`DeviceCache`] under keys of type `K`: pinned for the
+/// evaluation, resident after.
+pub(crate) struct CachedRelations<'a, E: Engine, K> {
+    cache: &'a DeviceCache<E, K>,
     graph: &'a dyn PathGraph,
-    graph_id: GraphId,
+    key: RelationKey<'a, K>,
     config: MatrixConfig,
     loads: u32,
     load_time: Duration,
 }
 
-impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
+impl<'a, E: Engine, K> CachedRelations<'a, E, K> {
+    /// The relations of `graph` in `cache` under the keys `key` gives, loaded in `config`.
+    pub(crate) fn new(
+        cache: &'a DeviceCache<E, K>,
+        graph: &'a dyn PathGraph,
+        config: MatrixConfig,
+        key: impl Fn(&RelKey) -> Option<K> + Send + 'a,
+    ) -> Self {
+        CachedRelations {
+            cache,
+            graph,
+            key: Box::new(key),
+            config,
+            loads: 0,
+            load_time: Duration::ZERO,
+        }
+    }
+}
+
+impl<'a, E: Engine> CachedRelations<'a, E, ResidentKey> {
+    /// The relations of the store's graph `graph_id`, `graph`.
+    fn of_store_graph(
+        cache: &'a DeviceCache<E, ResidentKey>,
+        graph: &'a dyn PathGraph,
+        graph_id: GraphId,
+        config: MatrixConfig,
+    ) -> Self {
+        CachedRelations::new(cache, graph, config, move |key| match key {
+            // Absent relations are not cached: the store answers that from its manifest.
+            RelKey::Pred(p) if graph.relation(*p).is_none() => None,
+            _ => Some((graph_id, key.clone())),
+        })
+    }
+}
+
+impl<E, K> RelationSource<E> for CachedRelations<'_, E, K>
+where
+    E: Engine + 'static,
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
     fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
         let t0 = Instant::now();
-        // Absent relations are not cached: the store answers that from its manifest.
-        if let RelKey::Pred(p) = key {
-            if self.graph.relation(*p).is_none() {
-                return Ok(None);
-            }
-        }
-        let loaded = load_resident(
-            self.cache,
-            (self.graph_id, key.clone()),
-            self.graph,
-            key,
-            self.config,
-        )?;
+        let Some(cache_key) = (self.key)(key) else {
+            return Ok(None);
+        };
+        let loaded = load_resident(self.cache, cache_key, self.graph, key, self.config)?;
         self.loads += 1;
         self.load_time += t0.elapsed();
         Ok(Some(loaded))
@@ -702,15 +736,8 @@ impl Database {
             g: &'a StoreGraph,
             graph_id: GraphId,
             config: MatrixConfig,
-        ) -> CachedRelations<'a, GpuEngine> {
-            CachedRelations {
-                cache: &d.cache,
-                graph: g,
-                graph_id,
-                config,
-                loads: 0,
-                load_time: Duration::ZERO,
-            }
+        ) -> CachedRelations<'a, GpuEngine, ResidentKey> {
+            CachedRelations::of_store_graph(&d.cache, g, graph_id, config)
         }
         let (result, engine) = if !on_gpu {
             let mut rels = PerQueryRelations::new(&self.cpu, &g, options.config);
@@ -722,7 +749,7 @@ impl Database {
             && !rpq::runs_on_one(gpus[0].cache.engine().as_ref(), &plan, options)
         {
             let _busy: Vec<Busy<'_>> = gpus.iter().map(Busy::claim).collect();
-            let mut rels: Vec<CachedRelations<'_, GpuEngine>> = gpus
+            let mut rels: Vec<CachedRelations<'_, GpuEngine, ResidentKey>> = gpus
                 .iter()
                 .map(|d| cached(d, &g, graph, options.config))
                 .collect();
@@ -1103,14 +1130,12 @@ impl<'a> RelationProvider<'a, GpuEngine> for CachedProvider<'a> {
                 .position(|g| g.id == Some(n))
                 .unwrap_or(usize::MAX),
         };
-        Box::new(CachedRelations {
-            cache: self.cache,
+        Box::new(CachedRelations::of_store_graph(
+            self.cache,
             graph,
             graph_id,
-            config: self.config,
-            loads: 0,
-            load_time: Duration::ZERO,
-        })
+            self.config,
+        ))
     }
 }
 

@@ -2,33 +2,18 @@
 //! data) answers what Oxigraph's own evaluation answers over the same triples in memory,
 //! for every construct around the paths.
 
-use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
+use k2rpq::database::Database;
 use k2rpq::sparql::SparqlError;
-use k2rpq::store::{load, Input, LoadOptions};
 
 #[path = "answers/mod.rs"]
 mod answers;
-use answers::{named_multiset, oxigraph_answer};
+use answers::{cpu_database, named_multiset, oxigraph_answer};
 
 const CODEX_M: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codex/codex-m.nt.gz");
 
 /// CoDEx-M loaded into a store in `dir`, opened on the CPU engine.
 fn codex_database(dir: &std::path::Path) -> Database {
-    let store = dir.join("store");
-    load(
-        &[Input::Path(CODEX_M.into())],
-        &store,
-        &LoadOptions::default(),
-    )
-    .unwrap();
-    Database::open(
-        &store,
-        &DatabaseOptions {
-            engine: EngineChoice::Cpu,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    cpu_database(CODEX_M.into(), dir)
 }
 
 /// CoDEx-M in Oxigraph's in-memory store.

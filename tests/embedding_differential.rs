@@ -63,12 +63,14 @@ fn k2_answer(store: &K2Store, query: &str) -> Multiset {
     )
 }
 
-fn check_all(store: &K2Store, step: usize) {
+/// Every query's answer from `store` equals Oxigraph's on the store's own Oxigraph store;
+/// `what` names the moment in a failure.
+fn same_answers(store: &K2Store, what: &str) {
     for q in QUERIES {
         assert_eq!(
             k2_answer(store, q),
             oxigraph_answer(store.oxigraph(), q),
-            "step {step}: {q}"
+            "{what}: {q}"
         );
     }
 }
@@ -132,7 +134,7 @@ fn random_writes_and_path_queries_match_oxigraph() {
     }
     assert!(queries > 2_000);
     store.wait_for_merges();
-    check_all(&store, 10_000);
+    same_answers(&store, "step 10000");
 }
 
 fn as_data(q: &Quad) -> String {
@@ -154,16 +156,16 @@ fn sparql_update_operations_give_exact_changes() {
     run("PREFIX : <http://e/> WITH :k DELETE { ?x :p ?y } WHERE { ?x :p ?y FILTER(?x = :a) }");
     run("PREFIX : <http://e/> CREATE GRAPH :empty");
     run("PREFIX : <http://e/> INSERT { GRAPH :k { _:n :p ?x } } WHERE { :a :p ?x }");
-    check_all(&store, 0);
+    same_answers(&store, "step 0");
     let q = "SELECT ?g ?x ?y WHERE { GRAPH ?g { ?x <http://e/p>+ ?y } }";
     assert!(!multiset(store.query(q).unwrap()).is_empty());
     run("PREFIX : <http://e/> DROP GRAPH :k");
     run("DROP NAMED");
-    check_all(&store, 1);
+    same_answers(&store, "step 1");
     assert_eq!(store.len(), 4);
     run("CLEAR ALL");
     assert!(store.is_empty());
-    check_all(&store, 2);
+    same_answers(&store, "step 2");
     // Errors Oxigraph would give, and no change on either side.
     run("INSERT DATA { <http://e/a> <http://e/p> <http://e/b> . GRAPH <http://e/g> { <http://e/a> <http://e/p> <http://e/b> } }");
     let before = store.stats();
@@ -174,7 +176,7 @@ fn sparql_update_operations_give_exact_changes() {
     ] {
         assert!(store.update(bad).is_err(), "{bad}");
         assert_eq!(store.stats(), before, "{bad}");
-        check_all(&store, 3);
+        same_answers(&store, "step 3");
     }
     run("CLEAR SILENT GRAPH <http://e/none>");
     assert_eq!(store.stats().quads, before.quads);
@@ -251,17 +253,6 @@ fn background_merge_swaps_trees_under_running_queries() {
     store.wait_for_merges();
     let _ = store.query(q).unwrap();
     assert_eq!(k2_answer(&store, q), oxigraph_answer(store.oxigraph(), q));
-}
-
-/// Every query's answer from `store` equals Oxigraph's on `oxigraph`.
-fn same_answers(store: &K2Store, what: &str) {
-    for q in QUERIES {
-        assert_eq!(
-            k2_answer(store, q),
-            oxigraph_answer(store.oxigraph(), q),
-            "{what}: {q}"
-        );
-    }
 }
 
 #[test]

@@ -32,6 +32,28 @@ fn gpu_or_skip(options: GpuOptions) -> Option<GpuEngine> {
     }
 }
 
+/// Tiles of `tile_nodes` nodes under a top level of `top_nodes`, with `offset_source`
+/// and `leaf_kernel`, and one level per expand launch (the default fuses): sets may
+/// change that with [`tuned`].
+fn tiled(
+    tile_nodes: u64,
+    top_nodes: u64,
+    offset_source: Option<OffsetSource>,
+    leaf_kernel: LeafKernel,
+) -> GpuOptions {
+    GpuOptions {
+        tuning: Tuning {
+            tile_nodes: Some(tile_nodes),
+            top_nodes,
+            offset_source,
+            leaf_kernel,
+            fused_levels: 1,
+            ..Tuning::default()
+        },
+        ..GpuOptions::default()
+    }
+}
+
 /// `o` with its tuning changed by `f`.
 fn tuned(mut o: GpuOptions, f: impl FnOnce(&mut Tuning)) -> GpuOptions {
     f(&mut o.tuning);
@@ -49,17 +71,8 @@ fn tuned(mut o: GpuOptions, f: impl FnOnce(&mut Tuning)) -> GpuOptions {
 fn option_sets() -> Vec<GpuOptions> {
     let mut out = Vec::new();
     for leaf_kernel in std::iter::once(LeafKernel::Tuned).chain(LeafKernel::ALL) {
-        // One level per expand launch unless a set says otherwise (the default fuses).
-        let o = |tile_nodes: u64, top_nodes, offset_source| GpuOptions {
-            tuning: Tuning {
-                tile_nodes: Some(tile_nodes),
-                top_nodes,
-                offset_source,
-                leaf_kernel,
-                fused_levels: 1,
-                ..Tuning::default()
-            },
-            ..GpuOptions::default()
+        let o = |tile_nodes, top_nodes, offset_source| {
+            tiled(tile_nodes, top_nodes, offset_source, leaf_kernel)
         };
         let auto = GpuOptions {
             tuning: Tuning {
@@ -424,6 +437,11 @@ fn random_matrices_match_cpu() {
             check_matrix(&gpu, tree, label, true, &[1, 3]);
         }
     }
+    check_f32_accuracy_every_leaf_kernel(&mats);
+}
+
+/// [`check_f32_accuracy`] of each (label, matrix) of `mats` under every leaf kernel.
+fn check_f32_accuracy_every_leaf_kernel(mats: &[(String, Arc<K2Tree>)]) {
     for leaf_kernel in LeafKernel::ALL {
         let gpu = GpuEngine::with_options(
             0,
@@ -436,7 +454,7 @@ fn random_matrices_match_cpu() {
             },
         )
         .unwrap();
-        for (label, tree) in &mats {
+        for (label, tree) in mats {
             check_f32_accuracy(&gpu, tree, &format!("{label} {}", leaf_kernel.name()));
         }
     }
@@ -897,18 +915,6 @@ fn cnr_2000_matches_cpu() {
         return;
     };
     println!("cnr-2000: {:?}", tree.stats());
-    // One level per expand launch unless a set says otherwise (the default fuses).
-    let o = |tile_nodes: u64, top_nodes, offset_source, leaf_kernel| GpuOptions {
-        tuning: Tuning {
-            tile_nodes: Some(tile_nodes),
-            top_nodes,
-            offset_source,
-            leaf_kernel,
-            fused_levels: 1,
-            ..Tuning::default()
-        },
-        ..GpuOptions::default()
-    };
     let mut sets: Vec<GpuOptions> = FrontierLayout::ALL
         .into_iter()
         .map(|frontier| GpuOptions {
@@ -941,7 +947,7 @@ fn cnr_2000_matches_cpu() {
         ..GpuOptions::default()
     });
     // A shallow top (deep device-side descents) with small tiles.
-    let shallow = o(
+    let shallow = tiled(
         1 << 14,
         1 << 10,
         Some(OffsetSource::Directory),
@@ -973,8 +979,8 @@ fn cnr_2000_matches_cpu() {
         t.fused_levels = Tuning::MAX_FUSED_LEVELS;
     }));
     for k in LeafKernel::ALL {
-        sets.push(o(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));
-        sets.push(o(1 << 14, 1 << 10, Some(OffsetSource::Directory), k));
+        sets.push(tiled(1 << 12, 1 << 16, Some(OffsetSource::Scan), k));
+        sets.push(tiled(1 << 14, 1 << 10, Some(OffsetSource::Directory), k));
     }
     for options in sets {
         let gpu = GpuEngine::with_options(0, options).unwrap();
@@ -1003,20 +1009,7 @@ fn cnr_2000_matches_cpu() {
             );
         }
     }
-    for leaf_kernel in LeafKernel::ALL {
-        let gpu = GpuEngine::with_options(
-            0,
-            GpuOptions {
-                tuning: Tuning {
-                    leaf_kernel,
-                    ..Tuning::default()
-                },
-                ..GpuOptions::default()
-            },
-        )
-        .unwrap();
-        check_f32_accuracy(&gpu, &tree, &format!("cnr-2000 {}", leaf_kernel.name()));
-    }
+    check_f32_accuracy_every_leaf_kernel(&[("cnr-2000".to_string(), tree)]);
 }
 
 /// Prints product times on cnr-2000 (CUDA events, mean of 20 after a warm-up) for the

@@ -11,8 +11,8 @@ use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::engine::gpu::GpuEngine;
 use k2rpq::engine::Engine;
 use k2rpq::rpq::{
-    evaluate, plan, Endpoint, EvalDirection, EvalOptions, MemoryGraph, Path, StartNodes,
-    TraversalPolicy,
+    evaluate, plan, Endpoint, EvalDirection, EvalOptions, MemoryGraph, Path, PathResult,
+    StartNodes, TraversalPolicy,
 };
 
 /// `?x p+ ?y` over a DAG of `nodes` nodes: node `i` links to `i − 1` and to `i / 2`, so
@@ -43,6 +43,24 @@ fn batched(limit: Option<u64>, timeout: Option<Duration>) -> EvalOptions {
     }
 }
 
+/// The answer of `?x p+ ?y` on `g` with [`batched`] options.
+fn closure_pairs<E: Engine>(
+    engine: &E,
+    g: &MemoryGraph,
+    limit: Option<u64>,
+    timeout: Option<Duration>,
+) -> PathResult {
+    evaluate(
+        engine,
+        g,
+        &closure(),
+        Endpoint::Var,
+        Endpoint::Var,
+        &batched(limit, timeout),
+    )
+    .unwrap()
+}
+
 /// Every pair `(x, y)` with `y < x` is an answer of `?x p+ ?y` on [`dag`].
 fn correct(pairs: &[(u32, u32)]) -> bool {
     pairs.iter().all(|&(x, y)| y < x)
@@ -50,16 +68,7 @@ fn correct(pairs: &[(u32, u32)]) -> bool {
 
 fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
     let g = dag(4_000);
-    let p = closure();
-    let full = evaluate(
-        engine,
-        &g,
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(Some(20_000), None),
-    )
-    .unwrap();
+    let full = closure_pairs(engine, &g, Some(20_000), None);
     assert!(full.truncated && !full.timed_out);
     assert_eq!(full.count, 20_000);
     assert_eq!(full.pairs.len(), 20_000);
@@ -75,15 +84,7 @@ fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
     );
     // A limit a single batch passes within a step stops that batch's fixed point: the
     // first batch (starts 0..64, at most 63·64/2 + … pairs) is not run to its end.
-    let small = evaluate(
-        engine,
-        &g,
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(Some(100), None),
-    )
-    .unwrap();
+    let small = closure_pairs(engine, &g, Some(100), None);
     assert!(small.truncated);
     assert_eq!(small.count, 100);
     assert!(correct(&small.pairs));
@@ -91,21 +92,13 @@ fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
     // An exact fit: the limit equals the whole answer of the first batch. Only a later
     // pair shows that the answer was cut, so the second batch runs, finds one and stops
     // the run there.
-    let two = evaluate(
-        engine,
-        &dag(200),
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(None, None),
-    )
-    .unwrap();
+    let two = closure_pairs(engine, &dag(200), None, None);
     assert_eq!(two.count, 199 * 200 / 2);
     assert!(!two.truncated && !two.timed_out);
     // The first batch: the first 64 candidates, at the end the plan starts from.
     let pl = plan(
         &dag(200),
-        &p,
+        &closure(),
         Endpoint::Var,
         Endpoint::Var,
         &batched(None, None),
@@ -122,15 +115,7 @@ fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
             EvalDirection::Backward => first.contains(&y),
         })
         .count() as u64;
-    let exact = evaluate(
-        engine,
-        &dag(200),
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(Some(first_batch), None),
-    )
-    .unwrap();
+    let exact = closure_pairs(engine, &dag(200), Some(first_batch), None);
     assert_eq!(exact.count, first_batch);
     assert!(exact.truncated);
     assert_eq!(exact.trace.batches, 2, "one batch after a full answer");
@@ -138,17 +123,8 @@ fn limit_stops_the_fixed_point<E: Engine>(engine: &E) {
 
 fn timeout_cancels_between_launches<E: Engine>(engine: &E) {
     let g = dag(20_000);
-    let p = closure();
     // A passed deadline starts nothing.
-    let none = evaluate(
-        engine,
-        &g,
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(None, Some(Duration::ZERO)),
-    )
-    .unwrap();
+    let none = closure_pairs(engine, &g, None, Some(Duration::ZERO));
     assert!(none.timed_out && !none.truncated);
     assert_eq!(none.count, 0);
     assert_eq!(none.trace.batches, 0);
@@ -156,15 +132,7 @@ fn timeout_cancels_between_launches<E: Engine>(engine: &E) {
     // deadline, with the pairs found by then.
     let timeout = Duration::from_millis(300);
     let t = Instant::now();
-    let cut = evaluate(
-        engine,
-        &g,
-        &p,
-        Endpoint::Var,
-        Endpoint::Var,
-        &batched(None, Some(timeout)),
-    )
-    .unwrap();
+    let cut = closure_pairs(engine, &g, None, Some(timeout));
     let took = t.elapsed();
     assert!(cut.timed_out);
     assert!(cut.count < 19_999 * 20_000 / 2);
@@ -185,13 +153,14 @@ fn cpu_timeout_cancels_between_products() {
     timeout_cancels_between_launches(&CpuEngine::new());
 }
 
-#[test]
-fn gpu_limit_stops_the_fixed_point() {
+/// Runs `check` on GPU 0 (skipped without a usable GPU), then checks that the
+/// evaluation's run freed what it kept.
+fn on_gpu(check: impl FnOnce(&GpuEngine)) {
     let Some(gpu) = GpuEngine::new_or_notice(0) else {
         eprintln!("skipped: no usable GPU");
         return;
     };
-    limit_stops_the_fixed_point(&gpu);
+    check(&gpu);
     assert_eq!(
         gpu.kept_bytes(),
         0,
@@ -200,15 +169,11 @@ fn gpu_limit_stops_the_fixed_point() {
 }
 
 #[test]
+fn gpu_limit_stops_the_fixed_point() {
+    on_gpu(limit_stops_the_fixed_point);
+}
+
+#[test]
 fn gpu_timeout_cancels_between_launches() {
-    let Some(gpu) = GpuEngine::new_or_notice(0) else {
-        eprintln!("skipped: no usable GPU");
-        return;
-    };
-    timeout_cancels_between_launches(&gpu);
-    assert_eq!(
-        gpu.kept_bytes(),
-        0,
-        "the evaluation's run freed what it kept"
-    );
+    on_gpu(timeout_cancels_between_launches);
 }

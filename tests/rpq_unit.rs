@@ -293,9 +293,19 @@ fn small_graph() -> MemoryGraph {
     )
 }
 
+/// `path` from `s` to `o` over `g` on the CPU engine.
+fn cpu_eval(
+    g: &MemoryGraph,
+    path: &Path,
+    s: Endpoint,
+    o: Endpoint,
+    options: &EvalOptions,
+) -> k2rpq::rpq::PathResult {
+    evaluate(&CpuEngine::new(), g, path, s, o, options).unwrap()
+}
+
 fn run(path: &Path, s: Endpoint, o: Endpoint) -> Vec<(u32, u32)> {
-    let g = small_graph();
-    let r = evaluate(&CpuEngine::new(), &g, path, s, o, &EvalOptions::default()).unwrap();
+    let r = cpu_eval(&small_graph(), path, s, o, &EvalOptions::default());
     assert!(!r.truncated && !r.timed_out);
     r.pairs
 }
@@ -326,15 +336,13 @@ fn const_to_const_stops_at_the_target() {
     );
     assert_eq!(run(&a_plus, Endpoint::Const(0), Endpoint::Const(3)), vec![]);
     let g = small_graph();
-    let r = evaluate(
-        &CpuEngine::new(),
+    let r = cpu_eval(
         &g,
         &a_plus,
         Endpoint::Const(0),
         Endpoint::Const(1),
         &EvalOptions::default(),
-    )
-    .unwrap();
+    );
     // 0 -> 1 is found in the first step; the cycle is not walked to its fixed point.
     assert_eq!(r.pairs, vec![(0, 1)]);
     assert_eq!(r.trace.total_steps, 1);
@@ -353,15 +361,7 @@ fn var_to_var_batches_candidates() {
         batch_words: 1,
         ..EvalOptions::default()
     };
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &a_plus,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
+    let r = cpu_eval(&g, &a_plus, Endpoint::Var, Endpoint::Var, &opts);
     assert_eq!(r.pairs, all);
 }
 
@@ -485,15 +485,7 @@ fn plan_picks_direction_and_displays() {
     let text = p.display_with(&names).to_string();
     assert!(text.contains("<http://e/11>"), "{text}");
     assert!(text.contains("right product"), "{text}");
-    let r = evaluate(
-        &CpuEngine::new(),
-        &g,
-        &path,
-        Endpoint::Var,
-        Endpoint::Var,
-        &opts,
-    )
-    .unwrap();
+    let r = cpu_eval(&g, &path, Endpoint::Var, Endpoint::Var, &opts);
     assert_eq!(r.pairs, vec![(0, 3), (1, 3), (2, 3)]);
     let trace = r.trace.to_string();
     assert!(trace.contains("engine cpu"), "{trace}");
@@ -513,7 +505,7 @@ fn eval_with(
         traversal,
         ..EvalOptions::default()
     };
-    evaluate(&CpuEngine::new(), g, path, s, o, &options).unwrap()
+    cpu_eval(g, path, s, o, &options)
 }
 
 #[test]

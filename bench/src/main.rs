@@ -52,13 +52,7 @@ fn main() -> ExitCode {
         Command::Endpoint(a) => cmd::endpoint::run(a),
         Command::Embedding(a) => cmd::embedding::run(a),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprint!("{}", report::error_report(&e));
-            ExitCode::FAILURE
-        }
-    }
+    report::exit_code(result)
 }
 
 #[cfg(test)]

@@ -83,31 +83,11 @@ pub fn drain(
     deadline: Instant,
 ) -> Result<QueryOutcome, String> {
     let mut out = QueryOutcome::default();
-    let stop = |e: String, out: &mut QueryOutcome| {
-        if Instant::now() >= deadline {
-            out.timed_out = true;
-            Ok(())
-        } else {
-            Err(e)
-        }
-    };
     match results {
         QueryResults::Solutions(solutions) => {
-            for s in solutions {
-                let s = match s {
-                    Ok(s) => s,
-                    Err(e) => {
-                        stop(e.to_string(), &mut out)?;
-                        break;
-                    }
-                };
-                if out.rows >= limit {
-                    out.truncated = true;
-                    break;
-                }
-                out.rows += 1;
-                out.solutions.push(s.values().to_vec());
-            }
+            drain_rows(solutions, limit, deadline, &mut out, |out, s| {
+                out.solutions.push(s.values().to_vec())
+            })?
         }
         QueryResults::Boolean(b) => {
             out.rows = b as u64;
@@ -116,24 +96,41 @@ pub fn drain(
             }
         }
         QueryResults::Graph(triples) => {
-            for t in triples {
-                let t = match t {
-                    Ok(t) => t,
-                    Err(e) => {
-                        stop(e.to_string(), &mut out)?;
-                        break;
-                    }
-                };
-                if out.rows >= limit {
-                    out.truncated = true;
-                    break;
-                }
-                out.rows += 1;
-                out.triples.push(t);
-            }
+            drain_rows(triples, limit, deadline, &mut out, |out, t| {
+                out.triples.push(t)
+            })?
         }
     }
     Ok(out)
+}
+
+/// Reads `rows` into `out` with `keep` until the end, the first error or `limit` rows
+/// (`out.truncated` when more were left). An error after `deadline` is the timeout's
+/// cancellation: `out.timed_out`, not an error.
+fn drain_rows<T, E: std::fmt::Display>(
+    rows: impl Iterator<Item = Result<T, E>>,
+    limit: u64,
+    deadline: Instant,
+    out: &mut QueryOutcome,
+    mut keep: impl FnMut(&mut QueryOutcome, T),
+) -> Result<(), String> {
+    for row in rows {
+        let row = match row {
+            Ok(row) => row,
+            Err(_) if Instant::now() >= deadline => {
+                out.timed_out = true;
+                break;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        if out.rows >= limit {
+            out.truncated = true;
+            break;
+        }
+        out.rows += 1;
+        keep(out, row);
+    }
+    Ok(())
 }
 
 /// Runs `query` on `store`, iterating all rows (at most `limit`), cancelled after

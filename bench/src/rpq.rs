@@ -1019,6 +1019,7 @@ struct DeviationFeatures {
 }
 
 fn deviation_features(query: &spargebra::Query, known: impl Fn(&str) -> bool) -> DeviationFeatures {
+    use k2rpq::sparql::rewrite::sub_patterns;
     use spargebra::algebra::{GraphPattern, PropertyPathExpression as P};
     use spargebra::term::TermPattern;
     fn bag_alternative(p: &P) -> bool {
@@ -1054,28 +1055,11 @@ fn deviation_features(query: &spargebra::Query, known: impl Fn(&str) -> bool) ->
                 };
                 f.absent_constant |= may_be_empty(path) && (absent(subject) || absent(object));
             }
-            GraphPattern::Bgp { .. } | GraphPattern::Values { .. } => {}
-            GraphPattern::Join { left, right }
-            | GraphPattern::LeftJoin { left, right, .. }
-            | GraphPattern::Lateral { left, right }
-            | GraphPattern::Union { left, right }
-            | GraphPattern::Minus { left, right } => {
-                walk(left, known, f);
-                walk(right, known, f);
-            }
-            GraphPattern::Group { inner, .. } => {
-                f.aggregate = true;
-                walk(inner, known, f);
-            }
-            GraphPattern::Filter { inner, .. }
-            | GraphPattern::Graph { inner, .. }
-            | GraphPattern::Extend { inner, .. }
-            | GraphPattern::OrderBy { inner, .. }
-            | GraphPattern::Project { inner, .. }
-            | GraphPattern::Distinct { inner }
-            | GraphPattern::Reduced { inner }
-            | GraphPattern::Slice { inner, .. }
-            | GraphPattern::Service { inner, .. } => walk(inner, known, f),
+            GraphPattern::Group { .. } => f.aggregate = true,
+            _ => {}
+        }
+        for inner in sub_patterns(p) {
+            walk(inner, known, f);
         }
     }
     let pattern = match query {

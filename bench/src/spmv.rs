@@ -20,7 +20,7 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use self::contenders::{BaselineContender, BitsContender, Contender, CpuContender};
+use self::contenders::{BaselineContender, BitsContender, Contender, CpuContender, CsrBaseline};
 use self::report::{GraphInfo, Measurement, SpmvReport, VariantTime};
 use crate::baseline::bcsr::{self, BcsrMatrix};
 use crate::baseline::cusparse::{self, CusparseMatrix};
@@ -270,24 +270,17 @@ pub fn run(p: &Prepared, opts: &SpmvOptions) -> Result<SpmvReport, SpmvError> {
         (
             "cusparse",
             setup_csr(p, gpu_reason.as_deref(), opts.budget, |csr| {
-                if let Some(r) = cusparse::unavailable_reason() {
-                    return Err(format!("no GPU: {r}"));
-                }
-                CusparseMatrix::new(csr)
-                    .map(|m| Box::new(BaselineContender(m)) as Box<dyn Contender>)
-                    .map_err(|e| e.to_string())
+                let unavailable = cusparse::unavailable_reason().map(|r| format!("no GPU: {r}"));
+                baseline(unavailable, || CusparseMatrix::new(csr))
             }),
             cusparse_batches,
         ),
         (
             "bcsr",
             setup_csr(p, gpu_reason.as_deref(), opts.budget, |csr| {
-                if let Some(r) = bcsr::nvrtc_unavailable_reason() {
-                    return Err(format!("no NVRTC: {r}"));
-                }
-                BcsrMatrix::new(csr)
-                    .map(|m| Box::new(BaselineContender(m)) as Box<dyn Contender>)
-                    .map_err(|e| e.to_string())
+                let unavailable =
+                    bcsr::nvrtc_unavailable_reason().map(|r| format!("no NVRTC: {r}"));
+                baseline(unavailable, || BcsrMatrix::new(csr))
             }),
             opts.batches.clone(),
         ),
@@ -405,6 +398,47 @@ fn setup_csr(
     }
 }
 
+/// A CSR baseline as a contender, made by `new` unless `unavailable` says why it cannot
+/// run.
+fn baseline<M: CsrBaseline + 'static>(
+    unavailable: Option<String>,
+    new: impl FnOnce() -> k2rpq::engine::Result<Arc<M>>,
+) -> Setup<Box<dyn Contender>> {
+    if let Some(r) = unavailable {
+        return Err(r);
+    }
+    new()
+        .map(|m| Box::new(BaselineContender(m)) as Box<dyn Contender>)
+        .map_err(|e| e.to_string())
+}
+
+/// Records a product as skipped, and says so, when its predicted working set (`ws`,
+/// computed only under a budget) exceeds the budget.
+fn over_budget(
+    report: &mut SpmvReport,
+    name: &str,
+    dir: Direction,
+    width: usize,
+    bit_packed: bool,
+    budget: Option<u64>,
+    ws: impl FnOnce() -> u64,
+) -> bool {
+    let Some(b) = budget else {
+        return false;
+    };
+    let ws = ws();
+    if ws > b {
+        report.skip(
+            name,
+            Some(dir),
+            Some(width),
+            bit_packed,
+            format!("budget: working set {ws} bytes > {b}"),
+        );
+    }
+    ws > b
+}
+
 fn progress_bar(show: bool, len: u64) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
@@ -430,18 +464,9 @@ fn measure(
     opts: &SpmvOptions,
 ) {
     let name = c.name();
-    if let Some(b) = opts.budget {
-        let ws = c.predicted_working_set(dir, batch);
-        if ws > b {
-            report.skip(
-                &name,
-                Some(dir),
-                Some(batch),
-                false,
-                format!("budget: working set {ws} bytes > {b}"),
-            );
-            return;
-        }
+    let ws = || c.predicted_working_set(dir, batch);
+    if over_budget(report, &name, dir, batch, false, opts.budget, ws) {
+        return;
     }
     let mut best: Option<(String, Timing, u64)> = None;
     let mut others = Vec::new();
@@ -519,18 +544,9 @@ fn measure_bits(
 ) {
     let name = c.name();
     let words = width / 64;
-    if let Some(b) = opts.budget {
-        let ws = c.predicted_working_set(dir, words);
-        if ws > b {
-            report.skip(
-                &name,
-                Some(dir),
-                Some(width),
-                true,
-                format!("budget: working set {ws} bytes > {b}"),
-            );
-            return;
-        }
+    let ws = || c.predicted_working_set(dir, words);
+    if over_budget(report, &name, dir, width, true, opts.budget, ws) {
+        return;
     }
     // Rows of this contender: the product called from the host each time, then (device
     // contenders) the same product recorded once as a CUDA graph and replayed.

@@ -185,62 +185,35 @@ pub fn split_queries(text: &str) -> Vec<WorkloadQuery> {
 /// what it uses (`path`, `optional`, `minus`, `union`, `values`, `group`, `order`,
 /// `sub`, `filter`, `bind`), e.g. `select path+group+order`; `sparql` when it does not
 /// parse.
+///
+/// ```
+/// use k2rpq_bench::workload::sparql_shape;
+/// let q = "SELECT ?x WHERE { { SELECT ?x WHERE { ?x <http://e/p>+ ?y } } \
+///          MINUS { ?x <http://e/q> ?z } } ORDER BY ?x";
+/// assert_eq!(sparql_shape(q), "select minus+order+path+sub");
+/// assert_eq!(sparql_shape("ASK { ?x <http://e/p> ?y }"), "ask");
+/// ```
 pub fn sparql_shape(text: &str) -> String {
     use spargebra::algebra::GraphPattern as G;
     fn walk(p: &G, top: bool, f: &mut std::collections::BTreeSet<&'static str>) {
-        let mut add = |x| {
-            f.insert(x);
+        let feature = match p {
+            G::Path { .. } => Some("path"),
+            G::Values { .. } => Some("values"),
+            G::LeftJoin { .. } => Some("optional"),
+            G::Minus { .. } => Some("minus"),
+            G::Union { .. } => Some("union"),
+            G::Filter { .. } => Some("filter"),
+            G::Extend { .. } => Some("bind"),
+            G::Group { .. } => Some("group"),
+            G::OrderBy { .. } => Some("order"),
+            G::Project { .. } if !top => Some("sub"),
+            _ => None,
         };
-        match p {
-            G::Path { .. } => add("path"),
-            G::Bgp { .. } => {}
-            G::Values { .. } => add("values"),
-            G::LeftJoin { left, right, .. } => {
-                add("optional");
-                walk(left, top, f);
-                walk(right, top, f);
-            }
-            G::Minus { left, right } => {
-                add("minus");
-                walk(left, top, f);
-                walk(right, top, f);
-            }
-            G::Union { left, right } => {
-                add("union");
-                walk(left, top, f);
-                walk(right, top, f);
-            }
-            G::Join { left, right } | G::Lateral { left, right } => {
-                walk(left, top, f);
-                walk(right, top, f);
-            }
-            G::Filter { inner, .. } => {
-                add("filter");
-                walk(inner, top, f);
-            }
-            G::Extend { inner, .. } => {
-                add("bind");
-                walk(inner, top, f);
-            }
-            G::Group { inner, .. } => {
-                add("group");
-                walk(inner, top, f);
-            }
-            G::OrderBy { inner, .. } => {
-                add("order");
-                walk(inner, top, f);
-            }
-            G::Project { inner, .. } => {
-                if !top {
-                    add("sub");
-                }
-                walk(inner, false, f);
-            }
-            G::Graph { inner, .. }
-            | G::Distinct { inner }
-            | G::Reduced { inner }
-            | G::Slice { inner, .. }
-            | G::Service { inner, .. } => walk(inner, top, f),
+        f.extend(feature);
+        // Below a projection, a projection is a subquery's.
+        let top = top && !matches!(p, G::Project { .. });
+        for inner in k2rpq::sparql::rewrite::sub_patterns(p) {
+            walk(inner, top, f);
         }
     }
     let Ok(q) = spargebra::SparqlParser::new().parse_query(text) else {

@@ -3,10 +3,12 @@
 //! both return the same multisets of rows (or differ only where Oxigraph departs from the
 //! spec).
 
-use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
-use k2rpq::store::{load, Input, LoadOptions};
 use k2rpq_bench::rpq::{run_bench, BenchEngine, BenchOptions, RunStatus};
 use k2rpq_bench::workload::{read_workload, QueryKind};
+
+#[path = "../../tests/answers/mod.rs"]
+mod answers;
+use answers::cpu_database;
 
 const CODEX_M: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -22,21 +24,7 @@ fn codex_m_mixed_workload_agrees_with_oxigraph() {
         .iter()
         .all(|q| matches!(q.kind, QueryKind::Sparql(_)) && q.id.starts_with('m')));
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    load(
-        &[Input::Path(CODEX_M.into())],
-        &store,
-        &LoadOptions::default(),
-    )
-    .unwrap();
-    let db = Database::open(
-        &store,
-        &DatabaseOptions {
-            engine: EngineChoice::Cpu,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cpu_database(CODEX_M.into(), dir.path());
     let options = BenchOptions {
         engines: vec![BenchEngine::Cpu, BenchEngine::Oxigraph],
         repeats: 1,

@@ -3,35 +3,25 @@
 //! query returns the same rows on k2rpq and Oxigraph, and overlapping the copy with the
 //! k2rpq runs changes no answer.
 
-use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
-use k2rpq::store::{load, Input, LoadOptions};
 use k2rpq_bench::rpq::{run_bench, BenchEngine, BenchOptions, RunStatus};
 use k2rpq_bench::wikidata::{wikidata_like_workload, write_wikidata_like, GenOptions};
 use k2rpq_bench::workload::read_workload;
 
+#[path = "../../tests/answers/mod.rs"]
+mod answers;
+use answers::cpu_database;
+
 #[test]
 fn wikidata_like_workload_agrees_with_oxigraph_with_and_without_overlap() {
     let dir = tempfile::tempdir().unwrap();
-    let (nt, rpq, store) = (
-        dir.path().join("w.nt"),
-        dir.path().join("w.rpq"),
-        dir.path().join("store"),
-    );
+    let (nt, rpq) = (dir.path().join("w.nt"), dir.path().join("w.rpq"));
     let triples = 60_000;
     let mut f = std::fs::File::create(&nt).unwrap();
     let opts = GenOptions::new(triples);
     write_wikidata_like(&mut f, &opts).unwrap();
     drop(f);
     std::fs::write(&rpq, wikidata_like_workload(triples, opts.predicates)).unwrap();
-    load(&[Input::Path(nt)], &store, &LoadOptions::default()).unwrap();
-    let db = Database::open(
-        &store,
-        &DatabaseOptions {
-            engine: EngineChoice::Cpu,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let db = cpu_database(nt, dir.path());
 
     let edges: u64 = db.store().graphs().iter().map(|g| g.edges).sum();
     let copy = k2rpq_bench::oxigraph_runner::copy_store(db.store(), None).unwrap();

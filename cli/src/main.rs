@@ -60,13 +60,7 @@ fn main() -> ExitCode {
         Command::Dump(a) => dump::run(a),
         Command::Serve(a) => serve::run(a),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprint!("{}", report::error_report(&e));
-            ExitCode::FAILURE
-        }
-    }
+    report::exit_code(result)
 }
 
 #[cfg(test)]

@@ -15,6 +15,18 @@ pub fn error_report(e: &anyhow::Error) -> String {
     report
 }
 
+/// The process's exit status for a command's `result`: success, or failure after
+/// printing the [`error_report`] to stderr.
+pub fn exit_code(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", error_report(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Restores the default disposition of SIGPIPE, so that a command whose stdout is closed
 /// early (`k2rpq info DIR | head`) exits quietly, like other Unix tools, instead of
 /// panicking on a broken pipe. Call before any thread starts.

@@ -39,18 +39,28 @@ fn ok(out: Output) -> (String, String) {
     (String::from_utf8(out.stdout).unwrap(), stderr)
 }
 
+/// The stderr of a run that must have failed.
+fn failed(out: Output) -> String {
+    assert!(!out.status.success(), "succeeded: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The bundled CoDEx-M loaded into `dir/store`.
 fn codex_store(dir: &Path) -> PathBuf {
     let store = dir.join("store");
-    let nt = root().join("fixtures/codex/codex-m.nt.gz");
+    load_into(&store, &root().join("fixtures/codex/codex-m.nt.gz"));
+    store
+}
+
+/// Loads the RDF file `input` into a new store at `store`.
+fn load_into(store: &Path, input: &Path) {
     ok(k2rpq([
         OsStr::new("load"),
         OsStr::new("--quiet"),
         OsStr::new("--store"),
         store.as_os_str(),
-        nt.as_os_str(),
+        input.as_os_str(),
     ]));
-    store
 }
 
 const NQ: &str = r#"<http://ex.org/a> <http://ex.org/p> <http://ex.org/b> .
@@ -91,8 +101,7 @@ fn loads_stdin_and_info_prints_the_table() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown RDF format"));
+    assert!(failed(out).contains("unknown RDF format"));
 }
 
 #[test]
@@ -151,8 +160,7 @@ fn keeps_lists_and_info_shows_them() {
         OsStr::new("--store"),
         dir.path().join("nowhere").as_os_str(),
     ]);
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a k2rpq store"));
+    assert!(failed(bad).contains("not a k2rpq store"));
 }
 
 /// `--frontier-layout` takes every layout's name and `--no-row-windows` is accepted (the
@@ -183,9 +191,7 @@ fn frontier_layout_flag() {
         .iter()
         .copied()
         .chain(["--frontier-layout", "rows"].map(OsStr::new));
-    let bad = k2rpq(args);
-    assert!(!bad.status.success());
-    let stderr = String::from_utf8_lossy(&bad.stderr);
+    let stderr = failed(k2rpq(args));
     assert!(
         stderr.contains("unknown frontier layout") && stderr.contains("both"),
         "{stderr}"
@@ -268,8 +274,7 @@ fn bad_targets_and_folder_inputs_are_refused_up_front() {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success());
+        let stderr = failed(out);
         assert!(stderr.contains("name a new folder"), "{target}: {stderr}");
     }
     let out = k2rpq([
@@ -317,9 +322,7 @@ fn lenient_loads_name_what_they_skip() {
         }
         k2rpq(args)
     };
-    let strict = load(false);
-    assert!(!strict.status.success());
-    let stderr = String::from_utf8_lossy(&strict.stderr);
+    let stderr = failed(load(false));
     assert!(
         stderr.contains("bad.nt:2:27: unterminated string literal"),
         "{stderr}"
@@ -398,13 +401,7 @@ fn dump_round_trips_a_store() {
     let dumped = std::fs::read(&dump).unwrap();
     assert_eq!(triples(&dumped), loaded);
     let again = dir.path().join("again");
-    ok(k2rpq([
-        OsStr::new("load"),
-        OsStr::new("--quiet"),
-        OsStr::new("--store"),
-        again.as_os_str(),
-        dump.as_os_str(),
-    ]));
+    load_into(&again, &dump);
     let (text, _) = ok(k2rpq([
         OsStr::new("dump"),
         OsStr::new("--store"),

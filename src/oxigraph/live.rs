@@ -249,6 +249,16 @@ impl Default for Live {
     }
 }
 
+/// `(a − b) ∪ (c − d)`.
+fn union_of_differences(
+    a: &HashSet<(u32, u32)>,
+    b: &HashSet<(u32, u32)>,
+    c: &HashSet<(u32, u32)>,
+    d: &HashSet<(u32, u32)>,
+) -> HashSet<(u32, u32)> {
+    a.difference(b).chain(c.difference(d)).copied().collect()
+}
+
 /// The ids of one quad.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct QuadIds {
@@ -258,10 +268,9 @@ pub(crate) struct QuadIds {
     pub object: u32,
 }
 
-impl Live {
-    /// The ids of `quad`'s terms, giving new terms the next ids.
-    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
-        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
+impl QuadIds {
+    /// The ids of `quad`'s terms in `d`, giving new terms the next ids.
+    pub(crate) fn intern(d: &mut MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
         let graph = match quad.graph_name {
             GraphNameRef::DefaultGraph => None,
             GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
@@ -273,6 +282,14 @@ impl Live {
             predicate: d.intern(quad.predicate.into()),
             object: d.intern(quad.object),
         }
+    }
+}
+
+impl Live {
+    /// The ids of `quad`'s terms, giving new terms the next ids.
+    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
+        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
+        QuadIds::intern(&mut d, quad)
     }
 
     /// Number of terms in the dictionary.
@@ -445,28 +462,8 @@ impl Live {
         }
         // Now = (base − deleted) ∪ added; merged = (base − job.deleted) ∪ job.added.
         // The new delta is now against merged.
-        let mut added = HashSet::new();
-        let mut deleted = HashSet::new();
-        for &e in &r.added {
-            if !job.added_set.contains(&e) {
-                added.insert(e);
-            }
-        }
-        for &e in &job.added {
-            if !r.added.contains(&e) {
-                deleted.insert(e);
-            }
-        }
-        for &e in &r.deleted {
-            if !job.deleted.contains(&e) {
-                deleted.insert(e);
-            }
-        }
-        for &e in &job.deleted {
-            if !r.deleted.contains(&e) {
-                added.insert(e);
-            }
-        }
+        let added = union_of_differences(&r.added, &job.added_set, &job.deleted, &r.deleted);
+        let deleted = union_of_differences(&job.added_set, &r.added, &r.deleted, &job.deleted);
         r.base = Some((job.id, Arc::clone(job.tree())));
         r.added = added;
         r.deleted = deleted;

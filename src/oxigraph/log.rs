@@ -106,6 +106,10 @@ impl Reader<'_> {
         let s = std::str::from_utf8(self.take(n)?).ok()?;
         Term::from_str(s).ok()
     }
+    /// A list: its length (`u32`), then that many items read by `item`.
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        (0..self.u32()?).map(|_| item(self)).collect()
+    }
 }
 
 /// The relations folder: its log open for appending.
@@ -306,11 +310,8 @@ fn read_checkpoint(path: &Path) -> Result<Checkpoint, OxigraphError> {
     let mut r = Reader(&body[MAGIC.len()..]);
     let parse = |r: &mut Reader<'_>| -> Option<Checkpoint> {
         let seq = r.u64()?;
-        let terms = (0..r.u32()?)
-            .map(|_| r.term())
-            .collect::<Option<Vec<_>>>()?;
-        let mut relations = Vec::new();
-        for _ in 0..r.u32()? {
+        let terms = r.list(Reader::term)?;
+        let relations = r.list(|r| {
             let g = graph_key(r.u32()?);
             let p = r.u32()?;
             let n = r.u64()?;
@@ -318,8 +319,8 @@ fn read_checkpoint(path: &Path) -> Result<Checkpoint, OxigraphError> {
             for _ in 0..n {
                 pairs.push((r.u32()?, r.u32()?));
             }
-            relations.push((g, p, pairs));
-        }
+            Some((g, p, pairs))
+        })?;
         Some(Checkpoint {
             seq,
             terms,
@@ -351,15 +352,12 @@ fn parse_record(bytes: &[u8]) -> Option<(Record, usize)> {
         }
     } else {
         let first_term = r.u32()?;
-        let terms = (0..r.u32()?)
-            .map(|_| r.term())
-            .collect::<Option<Vec<_>>>()?;
-        let mut changes = Vec::new();
-        for _ in 0..r.u32()? {
+        let terms = r.list(Reader::term)?;
+        let changes = r.list(|r| {
             let graph = graph_key(r.u32()?);
             let (subject, predicate, object) = (r.u32()?, r.u32()?, r.u32()?);
             let inserted = r.take(1)?[0] == 1;
-            changes.push((
+            Some((
                 QuadIds {
                     graph,
                     subject,
@@ -367,8 +365,8 @@ fn parse_record(bytes: &[u8]) -> Option<(Record, usize)> {
                     object,
                 },
                 inserted,
-            ));
-        }
+            ))
+        })?;
         Record {
             seq,
             abort,

@@ -74,7 +74,9 @@ use spargebra::algebra::GraphPattern;
 
 use crate::engine::cpu::CpuEngine;
 use crate::engine::Engine;
-use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, PerQueryProvider};
+use crate::sparql::group::{
+    evaluate_group, GraphScope, PathGroup, PerQueryProvider, RelationProvider,
+};
 use crate::sparql::rewrite::{wrap_paths_in_service, SERVICE_IRI};
 use crate::sparql::semantics::Deadline;
 use crate::sparql::{MemoryDataset, PathDataset, SparqlError};
@@ -254,12 +256,18 @@ impl<E: Engine + 'static> K2Paths<E> {
     /// current content; use it with queries rewritten by
     /// [`crate::sparql::rewrite::wrap_paths_in_service`].
     pub fn evaluator(&self, store: &Store) -> Result<SparqlEvaluator, StorageError> {
-        let handler = PathService {
-            engine: Arc::clone(&self.engine),
-            snapshot: self.snapshot(store)?,
-        };
-        Ok(SparqlEvaluator::new()
-            .with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), handler))
+        let engine = Arc::clone(&self.engine);
+        let snapshot = self.snapshot(store)?;
+        Ok(path_evaluator(move |pattern| {
+            let terms = Arc::clone(&snapshot);
+            answer_path_service(
+                &*engine,
+                &snapshot.dataset,
+                &PerQueryProvider(&*engine),
+                pattern,
+                move |id| terms.dataset.dictionary().term(id),
+            )
+        }))
     }
 
     /// Answers any SPARQL query over `store`: property paths by k2rpq, the rest by
@@ -298,14 +306,25 @@ fn execute(
     Ok(paths()?.for_query(rewritten).on_store(store).execute()?)
 }
 
-/// The `SERVICE <urn:k2rpq:paths>` handler: evaluates the service's group on a
-/// snapshot of the store.
-struct PathService<E: Engine + 'static> {
-    engine: Arc<E>,
-    snapshot: Arc<Snapshot>,
+/// A [`SparqlEvaluator`] whose `SERVICE <urn:k2rpq:paths>` calls `answer` with the
+/// service's pattern.
+pub(crate) fn path_evaluator(
+    answer: impl Fn(&GraphPattern) -> Result<QuerySolutionIter<'static>, SparqlError>
+        + Send
+        + Sync
+        + 'static,
+) -> SparqlEvaluator {
+    SparqlEvaluator::new()
+        .with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), PathService(answer))
 }
 
-impl<E: Engine + 'static> ServiceHandler for PathService<E> {
+/// The `SERVICE <urn:k2rpq:paths>` handler: its function answers the service's pattern.
+struct PathService<F>(F);
+
+impl<F> ServiceHandler for PathService<F>
+where
+    F: Fn(&GraphPattern) -> Result<QuerySolutionIter<'static>, SparqlError> + Send + Sync,
+{
     type Error = SparqlError;
 
     fn handle(
@@ -313,20 +332,27 @@ impl<E: Engine + 'static> ServiceHandler for PathService<E> {
         pattern: &GraphPattern,
         _base_iri: Option<&oxiri::Iri<String>>,
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let group = PathGroup::from_pattern(pattern)?;
-        let engine = &*self.engine;
-        let solutions = evaluate_group(
-            engine,
-            &self.snapshot.dataset,
-            &GraphScope::default(),
-            &group,
-            &PerQueryProvider(engine),
-            None,
-        )?;
-        let snapshot = Arc::clone(&self.snapshot);
-        Ok(solutions.into_solutions(
-            move |id| snapshot.dataset.dictionary().term(id),
-            Deadline::default(),
-        ))
+        (self.0)(pattern)
     }
+}
+
+/// The answer of a `SERVICE <urn:k2rpq:paths>` to `pattern`: its path group evaluated on
+/// `dataset` with the relations of `relations`, each id turned into its term by `decode`.
+pub(crate) fn answer_path_service<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    relations: &'a dyn RelationProvider<'a, E>,
+    pattern: &GraphPattern,
+    decode: impl Fn(u32) -> Option<oxrdf::Term> + 'static,
+) -> Result<QuerySolutionIter<'static>, SparqlError> {
+    let group = PathGroup::from_pattern(pattern)?;
+    let solutions = evaluate_group(
+        engine,
+        dataset,
+        &GraphScope::default(),
+        &group,
+        relations,
+        None,
+    )?;
+    Ok(solutions.into_solutions(decode, Deadline::default()))
 }

@@ -11,23 +11,20 @@ use std::time::{Duration, Instant};
 use indexmap::map::{Entry, IndexMap};
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef};
-use oxigraph::sparql::{QueryResults, QuerySolutionIter, ServiceHandler, SparqlEvaluator};
+use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::{Store, Transaction};
-use spargebra::algebra::GraphPattern;
 
 use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
 use super::log::{Checkpoint, Log};
-use super::{execute, OxigraphError};
+use super::{answer_path_service, execute, path_evaluator, OxigraphError};
 use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
-use crate::database::load_resident;
+use crate::database::CachedRelations;
 use crate::engine::cpu::CpuEngine;
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
-use crate::rpq::{Loaded, PathGraph, PredId, RelKey, RelationSource, RpqError};
-use crate::sparql::group::{evaluate_group, GraphScope, PathGroup, RelationProvider};
-use crate::sparql::rewrite::SERVICE_IRI;
-use crate::sparql::semantics::Deadline;
-use crate::sparql::{PathDataset, SparqlError};
+use crate::rpq::{PathGraph, PredId, RelKey, RelationSource};
+use crate::sparql::group::RelationProvider;
+use crate::sparql::PathDataset;
 
 /// Changes a relation's delta holds before the background merge rebuilds its tree.
 pub const DEFAULT_MERGE_THRESHOLD: usize = 1 << 16;
@@ -283,7 +280,7 @@ impl<E: Engine + 'static> K2Store<E> {
             let q = q?;
             let ids = {
                 let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
-                intern(&mut d, q.as_ref())
+                QuadIds::intern(&mut d, q.as_ref())
             };
             edges
                 .entry(ids.graph)
@@ -542,12 +539,19 @@ impl<E: Engine + 'static> K2Store<E> {
     /// relations as of now; use it with queries rewritten by
     /// [`crate::sparql::rewrite::wrap_paths_in_service`].
     pub fn evaluator(&self) -> SparqlEvaluator {
-        let handler = LivePathService {
-            engine: Arc::clone(&self.engine),
-            cache: self.cache.clone(),
-            snapshot: self.snapshot(),
-        };
-        SparqlEvaluator::new().with_service_handler(NamedNode::new_unchecked(SERVICE_IRI), handler)
+        let engine = Arc::clone(&self.engine);
+        let cache = self.cache.clone();
+        let snapshot = self.snapshot();
+        path_evaluator(move |pattern| {
+            let provider = CachedProvider {
+                cache: &cache,
+                snapshot: &snapshot,
+            };
+            let terms = Arc::clone(&snapshot);
+            answer_path_service(&*engine, &*snapshot, &provider, pattern, move |id| {
+                terms.dictionary().term(id)
+            })
+        })
     }
 
     /// Answers any SPARQL query: property paths by k2rpq over the relations (no scan of
@@ -593,20 +597,6 @@ pub struct EmbeddingStats {
     pub terms: u64,
     /// Changes held in deltas, not yet merged into trees.
     pub delta_changes: u64,
-}
-
-fn intern(d: &mut crate::sparql::MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
-    let graph = match quad.graph_name {
-        GraphNameRef::DefaultGraph => None,
-        GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
-        GraphNameRef::BlankNode(g) => Some(d.intern(g.into())),
-    };
-    QuadIds {
-        graph,
-        subject: d.intern(quad.subject.into()),
-        predicate: d.intern(quad.predicate.into()),
-        object: d.intern(quad.object),
-    }
 }
 
 /// The quad of `q`'s ids, with `term` giving each id's term.
@@ -750,43 +740,6 @@ impl<'a> K2Transaction<'a> {
     }
 }
 
-/// The `SERVICE <urn:k2rpq:paths>` handler of a [`K2Store`]: evaluates the service's
-/// group on one snapshot of the relations.
-struct LivePathService<E: Engine + 'static> {
-    engine: Arc<E>,
-    cache: DeviceCache<E, ResidentKey>,
-    snapshot: Arc<Snapshot>,
-}
-
-impl<E: Engine + 'static> ServiceHandler for LivePathService<E> {
-    type Error = SparqlError;
-
-    fn handle(
-        &self,
-        pattern: &GraphPattern,
-        _base_iri: Option<&oxiri::Iri<String>>,
-    ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let group = PathGroup::from_pattern(pattern)?;
-        let provider = CachedProvider {
-            cache: &self.cache,
-            snapshot: &self.snapshot,
-        };
-        let solutions = evaluate_group(
-            &*self.engine,
-            &*self.snapshot,
-            &GraphScope::default(),
-            &group,
-            &provider,
-            None,
-        )?;
-        let snapshot = Arc::clone(&self.snapshot);
-        Ok(solutions.into_solutions(
-            move |id| snapshot.dictionary().term(id),
-            Deadline::default(),
-        ))
-    }
-}
-
 /// Relation sources over the engine's cache, keyed by the content of each tree.
 struct CachedProvider<'c, E: Engine> {
     cache: &'c DeviceCache<E, ResidentKey>,
@@ -799,49 +752,19 @@ impl<'a, E: Engine + 'static> RelationProvider<'a, E> for CachedProvider<'a, E> 
         name: Option<u32>,
         graph: &'a dyn PathGraph,
     ) -> Box<dyn RelationSource<E> + 'a> {
-        Box::new(CachedRelations {
-            cache: self.cache,
-            snapshot: self.snapshot,
-            name,
-            graph,
-            loads: 0,
-            load_time: Duration::ZERO,
-        })
-    }
-}
-
-struct CachedRelations<'a, E: Engine> {
-    cache: &'a DeviceCache<E, ResidentKey>,
-    snapshot: &'a Snapshot,
-    name: GraphKey,
-    graph: &'a dyn PathGraph,
-    loads: u32,
-    load_time: Duration,
-}
-
-impl<E: Engine + 'static> RelationSource<E> for CachedRelations<'_, E> {
-    fn relation(&mut self, key: &RelKey) -> Result<Option<Loaded<E::Matrix>>, RpqError> {
-        let t0 = Instant::now();
-        let content: TreeId = match key {
-            RelKey::Pred(p) => match self.snapshot.graph(self.name).and_then(|g| g.view(*p)) {
-                Some(v) => v.tree_id(),
-                None => return Ok(None),
-            },
-            RelKey::Union(_) => self.snapshot.version(),
-        };
-        let loaded = load_resident(
+        let snapshot = self.snapshot;
+        let code = graph_code(name);
+        Box::new(CachedRelations::new(
             self.cache,
-            (graph_code(self.name), key.clone(), content),
-            self.graph,
-            key,
+            graph,
             MatrixConfig::default(),
-        )?;
-        self.loads += 1;
-        self.load_time += t0.elapsed();
-        Ok(Some(loaded))
-    }
-
-    fn load_stats(&self) -> (u32, Duration) {
-        (self.loads, self.load_time)
+            move |key| {
+                let content: TreeId = match key {
+                    RelKey::Pred(p) => snapshot.graph(name)?.view(*p)?.tree_id(),
+                    RelKey::Union(_) => snapshot.version(),
+                };
+                Some((code, key.clone(), content))
+            },
+        ))
     }
 }

@@ -75,21 +75,7 @@ pub(crate) fn apply(t: &mut K2Transaction<'_>, update: &Update) -> Result<(), Ox
                     )));
                 }
             }
-            GraphUpdateOperation::Clear { silent, graph } => match graph {
-                GraphTarget::NamedNode(g) => {
-                    if t.contains_named_graph(g)? {
-                        t.clear_graph(&GraphName::NamedNode(g.clone()))?;
-                    } else if !silent {
-                        return Err(OxigraphError::GraphDoesNotExist(g.as_str().to_owned()));
-                    }
-                }
-                GraphTarget::DefaultGraph => t.clear_graph(&GraphName::DefaultGraph)?,
-                GraphTarget::NamedGraphs => t.clear_named_graphs(false)?,
-                GraphTarget::AllGraphs => {
-                    t.clear_graph(&GraphName::DefaultGraph)?;
-                    t.clear_named_graphs(false)?;
-                }
-            },
+            GraphUpdateOperation::Clear { silent, graph } => clear(t, graph, *silent, false)?,
             GraphUpdateOperation::Create { silent, graph } => {
                 if t.contains_named_graph(graph)? {
                     if !silent {
@@ -99,22 +85,37 @@ pub(crate) fn apply(t: &mut K2Transaction<'_>, update: &Update) -> Result<(), Ox
                     t.oxigraph_mut().insert_named_graph(graph);
                 }
             }
-            GraphUpdateOperation::Drop { silent, graph } => match graph {
-                GraphTarget::NamedNode(g) => {
-                    if t.contains_named_graph(g)? {
-                        t.clear_graph(&GraphName::NamedNode(g.clone()))?;
-                        t.oxigraph_mut().remove_named_graph(g)?;
-                    } else if !silent {
-                        return Err(OxigraphError::GraphDoesNotExist(g.as_str().to_owned()));
-                    }
+            GraphUpdateOperation::Drop { silent, graph } => clear(t, graph, *silent, true)?,
+        }
+    }
+    Ok(())
+}
+
+/// CLEAR (`drop` false) or DROP (`drop` true) of `graph`: its quads are deleted, and
+/// DROP also removes the named graphs it names. A named graph that does not exist is an
+/// error unless `silent`.
+fn clear(
+    t: &mut K2Transaction<'_>,
+    graph: &GraphTarget,
+    silent: bool,
+    drop: bool,
+) -> Result<(), OxigraphError> {
+    match graph {
+        GraphTarget::NamedNode(g) => {
+            if t.contains_named_graph(g)? {
+                t.clear_graph(&GraphName::NamedNode(g.clone()))?;
+                if drop {
+                    t.oxigraph_mut().remove_named_graph(g)?;
                 }
-                GraphTarget::DefaultGraph => t.clear_graph(&GraphName::DefaultGraph)?,
-                GraphTarget::NamedGraphs => t.clear_named_graphs(true)?,
-                GraphTarget::AllGraphs => {
-                    t.clear_graph(&GraphName::DefaultGraph)?;
-                    t.clear_named_graphs(true)?;
-                }
-            },
+            } else if !silent {
+                return Err(OxigraphError::GraphDoesNotExist(g.as_str().to_owned()));
+            }
+        }
+        GraphTarget::DefaultGraph => t.clear_graph(&GraphName::DefaultGraph)?,
+        GraphTarget::NamedGraphs => t.clear_named_graphs(drop)?,
+        GraphTarget::AllGraphs => {
+            t.clear_graph(&GraphName::DefaultGraph)?;
+            t.clear_named_graphs(drop)?;
         }
     }
     Ok(())

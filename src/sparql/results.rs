@@ -191,59 +191,53 @@ pub fn write_results(
                 let mut w = QueryResultsSerializer::from_format(results_format(f))
                     .serialize_solutions_to_writer(&mut *out, variables)
                     .map_err(io)?;
-                let mut written = WrittenResults::default();
-                for s in solutions {
-                    let s = s?;
-                    if written.rows == limit {
-                        written.truncated = true;
-                        break;
-                    }
-                    w.serialize(&s).map_err(io)?;
-                    written.rows += 1;
-                }
+                let written = write_rows(solutions, limit, |s| w.serialize(s).map_err(io))?;
                 w.finish().map_err(io)?;
                 Ok(written)
             }
         },
-        QueryResults::Graph(triples) => {
-            let mut written = WrittenResults::default();
-            match format {
-                ResultFormat::NTriples | ResultFormat::Table => {
-                    let mut w = oxttl::NTriplesSerializer::new().for_writer(&mut *out);
-                    for t in triples {
-                        let t = t?;
-                        if written.rows == limit {
-                            written.truncated = true;
-                            break;
-                        }
-                        w.serialize_triple(&t).map_err(io)?;
-                        written.rows += 1;
-                    }
-                    w.finish();
-                }
-                ResultFormat::Turtle => {
-                    let mut w = oxttl::TurtleSerializer::new().for_writer(&mut *out);
-                    for t in triples {
-                        let t = t?;
-                        if written.rows == limit {
-                            written.truncated = true;
-                            break;
-                        }
-                        w.serialize_triple(&t).map_err(io)?;
-                        written.rows += 1;
-                    }
-                    w.finish().map_err(io)?;
-                }
-                other => {
-                    return Err(SparqlError::Results(format!(
-                    "a CONSTRUCT or DESCRIBE result is RDF: write it as nt, ttl or table, not {}",
-                    other.name()
-                )))
-                }
+        QueryResults::Graph(triples) => match format {
+            ResultFormat::NTriples | ResultFormat::Table => {
+                let mut w = oxttl::NTriplesSerializer::new().for_writer(&mut *out);
+                let written = write_rows(triples, limit, |t| w.serialize_triple(t).map_err(io))?;
+                w.finish();
+                Ok(written)
             }
-            Ok(written)
-        }
+            ResultFormat::Turtle => {
+                let mut w = oxttl::TurtleSerializer::new().for_writer(&mut *out);
+                let written = write_rows(triples, limit, |t| w.serialize_triple(t).map_err(io))?;
+                w.finish().map_err(io)?;
+                Ok(written)
+            }
+            other => Err(SparqlError::Results(format!(
+                "a CONSTRUCT or DESCRIBE result is RDF: write it as nt, ttl or table, not {}",
+                other.name()
+            ))),
+        },
     }
+}
+
+/// Writes `rows` with `write` until the end or `limit` rows (then `truncated` if rows were
+/// left); the first error of the evaluation stops the writing and is returned.
+fn write_rows<T, E>(
+    rows: impl Iterator<Item = Result<T, E>>,
+    limit: u64,
+    mut write: impl FnMut(&T) -> Result<(), SparqlError>,
+) -> Result<WrittenResults, SparqlError>
+where
+    SparqlError: From<E>,
+{
+    let mut written = WrittenResults::default();
+    for row in rows {
+        let row = row?;
+        if written.rows == limit {
+            written.truncated = true;
+            break;
+        }
+        write(&row)?;
+        written.rows += 1;
+    }
+    Ok(written)
 }
 
 fn results_format(f: ResultFormat) -> QueryResultsFormat {

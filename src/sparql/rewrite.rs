@@ -186,7 +186,7 @@ fn counts_distinct_solutions(p: &GraphPattern) -> bool {
 }
 
 /// The graph patterns directly inside `p` (none for BGPs, paths and VALUES).
-fn sub_patterns(p: &GraphPattern) -> Vec<&GraphPattern> {
+pub fn sub_patterns(p: &GraphPattern) -> Vec<&GraphPattern> {
     match p {
         GraphPattern::Join { left, right }
         | GraphPattern::LeftJoin { left, right, .. }

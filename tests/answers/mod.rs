@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k2rpq::database::{Database, DatabaseOptions, EngineChoice};
 use k2rpq::sparql::QueryResults;
@@ -104,9 +104,14 @@ pub fn database_of(store: &oxigraph::store::Store, folder: &Path) -> Database {
         .map(|q| format!("{} .\n", q.unwrap()))
         .collect();
     std::fs::write(&nq, text).unwrap();
+    cpu_database(nq, folder)
+}
+
+/// A k2rpq store in `folder` loaded from the RDF file `input`, opened on the CPU engine.
+pub fn cpu_database(input: PathBuf, folder: &Path) -> Database {
     let dir = folder.join("store");
     k2rpq::store::load(
-        &[k2rpq::store::Input::Path(nq)],
+        &[k2rpq::store::Input::Path(input)],
         &dir,
         &k2rpq::store::LoadOptions::default(),
     )

@@ -108,10 +108,15 @@ impl DeviceMemoryWatch {
         assert!(cache_used <= budget);
     }
 
-    /// Ends a budget test: checks that dropping the cache (whose `stats` were taken just
-    /// before) gave every byte back, prints what the device saw, and asserts the workload
-    /// both evicted (so the budget was exercised) and peaked within the budget.
-    pub fn finish<C>(mut self, cache: C, stats: k2rpq::cache::CacheStats, data: u64) {
+    /// Ends a budget test: checks that dropping the cache gave every byte back, prints
+    /// what the device saw, and asserts the workload both evicted (so the budget was
+    /// exercised) and peaked within the budget.
+    pub fn finish<E, K>(mut self, cache: k2rpq::cache::DeviceCache<E, K>, data: u64)
+    where
+        E: k2rpq::engine::Engine,
+        K: std::hash::Hash + Eq + Clone + Send + Sync,
+    {
+        let stats = cache.stats();
         drop(cache);
         self.check("dropping the cache", 0);
         println!("{stats}");

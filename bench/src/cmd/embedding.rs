@@ -81,6 +81,25 @@ fn per_op(total: Duration, n: usize) -> f64 {
     total.as_secs_f64() * 1e6 / n.max(1) as f64
 }
 
+/// Runs `query` on `store` `n` times, `before(i)` (untimed) before the `i`th; returns the
+/// time of the queries and that of the embedding's snapshots before them.
+fn time_queries(
+    store: &K2Store,
+    query: &str,
+    n: usize,
+    mut before: impl FnMut(usize) -> anyhow::Result<()>,
+) -> anyhow::Result<(Duration, Duration)> {
+    let (mut total, mut overhead) = (Duration::ZERO, Duration::ZERO);
+    for i in 0..n {
+        before(i)?;
+        overhead += store.time_snapshot();
+        let t = Instant::now();
+        rows(store.query(query)?)?;
+        total += t.elapsed();
+    }
+    Ok((total, overhead))
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let quads = synthetic(&args);
@@ -123,13 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3
     );
 
-    let (mut total, mut overhead) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..args.queries {
-        overhead += store.time_snapshot();
-        let t = Instant::now();
-        rows(store.query(query)?)?;
-        total += t.elapsed();
-    }
+    let (total, overhead) = time_queries(&store, query, args.queries, |_| Ok(()))?;
     println!(
         "query, no writes {:.1} µs/query; embedding overhead {:.2} µs/query",
         per_op(total, args.queries),
@@ -137,9 +150,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
 
     let mut rng = StdRng::seed_from_u64(args.seed + 1);
-    let (mut total, mut overhead) = (Duration::ZERO, Duration::ZERO);
-    for i in 0..args.queries {
-        // One write to the queried relation before each query.
+    // One write to the queried relation before each query.
+    let (total, overhead) = time_queries(&store, query, args.queries, |i| {
         let q = Quad::new(
             iri(format!("http://e/w{i}")),
             iri("http://e/p0".into()),
@@ -150,11 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             GraphName::DefaultGraph,
         );
         store.insert(&q)?;
-        overhead += store.time_snapshot();
-        let t = Instant::now();
-        rows(store.query(query)?)?;
-        total += t.elapsed();
-    }
+        Ok(())
+    })?;
     println!(
         "query after a write {:.1} µs/query; snapshot {:.2} µs/query (the changed relation is rebuilt in the query)",
         per_op(total, args.queries),
