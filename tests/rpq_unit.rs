@@ -1,10 +1,14 @@
 //! Unit tests of the RPQ layer: parsing (log lines, spargebra paths), the automaton
-//! (accepts exactly the right words), every endpoint case, limits and the plan display.
+//! (accepts exactly the right words), every endpoint case, limits, the plan display and
+//! the route between host walks and the device.
 
 use std::time::Duration;
 
 mod rpq_support;
 use rpq_support::random_path;
+
+#[path = "data/mod.rs"]
+mod data;
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::rpq::{
@@ -736,4 +740,36 @@ fn a_dense_closure_routes_to_the_device() {
     assert_eq!(d.route, Route::Device, "{d}");
     assert_eq!(d.host, None);
     assert!(d.reason.contains("work budget"), "{d}");
+}
+
+#[test]
+fn all_pairs_on_cnr_2000_route_to_the_device() {
+    use k2rpq::rpq::route::{route_candidates, DeviceModel, Route};
+    use std::io::BufRead;
+    // The device's best case: ~10⁵ pairs per start over 325,557 nodes (all pairs of `p+`
+    // take 5-6 s on one GPU and do not finish in 120 s on 16 cores).
+    let Some(path) = data::data_file("cnr-2000/cnr-2000.arcs.tsv.gz") else {
+        return;
+    };
+    let file = std::fs::File::open(&path).expect("open cnr-2000");
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
+    let triples: Vec<(u32, PredId, u32)> = reader
+        .lines()
+        .map(|line| {
+            let line = line.expect("read cnr-2000");
+            let mut it = line
+                .split('\t')
+                .map(|s| s.trim().parse::<u32>().expect("id"));
+            (it.next().expect("source"), 10, it.next().expect("target"))
+        })
+        .collect();
+    let g = MemoryGraph::from_triples(triples);
+    let p_plus = Path::OneOrMore(Path::link(10));
+    let opts = EvalOptions {
+        count_only: true,
+        ..EvalOptions::default()
+    };
+    let p = plan(&g, &p_plus, Endpoint::Var, Endpoint::Var, &opts);
+    let d = route_candidates(&g, &p, &opts, 8, 16, &DeviceModel::default()).unwrap();
+    assert_eq!(d.route, Route::Device, "{d}");
 }
