@@ -2,8 +2,9 @@
 //! path queries from the CLI, the benchmarks and embedders.
 //!
 //! Queries run on the GPU engine when one is usable and the query touches enough edges to
-//! pay for the device (see [`EngineChoice::Auto`]); relations stay resident on the device
-//! across queries in a [`DeviceCache`] under a byte budget.
+//! pay for the device (see [`EngineChoice::Auto`]), except var→var queries whose sparse
+//! host walks cost less than the device's batches ([`crate::rpq::route`]); relations stay
+//! resident on the device across queries in a [`DeviceCache`] under a byte budget.
 //!
 //! ```no_run
 //! use k2rpq::database::{Database, DatabaseOptions};
@@ -54,12 +55,16 @@ use spareval::{QueryEvaluator, ServiceHandler};
 pub enum EngineChoice {
     /// The GPU when one is usable, except for queries whose relations hold fewer than
     /// [`AUTO_GPU_MIN_EDGES`] edges (they run on the CPU: there a device round trip costs
-    /// more than the whole query); the CPU without a GPU, after a one-line notice.
+    /// more than the whole query) and var→var queries that host walks answer faster (as
+    /// with [`EngineChoice::Gpu`]); the CPU without a GPU, after a one-line notice.
     #[default]
     Auto,
     /// Always the CPU engine.
     Cpu,
-    /// The GPU engine; an error when no GPU is usable.
+    /// The GPU engine; an error when no GPU is usable. A var→var query whose sampled
+    /// host walk and the device's cost model say the CPU engine's sparse walks win
+    /// ([`crate::rpq::route`]) runs on those walks, unless
+    /// [`EvalOptions::host_walk`] is off, which keeps every query on the device.
     Gpu,
 }
 
@@ -702,6 +707,88 @@ impl Database {
             .sum()
     }
 
+    /// The GPUs a path query runs on (none: the CPU engine) and why, in words (the
+    /// trace's [`route`](rpq::Trace::route), which `explain` prints).
+    ///
+    /// [`EngineChoice::Cpu`] runs on the CPU. [`EngineChoice::Auto`] runs on the CPU
+    /// when no GPU is usable or the relations read hold fewer than [`AUTO_GPU_MIN_EDGES`]
+    /// edges. Otherwise a query with a constant start runs on a GPU (its host walk in
+    /// front of the device is the executor's), and a var→var query on a GPU or on the
+    /// CPU engine's host walks as [`rpq::route::route_candidates`] decides from a sampled
+    /// walk and the device's cost model, unless `options.host_walk` is off: that insists
+    /// on the device (`k2rpq rpq --engine gpu`, `k2rpq-bench workload --no-host-walk`).
+    fn route(
+        &self,
+        graph: GraphId,
+        g: &StoreGraph,
+        path: &Path,
+        plan: &Plan,
+        options: &EvalOptions,
+    ) -> Result<(&[Device], String), DatabaseError> {
+        let edges = match self.choice {
+            EngineChoice::Cpu => return Ok((&[], "cpu: the CPU engine was asked for".into())),
+            EngineChoice::Gpu => None,
+            EngineChoice::Auto => {
+                let edges = self.edges_read(graph, path);
+                if edges < AUTO_GPU_MIN_EDGES {
+                    return Ok((
+                        &[],
+                        format!(
+                            "cpu: the relations read hold {edges} edges, fewer than \
+                             {AUTO_GPU_MIN_EDGES}: a device round trip costs more"
+                        ),
+                    ));
+                }
+                Some(edges)
+            }
+        };
+        let gpus = self.gpus.get()?;
+        let Some(first) = gpus.first() else {
+            return Ok((&[], "cpu: no usable GPU".into()));
+        };
+        let why = match edges {
+            Some(e) => format!("engine auto, {e} edges read"),
+            None => "engine gpu".to_string(),
+        };
+        if !options.host_walk {
+            return Ok((
+                gpus,
+                format!("device: {why}, host walks off (every product on the device)"),
+            ));
+        }
+        if options.traversal != rpq::TraversalPolicy::Auto {
+            return Ok((
+                gpus,
+                format!("device: {why}, a fixed traversal asks for the device's products"),
+            ));
+        }
+        let engine = first.cache.engine();
+        let words = rpq::route::fitting_words(
+            engine.batch_memory(),
+            plan.automaton.states(),
+            g.node_count() as u64,
+            plan.batch_words,
+        );
+        match rpq::route::route_candidates(
+            g,
+            plan,
+            options,
+            words,
+            rayon::current_num_threads(),
+            &rpq::route::DeviceModel::default(),
+        ) {
+            None => Ok((
+                gpus,
+                format!(
+                    "device: {why}, a constant start (walked on the host first, under a \
+                     budget)"
+                ),
+            )),
+            Some(d) if d.route == rpq::route::Route::Host => Ok((&[], format!("{why}; {d}"))),
+            Some(d) => Ok((gpus, format!("{why}; {d}"))),
+        }
+    }
+
     /// Evaluates `subject path object` on graph `graph`.
     pub fn run_path(
         &self,
@@ -712,24 +799,21 @@ impl Database {
         options: &EvalOptions,
     ) -> Result<PathAnswer, DatabaseError> {
         let g = StoreGraph::new(self.store.clone(), graph);
-        let on_gpu = match self.choice {
-            EngineChoice::Cpu => false,
-            EngineChoice::Gpu => true,
-            EngineChoice::Auto => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
-        };
-        let gpus: &[Device] = if on_gpu { self.gpus.get()? } else { &[] };
-        let on_gpu = !gpus.is_empty();
         let plan = rpq::plan(&g, path, subject, object, options);
-        // `--engine gpu` keeps every product on the device (no host walk in front).
-        let forced;
-        let options = if self.choice == EngineChoice::Gpu && options.host_walk {
-            forced = EvalOptions {
-                host_walk: false,
-                ..options.clone()
-            };
-            &forced
-        } else {
-            options
+        let routed = Instant::now();
+        let (gpus, route) = self.route(graph, &g, path, &plan, options)?;
+        let on_gpu = !gpus.is_empty();
+        // The route's sampled walk counts against the query's time.
+        let rest;
+        let options = match options.timeout {
+            Some(t) => {
+                rest = EvalOptions {
+                    timeout: Some(t.saturating_sub(routed.elapsed())),
+                    ..options.clone()
+                };
+                &rest
+            }
+            None => options,
         };
         fn cached<'a>(
             d: &'a Device,
@@ -774,7 +858,8 @@ impl Database {
         if let Some(e) = g.take_error() {
             return Err(e.into());
         }
-        let result = result?;
+        let mut result = result?;
+        result.trace.route = route;
         // A device engine leaves queries that reach a handful of nodes to a host walk.
         let engine = if result.trace.engine == rpq::HOST_WALK {
             "cpu"

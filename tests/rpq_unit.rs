@@ -1,10 +1,14 @@
 //! Unit tests of the RPQ layer: parsing (log lines, spargebra paths), the automaton
-//! (accepts exactly the right words), every endpoint case, limits and the plan display.
+//! (accepts exactly the right words), every endpoint case, limits, the plan display and
+//! the route between host walks and the device.
 
 use std::time::Duration;
 
 mod rpq_support;
 use rpq_support::random_path;
+
+#[path = "data/mod.rs"]
+mod data;
 
 use k2rpq::engine::cpu::CpuEngine;
 use k2rpq::rpq::{
@@ -645,4 +649,119 @@ fn many_candidates_walk_in_chunks_and_agree_with_products() {
             assert_eq!(distinct.len() as u64, a.count, "limit {limit}");
         }
     }
+}
+
+// ---------- limits within a batch and routes ----------
+
+#[test]
+fn a_limit_stops_the_batched_fixed_point_within_a_batch() {
+    use k2rpq::rpq::TraversalPolicy::Dense;
+    // A chain of 1 000 nodes: the first batch's 512 starts find 512 pairs on their first
+    // step, and its fixed point is ~1 000 steps away.
+    let g = MemoryGraph::from_triples((0..999u32).map(|i| (i, 10, i + 1)).collect());
+    let path = Path::OneOrMore(Path::link(10));
+    let opts = |limit| EvalOptions {
+        traversal: Dense,
+        limit,
+        ..EvalOptions::default()
+    };
+    let cpu = CpuEngine::new();
+    let full = evaluate(&cpu, &g, &path, Endpoint::Var, Endpoint::Var, &opts(None)).unwrap();
+    assert_eq!(full.count, 999 * 1000 / 2);
+    assert!(full.trace.total_steps > 500, "{}", full.trace.total_steps);
+    let cut = evaluate(
+        &cpu,
+        &g,
+        &path,
+        Endpoint::Var,
+        Endpoint::Var,
+        &opts(Some(100)),
+    )
+    .unwrap();
+    assert!(cut.truncated);
+    assert_eq!((cut.count, cut.pairs.len()), (100, 100));
+    assert_eq!(cut.trace.batches, 1);
+    assert_eq!(
+        cut.trace.total_steps, 1,
+        "stopped after the step that passed the limit"
+    );
+    let full_pairs: std::collections::HashSet<_> = full.pairs.iter().collect();
+    assert!(cut.pairs.iter().all(|p| full_pairs.contains(p)));
+}
+
+#[test]
+fn a_sparse_closure_over_many_node_ids_routes_to_host_walks() {
+    use k2rpq::rpq::route::{route_candidates, DeviceModel, Route};
+    // A binary in-tree on 12 000 of 200 M node ids: ~13 ancestors per start, while every
+    // device batch covers all 200 M ids (over a second per batch in the model).
+    let triples = (1..12_000u32).map(|i| (i, 10, i / 2)).collect();
+    let g = MemoryGraph::with_node_count(200_000_000, triples);
+    let path = Path::OneOrMore(Path::link(10));
+    let opts = EvalOptions::default();
+    let p = plan(&g, &path, Endpoint::Var, Endpoint::Var, &opts);
+    let d = route_candidates(&g, &p, &opts, 8, 1, &DeviceModel::default()).unwrap();
+    assert_eq!(d.route, Route::Host, "{d}");
+    assert!(d.host.unwrap() < d.device, "{d}");
+    assert!(d.device > std::time::Duration::from_secs(10), "{d}");
+    assert!(d.to_string().starts_with("host: "), "{d}");
+    // Under a limit the sample stops at it and scales its time per pair.
+    let limited = EvalOptions {
+        limit: Some(50),
+        ..EvalOptions::default()
+    };
+    let d = route_candidates(&g, &p, &limited, 8, 1, &DeviceModel::default()).unwrap();
+    assert_eq!(d.route, Route::Host, "{d}");
+    assert!(d.reason.contains("for 50 rows"), "{d}");
+    // A constant start is not routed here (it walks the host in front of the device).
+    let p = plan(&g, &path, Endpoint::Const(5), Endpoint::Var, &opts);
+    assert!(route_candidates(&g, &p, &opts, 8, 1, &DeviceModel::default()).is_none());
+}
+
+#[test]
+fn a_dense_closure_routes_to_the_device() {
+    use k2rpq::rpq::route::{route_candidates, DeviceModel, Route};
+    // A complete graph on 128 of 20 000 node ids: the sampled walk passes its budget.
+    let triples = (0..128u32)
+        .flat_map(|i| (0..128).map(move |j| (i, 10, j)))
+        .collect();
+    let g = MemoryGraph::with_node_count(20_000, triples);
+    let path = Path::OneOrMore(Path::link(10));
+    let opts = EvalOptions::default();
+    let p = plan(&g, &path, Endpoint::Var, Endpoint::Var, &opts);
+    let d = route_candidates(&g, &p, &opts, 8, 4, &DeviceModel::default()).unwrap();
+    assert_eq!(d.route, Route::Device, "{d}");
+    assert_eq!(d.host, None);
+    assert!(d.reason.contains("work budget"), "{d}");
+}
+
+#[test]
+fn all_pairs_on_cnr_2000_route_to_the_device() {
+    use k2rpq::rpq::route::{route_candidates, DeviceModel, Route};
+    use std::io::BufRead;
+    // The device's best case: ~10⁵ pairs per start over 325,557 nodes (all pairs of `p+`
+    // take 5-6 s on one GPU and do not finish in 120 s on 16 cores).
+    let Some(path) = data::data_file("cnr-2000/cnr-2000.arcs.tsv.gz") else {
+        return;
+    };
+    let file = std::fs::File::open(&path).expect("open cnr-2000");
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
+    let triples: Vec<(u32, PredId, u32)> = reader
+        .lines()
+        .map(|line| {
+            let line = line.expect("read cnr-2000");
+            let mut it = line
+                .split('\t')
+                .map(|s| s.trim().parse::<u32>().expect("id"));
+            (it.next().expect("source"), 10, it.next().expect("target"))
+        })
+        .collect();
+    let g = MemoryGraph::from_triples(triples);
+    let p_plus = Path::OneOrMore(Path::link(10));
+    let opts = EvalOptions {
+        count_only: true,
+        ..EvalOptions::default()
+    };
+    let p = plan(&g, &p_plus, Endpoint::Var, Endpoint::Var, &opts);
+    let d = route_candidates(&g, &p, &opts, 8, 16, &DeviceModel::default()).unwrap();
+    assert_eq!(d.route, Route::Device, "{d}");
 }

@@ -105,8 +105,10 @@ fn database_on_gpus_equals_cpu() {
     let dir = codex_store();
     let cpu = open(&dir, EngineChoice::Cpu, None);
     let wl = workload();
+    // Every query on the GPUs (none left to host walks), which the engine names check.
     let o = EvalOptions {
         batch_words: 1,
+        host_walk: false,
         ..EvalOptions::default()
     };
     let want: Vec<_> = wl
@@ -159,6 +161,7 @@ fn scaling_driver_on_gpus() {
         eval: EvalOptions {
             batch_words: 2,
             count_only: true,
+            host_walk: false,
             ..EvalOptions::default()
         },
     };

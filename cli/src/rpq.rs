@@ -46,10 +46,16 @@ pub struct EvalArgs {
     /// far are printed, then the command fails naming the queries that were cut.
     #[arg(long, value_parser = crate::args::parse_seconds)]
     pub timeout: Option<Duration>,
-    /// The engine: `gpu` keeps every product on the GPU; `auto` uses the GPU when one is
-    /// usable and the query is large enough to pay for it.
+    /// The engine: `gpu` runs on the GPU, leaving to the CPU engine's host walks the
+    /// var→var queries they answer faster; `auto` uses the GPU when one is usable and the
+    /// query is large enough to pay for it, the same way.
     #[arg(long, default_value = "auto", value_parser = crate::args::engine_parser())]
     pub engine: EngineChoice,
+    /// Keep every product of a GPU-run query on the device: no host walk in front of a
+    /// constant start, no host walks instead of a var→var query's batches (measures the
+    /// device alone).
+    #[arg(long)]
+    pub no_host_walk: bool,
     /// GPUs, GPU budget, cache statistics.
     #[command(flatten)]
     pub device: DeviceArgs,
@@ -124,8 +130,7 @@ impl EvalArgs {
                 MatrixConfig::CachedFrontier
             },
             count_only,
-            // `--engine gpu` keeps every product on the GPU.
-            host_walk: self.engine != EngineChoice::Gpu,
+            host_walk: !self.no_host_walk,
         })
     }
 

@@ -149,6 +149,9 @@ pub struct TraceStep {
 pub struct Trace {
     /// The engine's name.
     pub engine: String,
+    /// Which engine the caller chose for the query and why (empty where no choice was
+    /// made: an engine called directly).
+    pub route: String,
     /// Relations loaded, and the time spent loading.
     pub loads: u32,
     /// Time spent loading relations.
@@ -209,6 +212,9 @@ impl fmt::Display for Trace {
             self.products - self.masked - self.sparse,
             self.elapsed.as_secs_f64() * 1e3
         )?;
+        if !self.route.is_empty() {
+            writeln!(f, "route: {}", self.route)?;
+        }
         writeln!(
             f,
             "batch\tstep\tfrontier\tproducts\tmasked\tsparse\tnew\tms"
@@ -387,9 +393,24 @@ fn joint_walk_chunks<E: Engine>(
     let mut run: Option<Run<'_, E>> = None;
     let mut loads = (0u32, Duration::ZERO);
     let mut batch_index = 0u64;
+    let mut next = 0usize;
+    let mut starts_walked = 0u64;
     // Waves of a few chunks per thread: a query that hits the limit early does not walk
-    // every chunk.
-    'waves: for wave in chunks.chunks(2 * threads) {
+    // every chunk. Under a limit the first wave is one chunk, and each later one holds the
+    // chunks expected to reach the limit at the pairs per start found so far: a query
+    // with thousands of pairs per start needs a few hundred starts, not a wave of 2·threads
+    // chunks of up to 4096 starts each.
+    'waves: while next < chunks.len() {
+        let take = wave_chunks(
+            options.limit,
+            result.count,
+            starts_walked,
+            chunk as u64,
+            2 * threads,
+        );
+        let wave = &chunks[next..(next + take).min(chunks.len())];
+        next += wave.len();
+        starts_walked += wave.iter().map(|c| c.len() as u64).sum::<u64>();
         let walked: Vec<Option<PathResult>> = wave
             .par_iter()
             .map(|c| sparse::evaluate_sparse_joint(graph, plan, options, c, started))
@@ -445,6 +466,26 @@ fn joint_walk_chunks<E: Engine>(
     }
     result.trace.elapsed = started.elapsed();
     Ok(result)
+}
+
+/// Chunks of `chunk` start nodes in the next wave of [`joint_walk_chunks`]: `most` without
+/// a limit or before any pair was found; under a limit one chunk first, then as many as
+/// the pairs per start found so far (`found` pairs from `walked` starts) need to pass it,
+/// between one and `most`.
+fn wave_chunks(limit: Option<u64>, found: u64, walked: u64, chunk: u64, most: usize) -> usize {
+    let Some(limit) = limit else {
+        return most;
+    };
+    if walked == 0 {
+        return 1;
+    }
+    if found == 0 {
+        return most;
+    }
+    let per_start = found as f64 / walked as f64;
+    let starts = (limit.saturating_sub(found) + 1) as f64 / per_start;
+    let chunks = (starts / chunk.max(1) as f64).ceil();
+    (chunks.min(most as f64) as usize).max(1)
 }
 
 /// Appends `part`, the answer of the next start nodes in plan order, to `result`, cut at
@@ -578,14 +619,12 @@ impl<E: Engine> Run<'_, E> {
     /// wikidata-like triples (~3·10⁸ nodes) one word of one batch is 2.5 GB, so the
     /// default eight words of a two-state closure would not fit an 80 GB device.
     pub(super) fn fitting_words(&self, words: usize) -> usize {
-        let Some(free) = self.engine.batch_memory() else {
-            return words;
-        };
-        let batches = 3 * self.plan.automaton.states() as u64 + 1;
-        let per_word = (self.n as u64).max(1) * 8 * batches;
-        usize::try_from(free / 4 * 3 / per_word)
-            .unwrap_or(usize::MAX)
-            .clamp(1, words.max(1))
+        super::route::fitting_words(
+            self.engine.batch_memory(),
+            self.plan.automaton.states(),
+            self.n as u64,
+            words,
+        )
     }
 
     /// Whether the next batch may start; otherwise records why not. A batch costs
@@ -893,5 +932,25 @@ impl<E: Engine> Run<'_, E> {
             self.emit(sources[k], &bm);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wave_chunks;
+
+    #[test]
+    fn waves_under_a_limit_hold_the_chunks_it_needs() {
+        // No limit: full waves.
+        assert_eq!(wave_chunks(None, 0, 0, 4096, 32), 32);
+        // A limit: one chunk to measure, then what the pairs per start ask for.
+        assert_eq!(wave_chunks(Some(1_000_000), 0, 0, 4096, 32), 1);
+        assert_eq!(wave_chunks(Some(1_000_000), 0, 4096, 4096, 32), 32);
+        // 10 pairs per start: ~96k more starts, 24 chunks of 4096.
+        assert_eq!(wave_chunks(Some(1_000_000), 40_960, 4096, 4096, 32), 24);
+        // 1000 pairs per start: one more chunk is plenty.
+        assert_eq!(wave_chunks(Some(1_000_000), 500_000, 500, 4096, 32), 1);
+        // Rare pairs: at most a full wave.
+        assert_eq!(wave_chunks(Some(1_000_000), 1, 4096, 4096, 32), 32);
     }
 }

@@ -36,6 +36,7 @@ mod log;
 mod node_set;
 mod path;
 mod plan;
+pub mod route;
 mod sparse;
 mod split;
 pub mod terms;

@@ -26,8 +26,10 @@ pub struct Args {
     /// Engines, comma-separated. Default: gpu (when a GPU is usable), cpu, oxigraph.
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<BenchEngine>>,
-    /// Run every path of the gpu engine on the GPU (`--engine gpu`); by default it opens
-    /// the store as `--engine auto`, which leaves groups over small relations on the CPU.
+    /// Run every path of the gpu engine on the GPU (`--engine gpu` with every product on
+    /// the device, as `--no-host-walk`); by default it opens the store as `--engine auto`,
+    /// which leaves groups over small relations on the CPU and var→var queries that host
+    /// walks answer faster to those walks.
     #[arg(long)]
     pub force_gpu: bool,
     /// Timed repeats per query (median reported).
@@ -43,7 +45,8 @@ pub struct Args {
     #[arg(long, default_value = "60", value_parser = k2rpq_cli::args::parse_seconds)]
     pub timeout: Duration,
     /// Run every product of a GPU-run query on the device: no host walk of a constant
-    /// start in front (measures the device alone; the default is what `--engine auto` does).
+    /// start in front, no host walks instead of a var→var query's batches (measures the
+    /// device alone; the default is what `--engine auto` does).
     #[arg(long)]
     pub no_host_walk: bool,
     /// Write every figure as JSON here.
@@ -121,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         warmup: args.warmup,
         limit: args.limit,
         timeout: args.timeout,
-        host_walk: !args.no_host_walk,
+        host_walk: !args.no_host_walk && !args.force_gpu,
         progress: !args.quiet,
         overlap_load: args.overlap_load,
     };
@@ -182,6 +185,8 @@ fn run_scaling_cmd(args: &Args, workload: &[WorkloadQuery]) -> anyhow::Result<()
             timeout: Some(args.timeout),
             batch_words: args.batch_words,
             count_only: args.count,
+            // The GPUs' scaling: every query on them, none left to host walks.
+            host_walk: false,
             ..EvalOptions::default()
         },
     };
