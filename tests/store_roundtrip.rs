@@ -290,3 +290,130 @@ fn store_bytes_do_not_depend_on_thread_count() {
         assert!(store.relation(0, p).unwrap().unwrap().contains(s, o));
     }
 }
+
+/// `text` gzip-compressed into `path`.
+fn write_gz(path: &Path, text: &str) {
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+    enc.finish().unwrap();
+}
+
+/// [`store_contents`] without the names of the inputs.
+fn contents_of_any_inputs(dir: &Path) -> (Vec<(String, Vec<u8>)>, serde_json::Value) {
+    let (files, mut manifest) = store_contents(dir);
+    for l in manifest["loads"].as_array_mut().unwrap() {
+        l.as_object_mut().unwrap().remove("inputs");
+    }
+    (files, manifest)
+}
+
+#[test]
+fn several_inputs_and_a_folder_of_shards_give_the_single_stream_store() {
+    // The stream cut at line breaks into plain and gzip shards, read in parallel, as
+    // files and as a folder (with files the loader passes over), in memory and with
+    // spilled runs: the same store files, byte for byte, as the one stream.
+    let dir = tempfile::tempdir().unwrap();
+    let text = stress_nt(30_000);
+    let one = dir.path().join("all.nt.gz");
+    write_gz(&one, &text);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    let mut files = Vec::new();
+    for (k, part) in lines.chunks(7_001).enumerate() {
+        let part = part.concat();
+        let path = if k % 2 == 0 {
+            let p = shards.join(format!("part-{k}.nt.gz"));
+            write_gz(&p, &part);
+            p
+        } else {
+            let p = shards.join(format!("part-{k}.nt"));
+            std::fs::write(&p, part).unwrap();
+            p
+        };
+        files.push(Input::Path(path));
+    }
+    assert_eq!(files.len(), 5);
+    std::fs::write(shards.join("README.txt"), "not RDF").unwrap();
+    std::fs::write(shards.join(".hidden.nt"), "not even N-Triples").unwrap();
+    let options = LoadOptions {
+        chunk_bytes: 16 << 10,
+        ..LoadOptions::default()
+    };
+    let spilling = LoadOptions {
+        memory: 1,
+        ..options.clone()
+    };
+    let expect = dir.path().join("one");
+    load(&[Input::Path(one)], &expect, &options).unwrap();
+    let expect = contents_of_any_inputs(&expect);
+    for (name, inputs, opts) in [
+        ("files", files.clone(), &options),
+        ("folder", vec![Input::Path(shards.clone())], &options),
+        ("spilled", files, &spilling),
+    ] {
+        let store = dir.path().join(name);
+        let report = load(&inputs, &store, opts).unwrap();
+        assert_eq!(report.statements, 30_000, "{name}");
+        assert_eq!(report.inputs.len(), 5, "{name}: {:?}", report.inputs);
+        let got = contents_of_any_inputs(&store);
+        assert_eq!(
+            got.0.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            expect.0.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            "{name}"
+        );
+        for (x, y) in got.0.iter().zip(&expect.0) {
+            assert!(x.1 == y.1, "{name}: {} differs", x.0);
+        }
+        assert_eq!(got.1, expect.1, "{name}");
+    }
+}
+
+#[test]
+fn a_bad_shard_is_named_with_its_line_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    let text = stress_nt(20_000);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for (k, part) in lines.chunks(5_000).enumerate() {
+        let mut part = part.concat();
+        if k == 2 {
+            // Line 4,321 of the third shard loses its closing `>`.
+            let mut l: Vec<String> = part.lines().map(|l| format!("{l}\n")).collect();
+            l[4320] = "<http://example.org/s> <http://example.org/p> <http://example.org/o .\n"
+                .to_string();
+            part = l.concat();
+        }
+        write_gz(&shards.join(format!("part-{k}.nt.gz")), &part);
+    }
+    let store = dir.path().join("s");
+    let err = load(
+        &[Input::Path(shards.clone())],
+        &store,
+        &LoadOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("part-2.nt.gz:4321:"), "{err}");
+    assert!(!store.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from("shards")],
+        "nothing half-written"
+    );
+    // A folder without RDF files is named as such.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = load(&[Input::Path(empty)], &store, &LoadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is a folder with no RDF files"), "{err}");
+}

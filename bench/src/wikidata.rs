@@ -41,6 +41,7 @@
 //! does).
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -451,6 +452,62 @@ fn chunk_text(
 
 /// Writes `options.triples` synthetic triples to `out`; returns the bytes written.
 pub fn write_wikidata_like(out: &mut dyn Write, options: &GenOptions) -> io::Result<u64> {
+    let chunks = check_predicates(options)?;
+    write_chunks(out, options, 0..chunks)
+}
+
+/// Writes the same triples as [`write_wikidata_like`] into `shards` gzip files in `dir`
+/// (created if missing), `part-00000.nt.gz` and on, each a run of whole generator chunks
+/// (262,144 triples; fewer shards when there are fewer chunks), so that the shards read in
+/// name order are the single stream's triples in order. Each file is written under a
+/// hidden temporary name and renamed when complete: an interrupted run leaves no
+/// half-written shard under a shard's name. Returns each shard's path and bytes.
+pub fn write_wikidata_like_shards(
+    dir: &Path,
+    options: &GenOptions,
+    shards: usize,
+) -> io::Result<Vec<(PathBuf, u64)>> {
+    let chunks = check_predicates(options)?;
+    if shards == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "at least one shard",
+        ));
+    }
+    let shards = (shards as u64).min(chunks.max(1));
+    let options = GenOptions {
+        gzip: true,
+        ..options.clone()
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::with_capacity(shards as usize);
+    for k in 0..shards {
+        let range = k * chunks / shards..(k + 1) * chunks / shards;
+        let name = format!("part-{k:05}.nt.gz");
+        let path = dir.join(&name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let result = (|| {
+            let mut file = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+            let bytes = write_chunks(&mut file, &options, range)?;
+            file.into_inner()
+                .map_err(io::IntoInnerError::into_error)?
+                .sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(bytes)
+        })();
+        match result {
+            Ok(bytes) => written.push((path, bytes)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Refuses too few predicates; returns the number of generator chunks.
+fn check_predicates(options: &GenOptions) -> io::Result<u64> {
     if options.predicates <= NAMED.len() as u32 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -461,15 +518,23 @@ pub fn write_wikidata_like(out: &mut dyn Write, options: &GenOptions) -> io::Res
             ),
         ));
     }
+    Ok(options.triples.div_ceil(CHUNK))
+}
+
+/// Writes the generator chunks `chunks` (in order) to `out`; returns the bytes written.
+fn write_chunks(
+    out: &mut dyn Write,
+    options: &GenOptions,
+    chunks: std::ops::Range<u64>,
+) -> io::Result<u64> {
     let layout = Layout::new(options.triples);
     let mixture = Mixture::new(options.predicates);
     let scramble = Scramble::new(layout.all());
-    let chunks = options.triples.div_ceil(CHUNK);
     let group = 2 * rayon::current_num_threads().max(1) as u64;
     let mut written = 0u64;
-    let mut next = 0u64;
-    while next < chunks {
-        let end = (next + group).min(chunks);
+    let mut next = chunks.start;
+    while next < chunks.end {
+        let end = (next + group).min(chunks.end);
         let parts: Vec<io::Result<Vec<u8>>> = (next..end)
             .into_par_iter()
             .map(|c| {

@@ -8,7 +8,10 @@ use k2rpq::store::{self, Format, Input, LoadOptions};
 /// Arguments of `k2rpq load`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// RDF inputs: .nt .nq .ttl .trig, optionally .gz or .bz2; `-` reads stdin (needs --format).
+    /// RDF inputs: .nt .nq .ttl .trig, optionally .gz or .bz2, or folders of them (their
+    /// RDF files in name order); `-` reads stdin (needs --format). Several inputs are read
+    /// and decompressed in parallel, so a dump cut into gzip shards loads faster than one
+    /// gzip stream, which inflates on one thread.
     #[arg(required = true)]
     pub inputs: Vec<String>,
     /// Store folder: created, or extended incrementally when it holds a store.
@@ -110,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // Where the phases went; the parse stages overlap, so each is a busy time.
     eprintln!(
-        "  parse: read {:.2}s, parse+number chunks {:.2}s (number {:.2} thread-s), hand-on {:.2}s, waited {:.2}s; build: sort {:.2}s (edges {:.2}s, terms {:.2}s, side by side), trees {:.2}s, dictionary {:.2}s (beside the trees)",
+        "  parse: read {:.2}s, parse+number chunks {:.2}s (number {:.2} thread-s), hand-on {:.2}s, waited {:.2}s; build: sort {:.2}s (edges {:.2}s, terms {:.2}s), trees {:.2}s, dictionary {:.2}s (beside the trees)",
         report.parse_read_seconds,
         report.parse_chunks_seconds,
         report.number_seconds,

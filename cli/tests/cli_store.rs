@@ -260,8 +260,8 @@ fn a_killed_loads_temporary_folder_is_removed_by_the_next_load() {
     assert!(live.exists());
 }
 
-/// Targets a store cannot be renamed onto, and folders given as inputs, are refused
-/// before anything is read.
+/// Targets a store cannot be renamed onto, and folders without RDF files given as
+/// inputs, are refused before anything is read.
 #[test]
 fn bad_targets_and_folder_inputs_are_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
@@ -277,17 +277,22 @@ fn bad_targets_and_folder_inputs_are_refused_up_front() {
         let stderr = failed(out);
         assert!(stderr.contains("name a new folder"), "{target}: {stderr}");
     }
+    // A folder is read as its RDF files; one without any is refused.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("notes.txt"), "not RDF").unwrap();
     let out = k2rpq([
         OsStr::new("load"),
         OsStr::new("--store"),
         dir.path().join("s").as_os_str(),
-        dir.path().as_os_str(),
+        empty.as_os_str(),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("is a folder: give the RDF files in it"),
+        stderr.contains("is a folder with no RDF files in it"),
         "{stderr}"
     );
+    assert!(!dir.path().join("s").exists());
     // A file given as a store.
     let out = k2rpq([OsStr::new("info"), nt.as_os_str()]);
     let stderr = String::from_utf8_lossy(&out.stderr);

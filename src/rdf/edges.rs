@@ -11,11 +11,16 @@
 //!
 //! The records still in memory at the end are only *grouped* by relation (a counting
 //! sort), not sorted: the tree build sorts each relation by Morton code and drops
-//! repeated cells anyway, so an order by `(subject, object)` would be thrown away.
+//! repeated cells anyway, so an order by `(subject, object)` would be thrown away. Grouped,
+//! they drop their relation (8 bytes an edge), and a relation with no edges in runs can
+//! be turned into the tree build's codes where it lies
+//! ([`SortedEdges::relation_in_place`]), so that building it allocates no edge vector.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -27,6 +32,11 @@ pub const RECORD_BYTES: usize = 12;
 
 /// Where each relation's records lie in a sorted sequence: `(relation, first, count)`.
 type Index = Vec<(u32, u64, u64)>;
+
+/// An edge as the grouped buffer keeps it: subject in the high half, object in the low.
+fn pair(subject: u32, object: u32) -> u64 {
+    (u64::from(subject) << 32) | u64::from(object)
+}
 
 /// The relation ranges of `records`, sorted by relation. O(relations × log records):
 /// each range's end is found by binary search, not by a scan.
@@ -43,9 +53,12 @@ fn index_of(records: &[Record]) -> Index {
 }
 
 /// A pointer that parallel tasks write through at disjoint offsets.
-struct SendPtr(*mut Record);
-// SAFETY: used only for writes to disjoint slots (see `group_by_relation`).
+struct SendPtr(*mut u64);
+// SAFETY: used only for writes to disjoint slots (see `group_by_relation` and
+// `SortedEdges::relation_in_place`), never for a slot another thread reads.
 unsafe impl Sync for SendPtr {}
+// SAFETY: as above; the pointer is only an address into a buffer its owner keeps alive.
+unsafe impl Send for SendPtr {}
 
 /// One spilled run: its file and the relations' ranges in it.
 struct Run {
@@ -165,72 +178,95 @@ impl EdgeCollector {
         self.in_pieces = 0;
     }
 
-    /// Moves the buffer and the pieces into one vector grouped by relation, in
-    /// increasing relation order: a parallel counting sort (one pass to count, one to
-    /// place each record), where a full sort of the records took several passes.
-    /// Relation numbers are dense in the loader; sparse ones (more numbers than
-    /// records) fall back to a sort by relation.
-    fn group_by_relation(&mut self) {
+    /// Moves the buffer and the pieces into one vector of `(subject, object)` pairs
+    /// grouped by relation, in increasing relation order, and returns it with its index:
+    /// a parallel counting sort (one pass to count, one to place each record), where a
+    /// full sort of the records took several passes. The relation is dropped from each
+    /// record (8 bytes a pair instead of 12: the index says where each relation lies),
+    /// and the pieces are freed as soon as they are placed, so that the records and the
+    /// pairs (20 bytes an edge) are held together only at the start. Relation numbers
+    /// are dense in the loader; sparse ones (more numbers than records) fall back to a
+    /// sort by relation.
+    fn group_by_relation(&mut self) -> (Vec<u64>, Index) {
         let mut parts = std::mem::take(&mut self.pieces);
         if !self.buf.is_empty() {
             parts.push(std::mem::take(&mut self.buf));
         }
         self.in_pieces = 0;
         let total: usize = parts.iter().map(Vec::len).sum();
-        let threads = rayon::current_num_threads().max(1);
-        let slice = (total / (threads * 8)).max(1 << 16);
-        let slices: Vec<&[Record]> = parts.iter().flat_map(|p| p.chunks(slice)).collect();
-        let relations = slices
+        let relations = parts
             .par_iter()
             .filter_map(|s| s.iter().map(|r| r[0]).max())
             .max()
             .map_or(0, |m| m as usize + 1);
         if relations > total.max(1 << 16) {
-            self.buf = parts.concat();
-            self.buf.par_sort_unstable_by_key(|r| r[0]);
-            return;
+            let mut all = parts.concat();
+            drop(parts);
+            all.par_sort_unstable_by_key(|r| r[0]);
+            let index = index_of(&all);
+            let pairs = all.par_iter().map(|r| pair(r[1], r[2])).collect();
+            return (pairs, index);
         }
-        // counts[i][r]: records of relation r in slice i; then, in place, where slice i's
-        // first record of relation r goes.
-        let mut counts: Vec<Vec<usize>> = slices
+        // Groups of whole pieces (a piece is freed with its group), about `slice`
+        // records each, enough of them to keep every thread busy.
+        let threads = rayon::current_num_threads().max(1);
+        let slice = (total / (threads * 8)).max(1 << 16);
+        let mut groups: Vec<Vec<Vec<Record>>> = Vec::new();
+        let mut size = slice;
+        for part in parts {
+            if size >= slice {
+                groups.push(Vec::new());
+                size = 0;
+            }
+            size += part.len();
+            groups.last_mut().expect("pushed above").push(part);
+        }
+        // counts[i][r]: records of relation r in group i; then, in place, where group
+        // i's first record of relation r goes.
+        let mut counts: Vec<Vec<usize>> = groups
             .par_iter()
-            .map(|s| {
+            .map(|g| {
                 let mut c = vec![0usize; relations];
-                for r in *s {
+                for r in g.iter().flatten() {
                     c[r[0] as usize] += 1;
                 }
                 c
             })
             .collect();
+        let mut index: Index = Vec::new();
         let mut at = 0;
         for rel in 0..relations {
+            let first = at;
             for c in counts.iter_mut() {
                 let n = c[rel];
                 c[rel] = at;
                 at += n;
             }
+            if at > first {
+                index.push((rel as u32, first as u64, (at - first) as u64));
+            }
         }
-        let mut out: Vec<Record> = Vec::with_capacity(total);
+        let mut out: Vec<u64> = Vec::with_capacity(total);
         let base = SendPtr(out.as_mut_ptr());
-        slices
-            .par_iter()
+        groups
+            .into_par_iter()
             .zip(counts.into_par_iter())
-            .for_each(|(s, mut next)| {
+            .for_each(|(g, mut next)| {
                 let base = &base;
-                for r in *s {
+                for r in g.iter().flatten() {
                     let slot = &mut next[r[0] as usize];
-                    // SAFETY: the cursors of all (slice, relation) pairs cover disjoint
+                    // SAFETY: the cursors of all (group, relation) pairs cover disjoint
                     // ranges of `0..total` (prefix sums of the counts), each written
                     // exactly once, inside the capacity reserved above.
-                    unsafe { base.0.add(*slot).write(*r) };
+                    unsafe { base.0.add(*slot).write(pair(r[1], r[2])) };
                     *slot += 1;
                 }
+                // The group's pieces are freed here, while other groups are placed.
+                drop(g);
             });
         // SAFETY: every slot of `0..total` was written above.
         unsafe { out.set_len(total) };
-        drop(slices);
-        drop(parts);
-        self.buf = out;
+        (out, index)
     }
 
     fn spill(&mut self) -> io::Result<()> {
@@ -268,8 +304,7 @@ impl EdgeCollector {
     /// Ends collection: the records grouped by relation (in increasing relation order),
     /// readable one relation at a time.
     pub fn finish(mut self) -> SortedEdges {
-        self.group_by_relation();
-        let mem_index = index_of(&self.buf);
+        let (mem, mem_index) = self.group_by_relation();
         let mut sizes: Vec<(u32, u64)> = mem_index
             .iter()
             .chain(self.runs.iter().flat_map(|r| r.index.iter()))
@@ -283,8 +318,11 @@ impl EdgeCollector {
                 _ => relations.push((rel, n)),
             }
         }
+        let mut mem = mem;
         SortedEdges {
-            mem: std::mem::take(&mut self.buf),
+            mem_ptr: SendPtr(mem.as_mut_ptr()),
+            mem,
+            taken: mem_index.iter().map(|_| AtomicBool::new(false)).collect(),
             mem_index,
             runs: std::mem::take(&mut self.runs),
             relations,
@@ -297,7 +335,13 @@ impl EdgeCollector {
 /// [`SortedEdges::relation`] takes `&self` and opens its own file handles, so several
 /// threads may read different relations at once; the caller bounds how many it holds.
 pub struct SortedEdges {
-    mem: Vec<Record>,
+    /// The records that were never spilled, as [`pair`]s grouped by relation.
+    mem: Vec<u64>,
+    /// `mem`'s buffer, taken once with write access: [`SortedEdges::relation_in_place`]
+    /// writes each relation's range through it, from any thread.
+    mem_ptr: SendPtr,
+    /// Per entry of `mem_index`: whether that range was handed out for writing.
+    taken: Vec<AtomicBool>,
     mem_index: Index,
     runs: Vec<Run>,
     relations: Vec<(u32, u64)>,
@@ -319,6 +363,43 @@ impl SortedEdges {
         &self.relations
     }
 
+    /// `f(subject, object)` of each edge of `rel`, written over the relation's own edges
+    /// in the buffer and handed out for the caller to reorder in place (a tree build
+    /// sorts them), when all of the relation's edges are in memory; `None` when some lie
+    /// in runs, or none in memory, or the relation was taken already (each relation is
+    /// handed out once: its edges are gone afterwards, and [`SortedEdges::relation_map`]
+    /// must not be asked for it).
+    #[allow(clippy::mut_from_ref)]
+    pub fn relation_in_place<F: Fn(u32, u32) -> u64 + Sync>(
+        &self,
+        rel: u32,
+        f: F,
+    ) -> Option<&mut [u64]> {
+        if self
+            .runs
+            .iter()
+            .any(|run| range_of(&run.index, rel).is_some())
+        {
+            return None;
+        }
+        let i = self
+            .mem_index
+            .binary_search_by_key(&rel, |&(r, _, _)| r)
+            .ok()?;
+        if self.taken[i].swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let (a, n) = (self.mem_index[i].1 as usize, self.mem_index[i].2 as usize);
+        // SAFETY: `a..a + n` lies inside `mem` (the index was made from it), no other
+        // range overlaps it, and the flag just set hands it out once: no other reference
+        // to these slots exists or will be made (`relation_map` refuses taken ranges).
+        let edges = unsafe { std::slice::from_raw_parts_mut(self.mem_ptr.0.add(a), n) };
+        edges
+            .par_iter_mut()
+            .for_each(|e| *e = f((*e >> 32) as u32, *e as u32));
+        Some(edges)
+    }
+
     /// The `(subject, object)` edges of `rel` (empty when absent), in no particular
     /// order and possibly repeated: its consumer, the tree build, sorts by Morton code
     /// and drops repeats itself.
@@ -336,10 +417,19 @@ impl SortedEdges {
         f: F,
     ) -> io::Result<Vec<U>> {
         let mut out: Vec<U> = Vec::new();
-        if let Some((a, n)) = range_of(&self.mem_index, rel) {
-            self.mem[a as usize..(a + n) as usize]
+        if let Ok(i) = self.mem_index.binary_search_by_key(&rel, |&(r, _, _)| r) {
+            assert!(
+                !self.taken[i].load(Ordering::Acquire),
+                "relation {rel} was handed out in place"
+            );
+            let (a, n) = (self.mem_index[i].1, self.mem_index[i].2);
+            // SAFETY: the range was not handed out for writing (checked above), so only
+            // reads reach it; the slice is made from the write pointer, not from `mem`,
+            // so that every access to the buffer after `finish` goes through one pointer.
+            let mem = unsafe { std::slice::from_raw_parts(self.mem_ptr.0, self.mem.len()) };
+            mem[a as usize..(a + n) as usize]
                 .par_iter()
-                .map(|r| f(r[1], r[2]))
+                .map(|&p| f((p >> 32) as u32, p as u32))
                 .collect_into_vec(&mut out);
         }
         for run in &self.runs {

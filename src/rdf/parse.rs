@@ -140,8 +140,10 @@ pub enum ParseError {
         /// The I/O or decompression error.
         error: io::Error,
     },
-    /// A folder where an RDF file was expected.
-    #[error("{file} is a folder: give the RDF files in it")]
+    /// A folder holding no file of a known RDF format.
+    #[error(
+        "{file} is a folder with no RDF files in it (.nt .nq .ttl .trig, optionally .gz or .bz2)"
+    )]
     Folder {
         /// Input name.
         file: String,
@@ -497,6 +499,9 @@ pub struct ReadOptions {
     pub lenient: bool,
     /// Target chunk size for parallel parsing, in bytes.
     pub chunk_bytes: usize,
+    /// Inputs read at the same time, sharing the thread pool: each keeps that many times
+    /// fewer chunks in flight, so that the text buffered stays as for one input.
+    pub concurrent_inputs: usize,
 }
 
 impl Default for ReadOptions {
@@ -505,8 +510,48 @@ impl Default for ReadOptions {
             format: None,
             lenient: false,
             chunk_bytes: 4 << 20,
+            concurrent_inputs: 1,
         }
     }
+}
+
+/// `inputs` with each folder replaced by the files in it whose names tell an RDF format
+/// ([`Format::guess`]: `.nt`, `.nq`, `.ttl`, `.trig`, optionally `.gz` or `.bz2`), in
+/// name order; other files and names starting with `.` are passed over. A folder with
+/// no such file is an error.
+pub fn expand_folders(inputs: &[Input]) -> Result<Vec<Input>, ParseError> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let Input::Path(dir) = input else {
+            out.push(input.clone());
+            continue;
+        };
+        if !dir.is_dir() {
+            out.push(input.clone());
+            continue;
+        }
+        let open_err = |error| ParseError::Open {
+            file: input.name(),
+            error,
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(open_err)? {
+            let path = entry.map_err(open_err)?.path();
+            let visible = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.'));
+            if visible && path.is_file() && Format::guess(&path).is_some() {
+                files.push(path);
+            }
+        }
+        if files.is_empty() {
+            return Err(ParseError::Folder { file: input.name() });
+        }
+        files.sort();
+        out.extend(files.into_iter().map(Input::Path));
+    }
+    Ok(out)
 }
 
 /// Counting wrapper so that a progress bar can follow the (compressed) bytes read.
@@ -871,7 +916,9 @@ fn read_lines<T: Send>(
     // Enough chunks in flight to keep every thread busy. Memory: up to three groups of
     // `2 × threads × chunk_bytes` of text (one being cut, one queued, one parsing) and up
     // to three groups of batches (one being made, one queued, one being consumed).
-    let in_flight = 2 * rayon::current_num_threads().max(1);
+    let in_flight = (2 * rayon::current_num_threads().max(1))
+        .div_ceil(options.concurrent_inputs.max(1))
+        .max(2);
     let chunk_bytes = options.chunk_bytes.max(1 << 12);
     let lenient = options.lenient;
     // Three stages, each on its own thread, so that none waits for another: a reader
@@ -1034,7 +1081,9 @@ fn read_lines_mapped<T: Send>(
     // at each group's end while the last tasks finish, about half a task per thread, so
     // four tasks a thread (not two) halve that loss. Memory: one group of batches and
     // edge records more than two tasks a thread (~3 MiB a chunk).
-    let in_flight = 4 * rayon::current_num_threads().max(1);
+    let in_flight = (4 * rayon::current_num_threads().max(1))
+        .div_ceil(options.concurrent_inputs.max(1))
+        .max(2);
     let chunk_bytes = options.chunk_bytes.max(1 << 12);
     let lenient = options.lenient;
     let page = page_size();

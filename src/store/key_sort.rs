@@ -95,21 +95,10 @@ fn sort_from<T: Copy + Send + Sync>(keys: &mut [(&[u8], T)], depth: usize) {
         use rdst::RadixSort;
         places.radix_sort_builder().with_parallel(parallel).sort();
     }
-    let ordered: Vec<(&[u8], T)> = places
-        .par_iter()
-        .with_min_len(PARALLEL)
-        .map(|p| keys[p.index as usize])
-        .collect();
-    keys.par_iter_mut()
-        .zip(ordered.par_iter())
-        .with_min_len(PARALLEL)
-        .for_each(|(k, o)| *k = *o);
-    drop(ordered);
-
-    // Runs of keys that tie on all 8 bytes are sorted 8 bytes further on.
-    let mut groups: Vec<&mut [(&[u8], T)]> = Vec::new();
-    let mut rest = keys;
-    let mut taken = 0;
+    // Runs of keys that tie on all 8 bytes are sorted 8 bytes further on. The runs are
+    // found before the keys are permuted, so that the places are freed first: the places
+    // and the permuted copy of the keys (16 bytes a key each) are never held together.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut a = 0;
     while a < places.len() {
         let mut b = a + 1;
@@ -117,15 +106,38 @@ fn sort_from<T: Copy + Send + Sync>(keys: &mut [(&[u8], T)], depth: usize) {
             b += 1;
         }
         if b - a > 1 {
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(a - taken);
-            let (group, tail) = tail.split_at_mut(b - a);
-            groups.push(group);
-            rest = tail;
-            taken = b;
+            runs.push((a, b));
         }
         a = b;
     }
+    let order: Vec<u32> = places
+        .par_iter()
+        .with_min_len(PARALLEL)
+        .map(|p| p.index)
+        .collect();
     drop(places);
+    let ordered: Vec<(&[u8], T)> = order
+        .par_iter()
+        .with_min_len(PARALLEL)
+        .map(|&i| keys[i as usize])
+        .collect();
+    drop(order);
+    keys.par_iter_mut()
+        .zip(ordered.par_iter())
+        .with_min_len(PARALLEL)
+        .for_each(|(k, o)| *k = *o);
+    drop(ordered);
+
+    let mut groups: Vec<&mut [(&[u8], T)]> = Vec::with_capacity(runs.len());
+    let mut rest = keys;
+    let mut taken = 0;
+    for (a, b) in runs {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(a - taken);
+        let (group, tail) = tail.split_at_mut(b - a);
+        groups.push(group);
+        rest = tail;
+        taken = b;
+    }
     if parallel {
         groups.into_par_iter().for_each(|g| sort_from(g, depth + 8));
     } else {

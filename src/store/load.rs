@@ -13,12 +13,20 @@
 //! waves of at most `--memory / 16` edges (a larger relation runs alone).
 //!
 //! Memory: the edge buffer is bounded by [`LoadOptions::memory`] (12 bytes per buffered
-//! triple); the term table grows with the distinct *new* terms (their key bytes, in one
-//! arena per shard, plus 21 to 43 bytes each: a 16-byte table slot holding offset,
-//! length, id and hash bits, in a table kept between 3/8 and 3/4 full), and building
-//! trees holds the cells of the relations in flight (16 bytes per edge: pairs, then codes;
-//! plus the old cells of an incremental rebuild), at most `--memory` of them unless one
+//! triple while parsing; grouped by relation at the end into 8-byte pairs, the records
+//! freed as they are placed); the term table grows with the distinct *new* terms (their
+//! key bytes, in one arena per shard, plus 21 to 43 bytes each: a 16-byte table slot
+//! holding offset, length, id and hash bits, in a table kept between 3/8 and 3/4 full).
+//! The tables are freed once the new terms are listed (16 bytes each, for the sort); the
+//! arenas stay for the dictionary, written beside the trees. A relation whose edges are
+//! all in memory is turned into Morton codes where its pairs lie; building trees
+//! otherwise holds the codes of the relations in flight (8 bytes per edge, plus the old
+//! cells of an incremental rebuild), at most `--memory / 16` edges of them unless one
 //! relation alone is larger.
+//!
+//! Inputs (files, or folders of them) are read several at a time, each decompressed on a
+//! thread of its own, their chunks parsed on the one pool; the first input to fail stops
+//! the others, and its error (with file and line) is the load's.
 //!
 //! Blank nodes keep the labels they have in the input (oxttl's), so one label used in two
 //! inputs, or in two loads, is one node; give inputs distinct labels if they must not meet.
@@ -155,14 +163,14 @@ pub struct LoadReport {
     pub parse_hand_on_seconds: f64,
     /// Seconds building and writing trees, dictionary and manifest.
     pub build_seconds: f64,
-    /// Of the build phase: seconds sorting and numbering the new terms, with the edge
-    /// buffer grouped by relation beside it (the longer of the two sides).
+    /// Of the build phase: seconds sorting and numbering the new terms and grouping the
+    /// edge buffer by relation (one after the other).
     #[serde(default)]
     pub sort_seconds: f64,
-    /// Of the sort phase: seconds grouping the edge buffer by relation (beside the terms).
+    /// Of the sort phase: seconds grouping the edge buffer by relation.
     #[serde(default)]
     pub sort_edges_seconds: f64,
-    /// Of the sort phase: seconds sorting and renumbering the new terms (beside the edges).
+    /// Of the sort phase: seconds listing, sorting and renumbering the new terms.
     #[serde(default)]
     pub sort_terms_seconds: f64,
     /// Of the build phase: seconds writing the new dictionary segment (on its own thread,
@@ -624,10 +632,13 @@ impl Shard {
         Ok(())
     }
 
-    /// `(key, provisional id)` of the new terms, in arena order: the term sort reads
-    /// keys in the order of this list in its first passes, and the table's order would
-    /// make every one of those reads a cache miss (measured: +10-30 % sort time).
-    fn new_terms(&self, old_n: u32) -> Vec<(&[u8], u32)> {
+    /// The entries of the new terms, in arena order, with the table freed (numbering is
+    /// over: at 1B wikidata-like triples the tables held 21 to 43 bytes for each of 287M
+    /// terms, which the term sort and the edge grouping must not find still allocated).
+    /// The term sort reads keys in the order of this list in its first passes, and the
+    /// table's order would make every one of those reads a cache miss (measured: +10-30 %
+    /// sort time).
+    fn take_new_entries(&mut self, old_n: u32) -> Vec<Entry> {
         let mut entries: Vec<Entry> = self
             .buckets
             .iter()
@@ -635,9 +646,31 @@ impl Shard {
             .filter(|e| !e.is_empty() && e.id >= old_n)
             .copied()
             .collect();
+        self.buckets = Vec::new();
+        self.len = 0;
         entries.sort_unstable_by_key(Entry::start);
-        entries.iter().map(|e| (self.key(e), e.id)).collect()
+        entries
     }
+}
+
+/// `(key, provisional id)` of the new terms of every shard, shard after shard (each in
+/// arena order), from [`Shard::take_new_entries`]'s lists: allocated once at its exact
+/// size and filled in parallel.
+fn new_terms<'a>(shards: &'a [Shard], entries: &[Vec<Entry>]) -> Vec<(&'a [u8], u32)> {
+    let mut starts = Vec::with_capacity(entries.len() + 1);
+    starts.push(0usize);
+    for e in entries {
+        starts.push(starts[starts.len() - 1] + e.len());
+    }
+    let total = starts[entries.len()];
+    (0..total)
+        .into_par_iter()
+        .map(|i| {
+            let s = starts.partition_point(|&a| a <= i) - 1;
+            let e = &entries[s][i - starts[s]];
+            (shards[s].key(e), e.id)
+        })
+        .collect()
 }
 
 /// Parsing state shared by the parse tasks: provisional term ids and relation numbers.
@@ -758,24 +791,37 @@ impl Numbering<'_> {
     }
 }
 
+/// The sink error of an input's reader stopped because another input failed.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped: another input failed")]
+struct Stopped;
+
+/// How many of `inputs` inputs are read at the same time: enough readers that their
+/// inflating (one thread each) keeps the parsing pool busy, as many as half the threads
+/// (at least two), since each reader thread also waits on the pool for its chunks.
+fn concurrent_inputs(inputs: usize) -> usize {
+    (rayon::current_num_threads() / 2).max(2).min(inputs).max(1)
+}
+
 /// Loads `inputs` into the store at `dir` (created, or extended incrementally).
 ///
 /// On success the store at `dir` holds the old contents (ids unchanged) plus the inputs;
 /// on any error it is exactly as before and no temporary folder remains.
 pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadReport, LoadError> {
     let start = Instant::now();
+    // Fail fast on targets and inputs that cannot work, before any work.
+    check_target(dir)?;
+    let inputs = parse::expand_folders(inputs)?;
+    let inputs = inputs.as_slice();
+    let readers = concurrent_inputs(inputs.len());
     let read_options = ReadOptions {
         format: options.format,
         lenient: options.lenient,
         chunk_bytes: options.chunk_bytes,
+        concurrent_inputs: readers,
     };
-    // Fail fast on targets and inputs that cannot work, before any work.
-    check_target(dir)?;
     for input in inputs {
         if let Input::Path(p) = input {
-            if p.is_dir() {
-                return Err(ParseError::Folder { file: input.name() }.into());
-            }
             File::open(p).map_err(|error| ParseError::Open {
                 file: input.name(),
                 error,
@@ -831,40 +877,85 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         relations: RwLock::default(),
         busy_nanos: AtomicU64::new(0),
     };
-    let mut statements = 0u64;
-    let mut edges = EdgeCollector::new(runs_dir.clone(), options.memory);
+    let edges = Mutex::new(EdgeCollector::new(runs_dir.clone(), options.memory));
+    let statements = AtomicU64::new(0);
     let sizes: Option<u64> = inputs.iter().map(parse::input_size).sum();
     let read_bytes = Arc::new(AtomicU64::new(0));
     let pb = Stage::begin(options.progress.get(), "parse", Unit::Bytes, sizes);
+    // Inputs are read `readers` at a time, each by a thread of its own taking the next
+    // input when done (its reader decompresses on a thread of its own too, and every
+    // input's chunks are parsed on the shared pool): one gzip stream inflates on one
+    // thread, too slowly for the parsers, while a dump cut into shards inflates on as
+    // many. The first input to fail stops the others at their next batch.
+    let next_input = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    type Outcome = Result<(Skipped, parse::ReadTimes), ParseError>;
+    let outcomes: Vec<Mutex<Option<Outcome>>> = inputs.iter().map(|_| Mutex::new(None)).collect();
+    let t0 = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..readers {
+            scope.spawn(|| loop {
+                let i = next_input.fetch_add(1, Ordering::Relaxed);
+                if i >= inputs.len() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let outcome = parse::read_input_with(
+                    &inputs[i],
+                    &read_options,
+                    read_bytes.clone(),
+                    &|batch| Ok(numbering.number(&batch)?),
+                    &mut |records| {
+                        if interrupted() {
+                            return Err(LoadError::Interrupted.into());
+                        }
+                        if stop.load(Ordering::Relaxed) {
+                            return Err(Box::new(Stopped));
+                        }
+                        let n = records.len() as u64;
+                        locked(&edges)
+                            .add_piece(records)
+                            .map_err(LoadError::Spill)?;
+                        let done = statements.fetch_add(n, Ordering::Relaxed) + n;
+                        pb.set(read_bytes.load(Ordering::Relaxed));
+                        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+                        pb.message(&format!(
+                            "{done} statements, {:.2} M/s",
+                            done as f64 / secs / 1e6
+                        ));
+                        Ok(())
+                    },
+                );
+                if outcome.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                *locked(&outcomes[i]) = Some(outcome);
+            });
+        }
+    });
+    // The error of the first failed input in input order (not one stopped by it).
     let mut skipped = Skipped::default();
     let mut times = parse::ReadTimes::default();
-    for input in inputs {
-        let t0 = Instant::now();
-        let before = statements;
-        let (bad, t) = parse::read_input_with(
-            input,
-            &read_options,
-            read_bytes.clone(),
-            &|batch| Ok(numbering.number(&batch)?),
-            &mut |records| {
-                if interrupted() {
-                    return Err(LoadError::Interrupted.into());
-                }
-                statements += records.len() as u64;
-                edges.add_piece(records).map_err(LoadError::Spill)?;
-                pb.set(read_bytes.load(Ordering::Relaxed));
-                let secs = t0.elapsed().as_secs_f64().max(1e-9);
-                pb.message(&format!(
-                    "{statements} statements, {:.2} M/s",
-                    (statements - before) as f64 / secs / 1e6
-                ));
-                Ok(())
-            },
-        )
-        .map_err(LoadError::from_parse)?;
-        skipped.extend(bad);
-        times.add(&t);
+    let mut first_error = None;
+    for outcome in outcomes
+        .into_iter()
+        .filter_map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+    {
+        match outcome {
+            Ok((bad, t)) => {
+                skipped.extend(bad);
+                times.add(&t);
+            }
+            Err(ParseError::Sink(e)) if e.is::<Stopped>() => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
     }
+    if let Some(e) = first_error {
+        return Err(LoadError::from_parse(e));
+    }
+    let statements = statements.into_inner();
+    let edges = edges.into_inner().unwrap_or_else(PoisonError::into_inner);
     drop(pb);
     let parse_seconds = start.elapsed().as_secs_f64();
     let build_start = Instant::now();
@@ -872,7 +963,7 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
 
     // ---- Dictionary: new terms sorted and numbered after the old ones.
     let number_seconds = numbering.busy_nanos.load(Ordering::Relaxed) as f64 * 1e-9;
-    let shards: Vec<Shard> = numbering
+    let mut shards: Vec<Shard> = numbering
         .shards
         .into_iter()
         .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
@@ -884,36 +975,40 @@ pub fn load(inputs: &[Input], dir: &Path, options: &LoadOptions) -> Result<LoadR
         .keys;
     // Provisional ids of new terms are `old_n + k·SHARDS + shard`: `perm` spans them all.
     let span = shards.iter().map(|s| s.new as usize).max().unwrap_or(0) * SHARDS;
-    // The edge buffer is grouped by relation at the same time as the keys are sorted and
-    // numbered: both sides are parallel; the report shows each side's wall time.
+    // One step after the other, each parallel, so that the transient memory of each
+    // meets the least of the others': the term tables are freed as the new terms are
+    // listed (16 bytes a term); the edge buffer is grouped (records and pairs, 20 bytes
+    // an edge, at its start); the new terms are sorted and numbered. Side by side, the
+    // grouping and the term sort made the load's memory peak (20M wikidata-like
+    // triples: 977 to 1,062 MiB side by side, 962 to 983 MiB one after the other), for
+    // the grouping's time (2 s of a 30 s build there).
     let sort_start = Instant::now();
-    let ((sorted, sort_edges_seconds), (new_keys, perm, sort_terms_seconds)) = rayon::join(
-        move || {
-            let t = Instant::now();
-            (edges.finish(), t.elapsed().as_secs_f64())
-        },
-        || {
-            let t = Instant::now();
-            let mut new_keys: Vec<(&[u8], u32)> = shards
-                .par_iter()
-                .flat_map_iter(|s| s.new_terms(old_n))
-                .collect();
-            super::key_sort::sort_keys(&mut new_keys);
-            // Each provisional id is written once: relaxed atomics let the writes run in
-            // parallel (random writes over `span` ids, one thread's pass otherwise).
-            let perm: Vec<AtomicU32> = (0..span)
-                .into_par_iter()
-                .map(|_| AtomicU32::new(0))
-                .collect();
-            new_keys
-                .par_iter()
-                .enumerate()
-                .for_each(|(rank, (_, prov))| {
-                    perm[(*prov - old_n) as usize].store(old_n + rank as u32, Ordering::Relaxed);
-                });
-            (new_keys, perm, t.elapsed().as_secs_f64())
-        },
-    );
+    let t = Instant::now();
+    let entries: Vec<Vec<Entry>> = shards
+        .par_iter_mut()
+        .map(|s| s.take_new_entries(old_n))
+        .collect();
+    let mut sort_terms_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let sorted = edges.finish();
+    let sort_edges_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut new_keys = new_terms(&shards, &entries);
+    drop(entries);
+    super::key_sort::sort_keys(&mut new_keys);
+    // Each provisional id is written once: relaxed atomics let the writes run in
+    // parallel (random writes over `span` ids, one thread's pass otherwise).
+    let perm: Vec<AtomicU32> = (0..span)
+        .into_par_iter()
+        .map(|_| AtomicU32::new(0))
+        .collect();
+    new_keys
+        .par_iter()
+        .enumerate()
+        .for_each(|(rank, (_, prov))| {
+            perm[(*prov - old_n) as usize].store(old_n + rank as u32, Ordering::Relaxed);
+        });
+    sort_terms_seconds += t.elapsed().as_secs_f64();
     let sort_seconds = sort_start.elapsed().as_secs_f64();
     let new_n = old_n + new_keys.len() as u32;
     let remap = |id: u32| {
@@ -1320,22 +1415,37 @@ impl NodeBits {
 
 impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
     fn build(&self, job: &TreeJob) -> Result<Built, LoadError> {
-        let (mut codes, nodes) = match job.rel {
+        // A new relation whose edges are all in memory becomes codes where its edges lie
+        // (no allocation); the others are read into a vector of their own.
+        let mut owned: Vec<u64> = Vec::new();
+        let (codes, nodes): (&mut [u64], _) = match job.rel {
             Some(rel) => {
                 let remap = self.remap;
                 let dense =
                     (job.weight >= self.n as u64 / DENSE_NODES).then(|| NodeBits::new(self.n));
-                let codes = self
-                    .sorted
-                    .relation_map(rel, |s, o| {
-                        let (s, o) = (remap(s), remap(o));
-                        if let Some(d) = &dense {
-                            d.insert(s);
-                            d.insert(o);
-                        }
-                        morton::encode(s, o)
-                    })
-                    .map_err(io_err(self.runs_dir))?;
+                let code = |s: u32, o: u32| {
+                    let (s, o) = (remap(s), remap(o));
+                    if let Some(d) = &dense {
+                        d.insert(s);
+                        d.insert(o);
+                    }
+                    morton::encode(s, o)
+                };
+                let in_place = if job.incremental {
+                    None
+                } else {
+                    self.sorted.relation_in_place(rel, code)
+                };
+                let codes = match in_place {
+                    Some(codes) => codes,
+                    None => {
+                        owned = self
+                            .sorted
+                            .relation_map(rel, code)
+                            .map_err(io_err(self.runs_dir))?;
+                        &mut owned
+                    }
+                };
                 let nodes = match dense {
                     Some(d) => d.into_roaring(),
                     None => codes
@@ -1353,28 +1463,25 @@ impl<R: Fn(u32) -> u32 + Sync> TreeContext<'_, R> {
                 };
                 (codes, Some(nodes))
             }
-            None => (Vec::new(), None),
+            None => (&mut owned[..], None),
         };
         // The edges read may repeat: the tree keeps each cell once, and for a new
         // relation its cell count is the distinct count. An old relation's new cells
         // (none for a rebuild without new edges) are counted apart, before the old ones
         // join them.
         let mut distinct = None;
-        if job.incremental {
+        let codes = if job.incremental {
+            // Incremental jobs always read into `owned`, which the old cells extend.
             codes.par_sort_unstable();
-            distinct = Some(distinct_count(&codes));
+            distinct = Some(distinct_count(codes));
             // The old cells join the new edges (ids of old terms are stable).
             let cells = old_tree(self.old, job.gi, job.pid)?.cells();
-            codes.par_extend(cells.par_iter().map(|&(s, o)| morton::encode(s, o)));
-        }
-        let info = build_and_write(
-            self.tmp,
-            job.gi,
-            job.pid,
-            job.iri.clone(),
-            self.n,
-            &mut codes,
-        )?;
+            owned.par_extend(cells.par_iter().map(|&(s, o)| morton::encode(s, o)));
+            &mut owned[..]
+        } else {
+            codes
+        };
+        let info = build_and_write(self.tmp, job.gi, job.pid, job.iri.clone(), self.n, codes)?;
         self.pb.inc(1);
         let written = self.written.fetch_add(1, Ordering::SeqCst) + 1;
         if self.fail_after == Some(written) {
@@ -1453,7 +1560,10 @@ mod tests {
         }
         assert_eq!((shard.len, shard.new), (5000, 5000));
         assert!(shard.len * 4 <= shard.buckets.len() * BUCKET * 3);
-        let new = shard.new_terms(10);
+        let entries = shard.take_new_entries(10);
+        assert!(shard.buckets.is_empty());
+        let shards = [shard];
+        let new = new_terms(&shards, &[entries]);
         assert_eq!(new.len(), 5000);
         for (n, (k, id)) in new.into_iter().enumerate() {
             assert_eq!(
