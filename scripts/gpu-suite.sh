@@ -10,7 +10,8 @@
 #   spmv   k2rpq-bench spmv on cnr-2000 (SPMV_WEB=1: also the 200M-edge synthetic web graph)
 #   rpq    the main job (CoDEx-M path workload: gpu, cpu, oxigraph), the cnr-2000 workload,
 #          and all pairs of `?x p+ ?y` on cnr-2000 counted on the GPU
-#   load   gen wikidata-like LOAD_TRIPLES (default 20M) and load it, timed
+#   load   gen wikidata-like LOAD_TRIPLES (default 20M) as one gzip stream and as LOAD_SHARDS
+#          (default 16) gzip shards, and load each, timed
 #   multi  several GPUs: the multi-GPU tests and the workload at 1..N GPUs
 #   scale  gen wikidata-like SCALE_TRIPLES (default 1000000000) piped into `k2rpq load`
 #          (/usr/bin/time -v: peak RSS), then its workload class by class (cv vc cc vv
@@ -130,13 +131,17 @@ run)
             >"$out/all-pairs.txt" 2>&1 || status=1
         tail -5 "$out/all-pairs.txt" ;;
     load)
-        n="${LOAD_TRIPLES:-20000000}"
-        step "wikidata-like $n triples: gen, then load (gzip), timed"
-        rm -rf "$tmp/wd.store"
+        n="${LOAD_TRIPLES:-20000000}"; shards="${LOAD_SHARDS:-16}"
+        step "wikidata-like $n triples: gen (one gzip stream, and $shards gzip shards), then load each, timed"
+        rm -rf "$tmp/wd.store" "$tmp/wd-shards"
         /usr/bin/time -f '%e s wall, %M KB peak' "$kb" gen wikidata-like --triples "$n" -o "$tmp/wd.nt.gz" 2>&1 | tail -2
         /usr/bin/time -f '%e s wall, %M KB peak' "$k2" load "$tmp/wd.nt.gz" --store "$tmp/wd.store" --quiet 2>&1 \
-            | tee "$out/load.txt" | tail -3
-        rm -rf "$tmp/wd.store" "$tmp/wd.nt.gz" ;;
+            | tee "$out/load.txt" | tail -4
+        rm -rf "$tmp/wd.store" "$tmp/wd.nt.gz"
+        /usr/bin/time -f '%e s wall, %M KB peak' "$kb" gen wikidata-like --triples "$n" -o "$tmp/wd-shards" --shards "$shards" 2>&1 | tail -2
+        /usr/bin/time -f '%e s wall, %M KB peak' "$k2" load "$tmp/wd-shards" --store "$tmp/wd.store" --quiet 2>&1 \
+            | tee "$out/load-shards.txt" | tail -4
+        rm -rf "$tmp/wd.store" "$tmp/wd-shards" ;;
     multi)
         step "multi-GPU tests"
         if "$bin/gpu_multi" --test-threads=1 >"$out/test-gpu_multi.log" 2>&1; then
