@@ -1002,6 +1002,24 @@ impl Database {
         Ok(out)
     }
 
+    /// The rows of one `SERVICE <urn:k2rpq:paths>` call of a query without `FROM`, as
+    /// [`Database::evaluate`] computes them for Oxigraph's evaluator: `pattern` is the
+    /// call's pattern after [`wrap_paths_and_small_subqueries_in_service`], and the
+    /// evaluation stops with [`SparqlError::Timeout`] at `deadline`. For a query that is
+    /// one such call with nothing around it but its slice, these rows are its answer.
+    pub fn evaluate_path_service(
+        &self,
+        pattern: &spargebra::algebra::GraphPattern,
+        deadline: Option<Instant>,
+    ) -> Result<GroupSolutions, SparqlError> {
+        StorePathService {
+            engines: self.path_engines(),
+            scope: GraphScope::default(),
+            deadline,
+        }
+        .solutions(pattern)
+    }
+
     /// How many groups the path service evaluated on the CPU and on the GPU since the
     /// database was opened.
     pub fn path_service_runs(&self) -> (u64, u64) {
@@ -1149,17 +1167,25 @@ impl ServiceHandler for StorePathService {
         pattern: &spargebra::algebra::GraphPattern,
         _base_iri: Option<&oxiri::Iri<String>>,
     ) -> Result<QuerySolutionIter<'static>, SparqlError> {
-        let mut group = PathGroup::from_pattern(pattern)?;
-        for sub in std::mem::take(&mut group.subqueries) {
-            let values = self.subquery_values(sub)?;
-            group.values.push(values);
-        }
-        let solutions = self.engines.evaluate(&group, &self.scope, self.deadline)?;
+        let solutions = self.solutions(pattern)?;
         Ok(solutions.into_id_solutions(Deadline(self.deadline)))
     }
 }
 
 impl StorePathService {
+    /// The rows of one call, as store ids.
+    fn solutions(
+        &self,
+        pattern: &spargebra::algebra::GraphPattern,
+    ) -> Result<GroupSolutions, SparqlError> {
+        let mut group = PathGroup::from_pattern(pattern)?;
+        for sub in std::mem::take(&mut group.subqueries) {
+            let values = self.subquery_values(sub)?;
+            group.values.push(values);
+        }
+        self.engines.evaluate(&group, &self.scope, self.deadline)
+    }
+
     /// The rows of a subquery, by Oxigraph's evaluator over the store (the rewrite moves
     /// only subqueries of queries without `FROM`, with a LIMIT of at most
     /// [`SMALL_SUBQUERY_ROWS`](crate::sparql::rewrite::SMALL_SUBQUERY_ROWS) rows).

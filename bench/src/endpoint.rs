@@ -161,6 +161,12 @@ pub struct LoadReport {
     pub bytes: u64,
     /// The server's resident memory over time (empty without its pid).
     pub rss: Vec<RssSample>,
+    /// CPU time (user and system, all threads) the server spent in the measured time,
+    /// seconds (given its pid): unlike the throughput, it does not depend on what else
+    /// runs on the machine.
+    pub server_cpu_s: Option<f64>,
+    /// The server's CPU time per completed answer, milliseconds.
+    pub server_cpu_ms_per_answer: Option<f64>,
     /// Per query: id, completed count, median latency (ms).
     pub per_query: Vec<(String, u64, f64)>,
 }
@@ -180,6 +186,20 @@ pub fn rss_mib(pid: u32) -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// CPU time (user and system) a process has used, seconds (`/proc/PID/stat`, Linux).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // utime and stime are the 14th and 15th fields of the line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| (utime + stime) / ticks as f64)
 }
 
 /// Runs the load test.
@@ -219,6 +239,15 @@ async fn load(queries: &[EndpointQuery], options: &LoadOptions) -> anyhow::Resul
                 }
                 tokio::time::sleep(interval).await;
             }
+        })
+    });
+    // The server's CPU time when the measured time starts and ends.
+    let cpu = options.server_pid.map(|pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from.into()).await;
+            let first = cpu_seconds(pid);
+            tokio::time::sleep_until(end.into()).await;
+            Some(cpu_seconds(pid)? - first?)
         })
     });
     let mut tasks = Vec::with_capacity(options.clients);
@@ -289,6 +318,10 @@ async fn load(queries: &[EndpointQuery], options: &LoadOptions) -> anyhow::Resul
     let completed = latencies.len() as u64;
     let errors = kinds.iter().map(|(_, n)| n).sum();
     let samples = rss.lock().unwrap().clone();
+    let server_cpu_s = match cpu {
+        Some(c) => c.await?,
+        None => None,
+    };
     Ok(LoadReport {
         url: options.url.clone(),
         clients: options.clients,
@@ -301,6 +334,10 @@ async fn load(queries: &[EndpointQuery], options: &LoadOptions) -> anyhow::Resul
         error_kinds: kinds,
         bytes: tallies.iter().map(|t| t.bytes).sum(),
         rss: samples,
+        server_cpu_s,
+        server_cpu_ms_per_answer: server_cpu_s
+            .filter(|_| completed > 0)
+            .map(|s| s * 1e3 / completed as f64),
         per_query,
     })
 }
@@ -369,6 +406,11 @@ impl LoadReport {
                 .map(|(k, n)| format!("{k}: {n}"))
                 .collect();
             s.push_str(&format!(" ({})", kinds.join(", ")));
+        }
+        if let (Some(cpu), Some(per)) = (self.server_cpu_s, self.server_cpu_ms_per_answer) {
+            s.push_str(&format!(
+                "\nserver CPU: {cpu:.1} s in the measured time, {per:.2} ms per answer"
+            ));
         }
         let measured: Vec<&RssSample> = self.rss.iter().filter(|r| r.t_s >= 0.0).collect();
         if let (Some(first), Some(last)) = (measured.first(), measured.last()) {
@@ -488,6 +530,8 @@ mod tests {
         assert_eq!(report.per_query[1].1, 0);
         assert!(report.latency_ms.p50 > 0.0 && report.latency_ms.p50 <= report.latency_ms.p99);
         assert!(!report.rss.is_empty());
+        assert!(report.server_cpu_s.is_some_and(|s| s >= 0.0), "{report:?}");
+        assert!(report.summary().contains("server CPU:"));
         assert!(report.summary().contains("errors (status 500:"));
     }
 }

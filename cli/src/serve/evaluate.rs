@@ -4,13 +4,18 @@
 //! (negotiation, limits, streaming, errors) is written against [`Evaluator`], so that a
 //! new evaluator is a change to [`StoreEvaluator`] alone.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k2rpq::database::{Database, QueryOptions};
+use k2rpq::sparql::group::QUERY_TERM_BASE;
+use k2rpq::sparql::rewrite::{wrap_paths_and_small_subqueries_in_service, SERVICE_IRI};
 use k2rpq::sparql::{QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
+use spargebra::algebra::GraphPattern;
+use spargebra::term::NamedNodePattern;
 use spargebra::Query;
 
 /// One row of a SELECT answer: a value (or `None`, unbound) per variable.
@@ -133,14 +138,78 @@ pub trait Evaluator: Send + Sync + 'static {
 /// The store's evaluator: [`Database::evaluate`], Oxigraph's evaluator over the store with
 /// its paths on k2rpq's engines, one device cache shared by all requests. Rows stream;
 /// the evaluation stops at the deadline, and between rows when the request is abandoned.
+///
+/// A SELECT that the rewrite makes one path service call with nothing around it but its
+/// slice (a lone property path, with its projection, DISTINCT, LIMIT and OFFSET) takes a
+/// direct route: the service's rows, which Oxigraph's evaluator would pass through
+/// unchanged, are decoded in batches and go to the client without the evaluator.
 pub struct StoreEvaluator {
     database: Arc<Database>,
+    /// Whether the direct route is taken where it applies.
+    direct: bool,
 }
 
 impl StoreEvaluator {
     /// An evaluator over an opened store.
     pub fn new(database: Arc<Database>) -> StoreEvaluator {
-        StoreEvaluator { database }
+        StoreEvaluator {
+            database,
+            direct: true,
+        }
+    }
+
+    /// An evaluator that answers every query through Oxigraph's evaluator, even those
+    /// the direct route would answer: the reference the direct route is compared with.
+    pub fn general(database: Arc<Database>) -> StoreEvaluator {
+        StoreEvaluator {
+            database,
+            direct: false,
+        }
+    }
+
+    /// Whether `query` takes the direct route.
+    pub fn answers_directly(&self, query: &Query) -> bool {
+        self.direct && service_query(query).is_some()
+    }
+
+    /// Answers a query that is one path service call from the service's rows.
+    fn evaluate_service(
+        &self,
+        service: ServiceQuery,
+        control: &Control,
+    ) -> Result<Answer, EvaluationError> {
+        let solutions = self
+            .database
+            .evaluate_path_service(&service.pattern, Some(control.deadline()))
+            .map_err(|e| match e {
+                SparqlError::Unsupported(what) => EvaluationError::Unsupported(what),
+                SparqlError::Timeout => EvaluationError::Timeout,
+                SparqlError::Evaluation(e) => evaluation_error(e, control),
+                e => EvaluationError::Failed(e.to_string()),
+            })?;
+        let columns = service
+            .variables
+            .iter()
+            .map(|v| solutions.variables.iter().position(|c| c == v))
+            .collect();
+        let rows = solutions
+            .rows
+            .into_iter()
+            .skip(service.offset)
+            .take(service.length.unwrap_or(usize::MAX));
+        Ok(Answer::Solutions {
+            variables: service.variables,
+            rows: Box::new(ServiceRows {
+                database: Arc::clone(&self.database),
+                rows,
+                columns,
+                query_terms: solutions.query_terms,
+                decoded: Vec::new(),
+                terms: HashMap::new(),
+                control: control.clone(),
+                done: false,
+            }),
+        })
     }
 }
 
@@ -158,6 +227,13 @@ fn evaluation_error(e: QueryEvaluationError, control: &Control) -> EvaluationErr
 impl Evaluator for StoreEvaluator {
     fn evaluate(&self, query: &Query, control: &Control) -> Result<Answer, EvaluationError> {
         control.check()?;
+        if let Some(service) = self.direct.then(|| service_query(query)).flatten() {
+            match self.evaluate_service(service, control) {
+                // The general route names what it does not support as it always has.
+                Err(EvaluationError::Unsupported(_)) => {}
+                answer => return answer,
+            }
+        }
         let options = QueryOptions {
             timeout: Some(control.deadline().saturating_duration_since(Instant::now())),
             ..Default::default()
@@ -199,5 +275,173 @@ impl Evaluator for StoreEvaluator {
                 triples: g.edges,
             })
             .collect()
+    }
+}
+
+/// Rows decoded together: one batch's distinct ids go to the dictionary at once, in
+/// order, which overlaps their cache misses ([`Database::terms`]).
+const DECODE_BATCH: usize = 1024;
+
+/// Terms an answer keeps decoded for its later rows: answers repeat their terms (the 46,214
+/// rows of `?x wdt:P530+ ?y` on CoDEx-M hold 222 distinct terms).
+const DECODED_TERMS: usize = 1 << 16;
+
+/// A SELECT that the query rewrite turns into one path service call with nothing around
+/// it but the query's projection and slice (a lone property path pattern, or a group of
+/// paths and triples, with DISTINCT, LIMIT and OFFSET as the query has them): the
+/// evaluator would only pass the service's rows through, so they go to the client
+/// straight from the path engines.
+struct ServiceQuery {
+    /// The service's pattern, as [`Database::evaluate_path_service`] takes it.
+    pattern: GraphPattern,
+    /// The query's columns.
+    variables: Vec<Variable>,
+    /// Rows skipped first (`OFFSET`).
+    offset: usize,
+    /// The most rows returned (`LIMIT`).
+    length: Option<usize>,
+}
+
+/// The query as one path service call, when it is one.
+fn service_query(query: &Query) -> Option<ServiceQuery> {
+    let Query::Select {
+        dataset: None,
+        pattern,
+        ..
+    } = query
+    else {
+        return None;
+    };
+    // The columns are those of the outermost projection, under the slice and DISTINCT.
+    let mut p = pattern;
+    let variables = loop {
+        match p {
+            GraphPattern::Slice { inner, .. }
+            | GraphPattern::Distinct { inner }
+            | GraphPattern::Reduced { inner } => p = inner,
+            GraphPattern::Project { variables, .. } => break variables.clone(),
+            _ => return None,
+        }
+    };
+    let rewritten = wrap_paths_and_small_subqueries_in_service(query);
+    let Query::Select { pattern, .. } = rewritten else {
+        return None;
+    };
+    let (inner, offset, length) = match pattern {
+        GraphPattern::Slice {
+            inner,
+            start,
+            length,
+        } => (*inner, start, length),
+        p => (p, 0, None),
+    };
+    match inner {
+        GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner,
+            silent: false,
+        } if name.as_str() == SERVICE_IRI => Some(ServiceQuery {
+            pattern: *inner,
+            variables,
+            offset,
+            length,
+        }),
+        _ => None,
+    }
+}
+
+/// The rows of a path service call, decoded a batch at a time as they are read, the
+/// query's slice applied; the control is checked at each row, as on the general route.
+struct ServiceRows {
+    database: Arc<Database>,
+    rows: std::iter::Take<std::iter::Skip<std::vec::IntoIter<Vec<Option<u32>>>>>,
+    /// For each column of the answer, its column in the service's rows.
+    columns: Vec<Option<usize>>,
+    /// The terms of ids from [`QUERY_TERM_BASE`] up.
+    query_terms: Vec<Term>,
+    /// Rows decoded, not read yet (reversed: the next one last).
+    decoded: Vec<Row>,
+    /// Terms decoded for earlier batches, by id (up to [`DECODED_TERMS`]).
+    terms: HashMap<u32, Term>,
+    control: Control,
+    /// The evaluation failed: nothing more comes.
+    done: bool,
+}
+
+impl ServiceRows {
+    /// Decodes the next batch into `decoded`.
+    fn decode_batch(&mut self) -> Result<(), EvaluationError> {
+        let batch: Vec<Vec<Option<u32>>> = self.rows.by_ref().take(DECODE_BATCH).collect();
+        let mut ids: Vec<u32> = batch
+            .iter()
+            .flat_map(|row| self.columns.iter().map(|c| c.and_then(|c| row[c])))
+            .flatten()
+            .filter(|id| *id < QUERY_TERM_BASE && !self.terms.contains_key(id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let new_terms = self.database.terms(&ids);
+        let mut decoded = Vec::with_capacity(batch.len());
+        for row in &batch {
+            let mut values = Vec::with_capacity(self.columns.len());
+            for c in &self.columns {
+                let value = match c.and_then(|c| row[c]) {
+                    None => None,
+                    Some(id) if id >= QUERY_TERM_BASE => Some(
+                        self.query_terms
+                            .get((id - QUERY_TERM_BASE) as usize)
+                            .cloned()
+                            .ok_or_else(|| missing(id))?,
+                    ),
+                    Some(id) => Some(match self.terms.get(&id) {
+                        Some(t) => t.clone(),
+                        None => ids
+                            .binary_search(&id)
+                            .ok()
+                            .and_then(|i| new_terms[i].clone())
+                            .ok_or_else(|| missing(id))?,
+                    }),
+                };
+                values.push(value);
+            }
+            decoded.push(values);
+        }
+        let room = DECODED_TERMS.saturating_sub(self.terms.len());
+        self.terms.extend(
+            ids.into_iter()
+                .zip(new_terms)
+                .filter_map(|(id, t)| Some((id, t?)))
+                .take(room),
+        );
+        decoded.reverse();
+        self.decoded = decoded;
+        Ok(())
+    }
+}
+
+/// The error of an id the dictionary does not hold (a corrupt store).
+fn missing(id: u32) -> EvaluationError {
+    EvaluationError::Failed(SparqlError::MissingTerm(id).to_string())
+}
+
+impl Iterator for ServiceRows {
+    type Item = Result<Row, EvaluationError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.decoded.is_empty() {
+            if let Err(e) = self.decode_batch() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let row = self.decoded.pop()?;
+        if let Err(e) = self.control.check() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        Some(Ok(row))
     }
 }
