@@ -28,6 +28,7 @@
 
 mod describe;
 pub mod evaluate;
+mod json;
 mod log;
 mod negotiate;
 mod page;

@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use oxrdfio::{RdfFormat, RdfSerializer};
-use sparesults::{QueryResultsFormat, QueryResultsSerializer};
+use sparesults::{QueryResultsFormat, QueryResultsSerializer, WriterSolutionsSerializer};
 use tokio::sync::mpsc;
 
 use super::evaluate::{Answer, Control, EvaluationError, Rows, Triples};
+use super::json::JsonSolutionsWriter;
 use super::negotiate::Format;
 
 /// Bytes gathered before a chunk goes to the client.
@@ -208,6 +209,32 @@ fn stop_before(
     }
 }
 
+/// A SELECT answer's writer: JSON by [`JsonSolutionsWriter`], the other formats by
+/// sparesults.
+enum Solutions<W: Write> {
+    Json(JsonSolutionsWriter<W>),
+    Other(WriterSolutionsSerializer<W>),
+}
+
+impl<W: Write> Solutions<W> {
+    fn serialize<'a>(
+        &mut self,
+        solution: impl IntoIterator<Item = (oxrdf::VariableRef<'a>, oxrdf::TermRef<'a>)>,
+    ) -> io::Result<()> {
+        match self {
+            Solutions::Json(w) => w.serialize(solution),
+            Solutions::Other(w) => w.serialize(solution),
+        }
+    }
+
+    fn finish(self) -> io::Result<W> {
+        match self {
+            Solutions::Json(w) => w.finish(),
+            Solutions::Other(w) => w.finish(),
+        }
+    }
+}
+
 /// The rows of a SELECT answer; returns why they were cut, if they were.
 fn write_solutions(
     format: QueryResultsFormat,
@@ -217,8 +244,14 @@ fn write_solutions(
     out: &mut ChunkWriter,
     sent: &SentRecord,
 ) -> io::Result<Option<Cut>> {
-    let mut serializer = QueryResultsSerializer::from_format(format)
-        .serialize_solutions_to_writer(&mut *out, variables.clone())?;
+    let mut serializer = if format == QueryResultsFormat::Json {
+        Solutions::Json(JsonSolutionsWriter::start(&mut *out, &variables)?)
+    } else {
+        Solutions::Other(
+            QueryResultsSerializer::from_format(format)
+                .serialize_solutions_to_writer(&mut *out, variables.clone())?,
+        )
+    };
     let mut rows = rows.peekable();
     let mut written = 0u64;
     loop {
