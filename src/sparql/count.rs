@@ -14,6 +14,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::semantics::{is_closure, Evaluator, Nodes};
+use super::store::for_each_in_line;
 use super::SparqlError;
 use crate::engine::Engine;
 use crate::rpq::{self, Path};
@@ -211,7 +212,8 @@ impl<E: Engine> Evaluator<'_, '_, E> {
                     if !self.in_space(from) {
                         continue;
                     }
-                    let line = if inverse { t.column(from) } else { t.row(from) };
+                    let mut line = Vec::new();
+                    for_each_in_line(&t, inverse, from, |to| line.push(to));
                     for to in line {
                         add(&mut out, to, m)?;
                     }

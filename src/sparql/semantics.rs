@@ -13,6 +13,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
+use super::store::for_each_in_line;
 use super::SparqlError;
 use crate::engine::Engine;
 use crate::rpq::{
@@ -256,20 +257,20 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         };
         let rows = |set: &[u32], other: &Nodes, push: &mut dyn FnMut(u32, u32)| {
             for &r in set.iter().filter(|&&r| self.in_space(r)) {
-                for c in t.row(r) {
+                for_each_in_line(&t, false, r, |c| {
                     if other.allows(c) {
                         push(r, c)
                     }
-                }
+                });
             }
         };
         let columns = |set: &[u32], other: &Nodes, push: &mut dyn FnMut(u32, u32)| {
             for &c in set.iter().filter(|&&c| self.in_space(c)) {
-                for r in t.column(c) {
+                for_each_in_line(&t, true, c, |r| {
                     if other.allows(r) {
                         push(r, c)
                     }
-                }
+                });
             }
         };
         match (rs, ro) {
