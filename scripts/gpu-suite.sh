@@ -25,7 +25,8 @@
 #          repeats (3); the store stays in the machine's temporary folder, and a later
 #          call with SCALE_REUSE=1 queries it again without generating and loading.
 #   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph; SPARQL_REPEATS, default 5), the cnr-2000 SPARQL
-#          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL, and the
+#          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL (PPP_REPEATS
+#          times, default 1), and the
 #          start-up of `query` on each engine with a cold and a warm kernel cache
 #   embedding `k2rpq-bench embedding --quads 200000` three times (a host-only benchmark,
 #          run here for a quiet machine)
@@ -82,7 +83,7 @@ run)
     export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; "$k2" --version; } 2>&1 | tee "$out/machine.txt"
     status=0
-    step() { echo "=== $1" | tee -a "$out/summary.txt"; }
+    step() { echo "=== $(date +%T) $1" | tee -a "$out/summary.txt"; }
     codex_store() {
         [ -d "$tmp/codex-m.store" ] && return
         "$k2" load fixtures/codex/codex-m.nt.gz --store "$tmp/codex-m.store" --quiet 2>&1 | tail -1
@@ -212,12 +213,12 @@ run)
         ( time timeout 100 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 90 '?x <urn:k2rpq:p>+ ?y' ) 2>&1 \
             | tail -5 | tee "$out/all-pairs.txt"
         step "?x p/p/p ?y on cnr-2000: rpq --count (distinct pairs) and SPARQL COUNT(*) (paths), GPU"
-        for i in 1 2; do
+        for _ in $(seq 1 "${PPP_REPEATS:-1}"); do
             /usr/bin/time -f 'rpq %e s' timeout 100 "$k2" rpq --store "$tmp/cnr.store" --engine gpu --count --timeout 90 \
                 '?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y' 2>&1 | tail -2
             /usr/bin/time -f 'query %e s' timeout 100 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 90 \
                 'SELECT (COUNT(*) AS ?n) WHERE { ?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y }' 2>&1 | tail -3
-            /usr/bin/time -f 'query distinct %e s' timeout 100 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 90 \
+            /usr/bin/time -f 'query distinct %e s' timeout 40 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 30 \
                 'SELECT (COUNT(*) AS ?n) WHERE { SELECT DISTINCT ?x ?y WHERE { ?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y } }' 2>&1 | tail -3
         done 2>&1 | tee "$out/ppp.txt"
         step "query start-up: cpu, then gpu with a cold and a warm kernel cache"
