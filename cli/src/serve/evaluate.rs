@@ -181,12 +181,7 @@ impl StoreEvaluator {
         let solutions = self
             .database
             .evaluate_path_service(&service.pattern, Some(control.deadline()))
-            .map_err(|e| match e {
-                SparqlError::Unsupported(what) => EvaluationError::Unsupported(what),
-                SparqlError::Timeout => EvaluationError::Timeout,
-                SparqlError::Evaluation(e) => evaluation_error(e, control),
-                e => EvaluationError::Failed(e.to_string()),
-            })?;
+            .map_err(|e| sparql_error(e, control))?;
         let columns = service
             .variables
             .iter()
@@ -210,6 +205,17 @@ impl StoreEvaluator {
                 done: false,
             }),
         })
+    }
+}
+
+/// The endpoint's error for a failed query: what it does not support, its timeout, or
+/// its evaluation's error.
+fn sparql_error(e: SparqlError, control: &Control) -> EvaluationError {
+    match e {
+        SparqlError::Unsupported(what) => EvaluationError::Unsupported(what),
+        SparqlError::Timeout => EvaluationError::Timeout,
+        SparqlError::Evaluation(e) => evaluation_error(e, control),
+        e => EvaluationError::Failed(e.to_string()),
     }
 }
 
@@ -241,12 +247,7 @@ impl Evaluator for StoreEvaluator {
         let results = self
             .database
             .evaluate(query, &options)
-            .map_err(|e| match e {
-                SparqlError::Unsupported(what) => EvaluationError::Unsupported(what),
-                SparqlError::Timeout => EvaluationError::Timeout,
-                SparqlError::Evaluation(e) => evaluation_error(e, control),
-                e => EvaluationError::Failed(e.to_string()),
-            })?;
+            .map_err(|e| sparql_error(e, control))?;
         let control = control.clone();
         Ok(match results {
             QueryResults::Boolean(b) => Answer::Boolean(b),
