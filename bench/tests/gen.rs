@@ -6,13 +6,12 @@ use std::process::Command;
 use k2rpq::store::{load, Input, LoadOptions, Store};
 use oxrdf::NamedNode;
 
-#[test]
-fn generated_dump_loads() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("w.nt.gz");
+/// Runs `k2rpq-bench gen wikidata-like ARGS` in `dir`, which must succeed.
+fn run_gen(dir: &Path, args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_k2rpq-bench"))
-        .args(["gen", "wikidata-like", "--triples", "20000", "-o"])
-        .arg(&f)
+        .args(["gen", "wikidata-like"])
+        .args(args)
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(
@@ -20,6 +19,13 @@ fn generated_dump_loads() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn generated_dump_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("w.nt.gz");
+    run_gen(dir.path(), &["--triples", "20000", "-o", "w.nt.gz"]);
     let report = load(
         &[Input::Path(f)],
         &dir.path().join("s"),
@@ -40,19 +46,7 @@ fn generated_dump_loads() {
 fn shards_concatenate_to_the_single_stream() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
-    let gen = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_k2rpq-bench"))
-            .args(["gen", "wikidata-like", "--triples", "600000"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let gen = |args: &[&str]| run_gen(dir.path(), &[&["--triples", "600000"], args].concat());
     gen(&["-o", "one.nt"]);
     let one = std::fs::read(dir.path().join("one.nt")).unwrap();
     for (shards, expect) in [("2", 2), ("9", 3)] {
