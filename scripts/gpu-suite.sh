@@ -13,8 +13,9 @@
 #   load   gen wikidata-like LOAD_TRIPLES (default 20M) as one gzip stream and as LOAD_SHARDS
 #          (default 16) gzip shards, and load each, timed
 #   multi  several GPUs: the multi-GPU tests and the workload at 1..N GPUs
-#   scale  gen wikidata-like SCALE_TRIPLES (default 1000000000) piped into `k2rpq load`
-#          (/usr/bin/time -v: peak RSS), then its workload class by class (cv vc cc vv
+#   scale  gen wikidata-like SCALE_TRIPLES (default 1000000000) as SCALE_SHARDS (64) gzip
+#          shards, then `k2rpq load` of their folder (SCALE_PIPE=1: gen piped into load;
+#          /usr/bin/time -v: peak RSS), then its workload class by class (cv vc cc vv
 #          heavy) on SCALE_ENGINES (default gpu,cpu), --repeats 3 --warmup 0 --timeout 60,
 #          with --gpu-budget SCALE_GPU_BUDGET (default: half the store's trees, so the
 #          device cache must evict). Appends to scale.log and scale-workload.json (one JSON
@@ -164,14 +165,26 @@ run)
             step "scale: reusing $store"; cp "$tmp/scale-workload.rpq" "$wl"
         else
         rm -rf "$store"
-        step "scale: gen wikidata-like $n triples | load (scale.log)"
-        # Piped: 10^9 triples are ~110 GB of text, more than the disk; the load parses
-        # stdin in parallel while the generator writes.
         "$kb" gen wikidata-like --triples "$n" --workload "$wl" >>"$log" 2>&1
-        { /usr/bin/time -v -o "$tmp/gen-time.txt" "$kb" gen wikidata-like --triples "$n" -o - \
-            2>>"$log" \
-            | /usr/bin/time -v -o "$tmp/load-time.txt" "$k2" load - --format nt --store "$store" --quiet; } \
-            >>"$log" 2>&1 || status=1
+        if [ "${SCALE_PIPE:-0}" = 1 ]; then
+            step "scale: gen wikidata-like $n triples | load (scale.log)"
+            # One pipe: ~120 GB of text at 10^9 triples, bound by the one stream.
+            { /usr/bin/time -v -o "$tmp/gen-time.txt" "$kb" gen wikidata-like --triples "$n" -o - \
+                2>>"$log" \
+                | /usr/bin/time -v -o "$tmp/load-time.txt" "$k2" load - --format nt --store "$store" --quiet; } \
+                >>"$log" 2>&1 || status=1
+        else
+            shards="${SCALE_SHARDS:-64}"
+            step "scale: gen wikidata-like $n triples as $shards gzip shards (scale.log)"
+            rm -rf "$tmp/scale-shards"
+            /usr/bin/time -v -o "$tmp/gen-time.txt" "$kb" gen wikidata-like --triples "$n" \
+                -o "$tmp/scale-shards" --shards "$shards" >>"$log" 2>&1 || status=1
+            du -sb "$tmp/scale-shards" | awk '{printf "shards %.2f GiB\n", $1/2^30}' | tee -a "$log" "$out/summary.txt"
+            step "scale: load the shards (scale.log)"
+            /usr/bin/time -v -o "$tmp/load-time.txt" "$k2" load "$tmp/scale-shards" --store "$store" --quiet \
+                >>"$log" 2>&1 || status=1
+            rm -rf "$tmp/scale-shards"
+        fi
         for t in gen load; do
             echo "--- $t: /usr/bin/time -v" >>"$log"; cat "$tmp/$t-time.txt" >>"$log" 2>/dev/null
         done
