@@ -374,6 +374,55 @@ fn random_graphs_and_paths_match_reference_and_oxigraph() {
     );
 }
 
+/// Whether every row of `part` is in `whole` at least as often.
+fn sub_bag(part: &HashMap<Row, usize>, whole: &HashMap<Row, usize>) -> bool {
+    part.iter()
+        .all(|(r, n)| whole.get(r).is_some_and(|m| m >= n))
+}
+
+#[test]
+fn limits_over_lone_paths_give_enough_rows_of_the_answer() {
+    // A LIMIT over a lone path pattern stops the engines early: the rows must still be
+    // min(limit, rows left after the offset) of the whole answer, for every path shape
+    // (bags of sequences and alternatives, sets of closures) and for `?s path ?s`, whose
+    // pairs are filtered after the engine.
+    let preds = [iri("p"), iri("q"), iri("r")];
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut cut = 0;
+    for _ in 0..30 {
+        let triples = random_graph(&mut rng, &preds);
+        let f = Fixture::new(&triples);
+        for _ in 0..6 {
+            let path = random_path(&mut rng, &preds, 2);
+            let node = iri(&format!("n{}", rng.random_range(0..10)));
+            let (vars, pattern) = match rng.random_range(0..4) {
+                0 => ("?s", format!("?s {path} ?s")),
+                1 => ("?o", format!("{node} {path} ?o")),
+                _ => ("?s ?o", format!("?s {path} ?o")),
+            };
+            let whole = f.on_store(&format!("SELECT {vars} WHERE {{ {pattern} }}"));
+            let total: usize = whole.values().sum();
+            for (limit, offset) in [(0, 0), (1, 0), (2, 1), (5, 0), (3, 4)] {
+                let q =
+                    format!("SELECT {vars} WHERE {{ {pattern} }} LIMIT {limit} OFFSET {offset}");
+                for (way, got) in [("store", f.on_store(&q)), ("embedded", f.embedded(&q))] {
+                    let n: usize = got.values().sum();
+                    assert_eq!(n, limit.min(total.saturating_sub(offset)), "{way}: {q}");
+                    assert!(
+                        sub_bag(&got, &whole),
+                        "{way}: {q}: {got:?} not in {whole:?}"
+                    );
+                }
+                cut += usize::from(total > limit + offset);
+            }
+        }
+    }
+    assert!(
+        cut > 50,
+        "only {cut} limited queries had more rows than kept"
+    );
+}
+
 #[test]
 fn duplicates_in_sequences_keep_multiplicities() {
     // a -p-> m1 -q-> b and a -p-> m2 -q-> b: `p/q` gives (a, b) twice; `(p/q)+` once;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k2rpq::database::QueryOptions;
 use k2rpq::sparql::results::write_results;
-use k2rpq::sparql::{parse_query, QueryEvaluationError, ResultFormat, SparqlError};
+use k2rpq::sparql::{parse_query, with_row_limit, QueryEvaluationError, ResultFormat, SparqlError};
 
 use crate::args::{parse_limit, parse_seconds, DeviceArgs};
 use crate::rpq::EngineChoice;
@@ -145,6 +145,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The query and its format are checked before any data are read.
     let query = parse_query(&text, base.as_deref()).map_err(|e| with_excerpt(e, &text))?;
     args.format.check(&query)?;
+    // One row past --limit tells a cut answer from a whole one; the engines stop there.
+    let query = match args.limit {
+        Some(n) => with_row_limit(
+            &query,
+            usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1),
+        ),
+        None => query,
+    };
     let started = Instant::now();
     let (db, _file_store) = match (&args.nt, &args.store) {
         (Some(file), _) => {

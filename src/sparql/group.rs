@@ -21,7 +21,7 @@ use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern};
 
 use super::count::{strip_inverses, Start, Weights};
 use super::dataset::PathDataset;
-use super::semantics::{evaluate_path_between, Bag, Deadline, Nodes};
+use super::semantics::{Bag, Deadline, Evaluator, Nodes};
 use super::store::id_term;
 use super::SparqlError;
 use crate::engine::{Engine, MatrixConfig};
@@ -126,6 +126,13 @@ pub enum Modifier {
     Distinct,
     /// Groups the rows by these variables and counts each group: `(variable, count)`.
     Group(Vec<Variable>, Vec<(Variable, Count)>),
+    /// Keeps `length` rows (all: `None`) after the first `start` (`LIMIT`, `OFFSET`).
+    Slice {
+        /// Rows skipped.
+        start: usize,
+        /// Rows kept.
+        length: Option<usize>,
+    },
 }
 
 /// A group of joined triple and path patterns and the VALUES pushed into it: what the
@@ -188,6 +195,17 @@ impl PathGroup {
                         .collect::<Result<_, SparqlError>>()?;
                     (Modifier::Group(variables.clone(), counts), inner)
                 }
+                GraphPattern::Slice {
+                    inner,
+                    start,
+                    length,
+                } => (
+                    Modifier::Slice {
+                        start: *start,
+                        length: *length,
+                    },
+                    inner,
+                ),
                 _ => break,
             };
             group.modifiers.push(modifier);
@@ -290,7 +308,7 @@ impl PathGroup {
         for m in &self.modifiers {
             match m {
                 Modifier::Project(vars) => columns = vars.clone(),
-                Modifier::Distinct => {}
+                Modifier::Distinct | Modifier::Slice { .. } => {}
                 Modifier::Group(by, counts) => {
                     columns = by.clone();
                     columns.extend(counts.iter().map(|(v, _)| v.clone()));
@@ -298,6 +316,32 @@ impl PathGroup {
             }
         }
         columns
+    }
+
+    /// How many rows of the group's lone path pattern are enough for its modifiers: a
+    /// LIMIT (plus OFFSET) over it, with only projections in between (any rows of a bag
+    /// will do). `None` where all are needed: several patterns, VALUES, subqueries,
+    /// DISTINCT or counts before the slice, or no slice.
+    pub fn rows_needed(&self) -> Option<u64> {
+        let lone = self.patterns.len() == 1
+            && self.values.is_empty()
+            && self.graphs.is_empty()
+            && self.subqueries.is_empty()
+            && matches!(self.patterns[0].predicate, GroupPredicate::Path(_));
+        if !lone {
+            return None;
+        }
+        for m in &self.modifiers {
+            match m {
+                Modifier::Project(_) => {}
+                Modifier::Slice {
+                    start,
+                    length: Some(n),
+                } => return Some(start.saturating_add(*n) as u64),
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// The variables the group binds, in order of appearance.
@@ -556,6 +600,7 @@ pub fn evaluate_group<'a, E: Engine>(
         query_terms: Default::default(),
         provider: relations,
         relations: Default::default(),
+        limit: group.rows_needed(),
     };
     if let Some(sub) = group.subqueries.first() {
         return Err(SparqlError::Unsupported(format!(
@@ -576,6 +621,12 @@ pub fn evaluate_group<'a, E: Engine>(
                 table
             }
             Modifier::Group(by, counts) => ctx.count(&table, by, counts),
+            Modifier::Slice { start, length } => {
+                let end = length.map_or(usize::MAX, |n| start.saturating_add(n));
+                table.rows.truncate(end);
+                table.rows.drain(..(*start).min(table.rows.len()));
+                table
+            }
         };
     }
     Ok(GroupSolutions {
@@ -750,6 +801,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
             graph,
             relations: rels,
             deadline: self.deadline,
+            limit: None,
         };
         let backwards = match (ws, wo) {
             (None, Some(_)) => true,
@@ -797,8 +849,15 @@ pub fn explain_group(dataset: &dyn PathDataset, scope: &GraphScope, group: &Path
         query_terms: Default::default(),
         provider: &provider,
         relations: Default::default(),
+        limit: group.rows_needed(),
     };
     let mut out = String::new();
+    if let Some(n) = ctx.limit {
+        let _ = writeln!(
+            out,
+            "stops at {n} rows: the lone path pattern's fixed point ends there"
+        );
+    }
     let mut bound: HashMap<String, String> = HashMap::default();
     for v in &group.values {
         let t = ctx.values(v);
@@ -978,6 +1037,9 @@ struct Context<'a, 's, E: Engine> {
     provider: &'a dyn RelationProvider<'a, E>,
     /// Relation sources, per graph (`None`: the default graph), kept for the whole group.
     relations: std::cell::RefCell<HashMap<Option<u32>, Box<dyn RelationSource<E> + 'a>>>,
+    /// Rows enough for the group ([`PathGroup::rows_needed`]): its lone path pattern may
+    /// stop there.
+    limit: Option<u64>,
 }
 
 impl<'a, E: Engine> Context<'a, '_, E> {
@@ -1241,7 +1303,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 let d = self.dataset.dictionary();
                 let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
                 let path = parse_path_expr(path, resolve);
-                self.path(&s, &path, &o, active, bound)
+                self.path(&s, &path, &o, active, bound, self.limit)
             }
             GroupPredicate::Variable(pv) => self.any_predicate(&s, pv, &o, active, bound),
         }
@@ -1280,7 +1342,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 continue;
             }
             self.deadline.check()?;
-            let t = self.path(s, &Path::Link(p), o, active, bound)?;
+            let t = self.path(s, &Path::Link(p), o, active, bound, None)?;
             for mut row in t.rows {
                 match shared {
                     Some(c) if row[c] != Some(p) => continue,
@@ -1294,7 +1356,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
     }
 
     /// `s path o` in the active graph, once, with each variable end restricted to the
-    /// values the solutions so far bind it to.
+    /// values the solutions so far bind it to; at least `limit` rows of it (or all).
     fn path(
         &self,
         s: &End,
@@ -1302,6 +1364,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         o: &End,
         active: Active,
         bound: Option<&Table>,
+        limit: Option<u64>,
     ) -> Result<Table, SparqlError> {
         let mut vars = Vec::new();
         for e in [s, o] {
@@ -1350,15 +1413,15 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 .entry(key)
                 .or_insert_with(|| self.provider.source(key, graph))
                 .as_mut();
-            vec![evaluate_path_between(
-                self.engine,
+            // `?x path ?x` keeps only the pairs that meet, so it may not stop early.
+            vec![Evaluator {
+                engine: self.engine,
                 graph,
-                path,
-                &ns,
-                &no,
-                rels,
-                self.deadline,
-            )?]
+                relations: rels,
+                deadline: self.deadline,
+                limit: limit.filter(|_| !same_var),
+            }
+            .eval(path, &ns, &no)?]
         };
         let mut next_check = ROWS_PER_CHECK;
         for bag in bags {

@@ -77,6 +77,28 @@ pub enum SparqlError {
     Evaluation(#[from] spareval::QueryEvaluationError),
 }
 
+/// `query` with at most `rows` solutions, as a `LIMIT` around the whole SELECT would
+/// give: the path service then stops a lone path pattern's fixed point once it has found
+/// them instead of computing the whole answer. Other query forms are returned unchanged.
+///
+/// ```
+/// use k2rpq::sparql::{parse_query, with_row_limit};
+/// let q = parse_query("SELECT * WHERE { ?x <http://e/p>+ ?y }", None).unwrap();
+/// assert!(with_row_limit(&q, 10).to_string().ends_with("LIMIT 10"));
+/// ```
+pub fn with_row_limit(query: &spargebra::Query, rows: usize) -> spargebra::Query {
+    let mut query = query.clone();
+    if let spargebra::Query::Select { pattern, .. } = &mut query {
+        let inner = std::mem::replace(pattern, spargebra::algebra::GraphPattern::default());
+        *pattern = spargebra::algebra::GraphPattern::Slice {
+            inner: Box::new(inner),
+            start: 0,
+            length: Some(rows),
+        };
+    }
+    query
+}
+
 /// Parses a SPARQL query, resolving relative IRIs against `base_iri` (if given). An
 /// update is [`SparqlError::Update`]: stores are read-only.
 ///

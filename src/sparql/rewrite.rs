@@ -312,11 +312,35 @@ impl Rewriter {
                 inner,
                 start,
                 length,
-            } => GraphPattern::Slice {
-                inner: b(self.pattern(inner, graph, &[])),
-                start: *start,
-                length: *length,
-            },
+            } => {
+                // The service returns only the rows the slice can keep (any rows will do:
+                // no ORDER BY sits between them), so its engines stop their fixed points
+                // there; the slice itself stays outside for the offset.
+                let inner = match (length, self.pattern(inner, graph, &[])) {
+                    (
+                        Some(n),
+                        GraphPattern::Service {
+                            name: NamedNodePattern::NamedNode(name),
+                            inner,
+                            silent,
+                        },
+                    ) if name.as_str() == SERVICE_IRI => GraphPattern::Service {
+                        name: NamedNodePattern::NamedNode(name),
+                        inner: b(GraphPattern::Slice {
+                            inner,
+                            start: 0,
+                            length: Some(start.saturating_add(*n)),
+                        }),
+                        silent,
+                    },
+                    (_, inner) => inner,
+                };
+                GraphPattern::Slice {
+                    inner: b(inner),
+                    start: *start,
+                    length: *length,
+                }
+            }
             GraphPattern::Group {
                 inner,
                 variables,
@@ -949,6 +973,31 @@ mod tests {
     fn rewritten(q: &str) -> String {
         let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
         wrap_paths_in_service(&q).to_string()
+    }
+
+    #[test]
+    fn a_limit_goes_into_the_service_unless_an_order_comes_first() {
+        let s = rewritten("SELECT ?y WHERE { ?x <http://p>+ ?y } LIMIT 5 OFFSET 2");
+        // Inside: the rows the slice can keep; outside: the slice itself.
+        assert!(s.contains("LIMIT 7 } } }"), "{s}");
+        assert!(s.ends_with("OFFSET 2 LIMIT 5"), "{s}");
+        let s = rewritten("SELECT ?y WHERE { ?x <http://p>+ ?y } ORDER BY ?y LIMIT 5");
+        assert_eq!(s.matches("LIMIT").count(), 1, "{s}");
+        let group = |q: &str| {
+            let q = spargebra::SparqlParser::new().parse_query(q).unwrap();
+            let Query::Select { pattern, .. } = wrap_paths_in_service(&q) else {
+                unreachable!()
+            };
+            let service = path_services(&pattern)[0].clone();
+            crate::sparql::group::PathGroup::from_pattern(&service).unwrap()
+        };
+        let lone = group("SELECT ?y WHERE { ?x <http://p>+ ?y } LIMIT 5 OFFSET 2");
+        assert_eq!(lone.rows_needed(), Some(7));
+        // A join or DISTINCT needs every row of the pattern.
+        let joined = group("SELECT * WHERE { ?x <http://p>+ ?y . ?y <http://q> ?z } LIMIT 5");
+        assert_eq!(joined.rows_needed(), None);
+        let distinct = group("SELECT DISTINCT ?y WHERE { ?x <http://p>+ ?y } LIMIT 5");
+        assert_eq!(distinct.rows_needed(), None);
     }
 
     #[test]

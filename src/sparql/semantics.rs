@@ -196,6 +196,7 @@ pub fn evaluate_path_between<E: Engine>(
         graph,
         relations,
         deadline,
+        limit: None,
     }
     .eval(path, subject, object)
 }
@@ -205,6 +206,10 @@ pub(super) struct Evaluator<'a, 'r, E: Engine> {
     pub(super) graph: &'a dyn PathGraph,
     pub(super) relations: &'r mut dyn RelationSource<E>,
     pub(super) deadline: Deadline,
+    /// At least this many of the path's pairs will do (a LIMIT over a lone pattern):
+    /// a closure or link of the whole path, whose pairs are a set, stops there. Taken by
+    /// the first [`Evaluator::eval`]: the parts of a path are never cut.
+    pub(super) limit: Option<u64>,
 }
 
 /// Whether `path` is a closure (`*`, `+`, `?`): a set per start node.
@@ -225,9 +230,13 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         if s.is_empty() || o.is_empty() {
             return Ok(Bag::default());
         }
+        let limit = self.limit.take();
         match path {
-            Path::Link(p) => Ok(self.link(*p, s, o, false)),
-            Path::Inverse(a) => Ok(swap(self.eval(a, o, s)?)),
+            Path::Link(p) => Ok(self.link(*p, s, o, false, limit)),
+            Path::Inverse(a) => {
+                self.limit = limit;
+                Ok(swap(self.eval(a, o, s)?))
+            }
             Path::Alternative(a, b) => {
                 let mut x = self.eval(a, s, o)?;
                 for (k, m) in self.eval(b, s, o)? {
@@ -238,13 +247,14 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             Path::Sequence(a, b) => self.sequence(a, b, s, o),
             Path::NegatedSet(items) => Ok(self.negated(items, s, o)),
             Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_) => {
-                self.closure(path, s, o)
+                self.closure(path, s, o, limit)
             }
         }
     }
 
-    /// One solution per edge of `p` between the endpoints (`inverse`: object to subject).
-    fn link(&self, p: u32, s: &Nodes, o: &Nodes, inverse: bool) -> Bag {
+    /// One solution per edge of `p` between the endpoints (`inverse`: object to subject);
+    /// with both ends free, the first `limit` edges only.
+    fn link(&self, p: u32, s: &Nodes, o: &Nodes, inverse: bool, limit: Option<u64>) -> Bag {
         let mut out = Bag::default();
         let Some(t) = self.graph.relation(p) else {
             return out;
@@ -278,11 +288,27 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             (Nodes::Set(_), Nodes::Set(c)) => columns(c, rs, &mut push),
             (Nodes::Set(r), Nodes::Any) => rows(r, ro, &mut push),
             (Nodes::Any, Nodes::Set(c)) => columns(c, rs, &mut push),
-            (Nodes::Any, Nodes::Any) => {
-                for (r, c) in t.cells() {
-                    push(r, c)
+            (Nodes::Any, Nodes::Any) => match limit {
+                // Rows in order until enough cells: the relation is never decoded whole.
+                Some(n) => {
+                    let mut found = 0u64;
+                    let rows = t.rows().min(u64::from(self.graph.node_count())) as u32;
+                    for r in 0..rows {
+                        if found >= n {
+                            break;
+                        }
+                        for_each_in_line(&t, false, r, |c| {
+                            push(r, c);
+                            found += 1;
+                        });
+                    }
                 }
-            }
+                None => {
+                    for (r, c) in t.cells() {
+                        push(r, c)
+                    }
+                }
+            },
         }
         out
     }
@@ -297,12 +323,12 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         let mut out = Bag::default();
         for p in self.graph.predicates() {
             if forward_part && !items.contains(&(p, false)) {
-                for (k, m) in self.link(p, s, o, false) {
+                for (k, m) in self.link(p, s, o, false, None) {
                     *out.entry(k).or_insert(0) += m;
                 }
             }
             if inverse_part && !items.contains(&(p, true)) {
-                for (k, m) in self.link(p, s, o, true) {
+                for (k, m) in self.link(p, s, o, true, None) {
                     *out.entry(k).or_insert(0) += m;
                 }
             }
@@ -312,7 +338,13 @@ impl<E: Engine> Evaluator<'_, '_, E> {
 
     /// A closure: a set, from the RPQ engine in one plan; ends outside the graph's id
     /// space only meet themselves, by a zero-length path.
-    fn closure(&mut self, path: &Path, s: &Nodes, o: &Nodes) -> Result<Bag, SparqlError> {
+    fn closure(
+        &mut self,
+        path: &Path,
+        s: &Nodes,
+        o: &Nodes,
+        limit: Option<u64>,
+    ) -> Result<Bag, SparqlError> {
         let mut out = Bag::default();
         let split = |n: &Nodes| -> (Nodes, Vec<u32>) {
             match n {
@@ -341,7 +373,7 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         if s_in.is_empty() || o_in.is_empty() {
             return Ok(out);
         }
-        let pairs = self.closure_pairs(path, &s_in, &o_in)?;
+        let pairs = self.closure_pairs(path, &s_in, &o_in, limit)?;
         let mut bag: Bag = pairs.into_iter().map(|k| (k, 1)).collect();
         bag.extend(out);
         Ok(bag)
@@ -420,15 +452,20 @@ impl<E: Engine> Evaluator<'_, '_, E> {
         (plan, set(other).map(|f| (f, from_object)))
     }
 
-    /// The `(subject, object)` pairs of a closure between ends of the graph's id space.
+    /// The `(subject, object)` pairs of a closure between ends of the graph's id space;
+    /// at least `limit` of them (or all) where no filter follows the engine's answer.
     fn closure_pairs(
         &mut self,
         path: &Path,
         s: &Nodes,
         o: &Nodes,
+        limit: Option<u64>,
     ) -> Result<Vec<(u32, u32)>, SparqlError> {
-        let options = self.deadline.options()?;
+        let mut options = self.deadline.options()?;
         let (plan, filter) = self.closure_plan(path, s, o, &options);
+        if filter.is_none() {
+            options.limit = limit;
+        }
         let r = rpq::evaluate_with(self.engine, self.graph, &plan, &options, self.relations)?;
         if r.timed_out {
             return Err(SparqlError::Timeout);
