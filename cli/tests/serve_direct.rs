@@ -38,7 +38,10 @@ type TextRow = Vec<Option<String>>;
 fn rows(evaluator: &StoreEvaluator, text: &str) -> Result<(Vec<String>, Vec<TextRow>), String> {
     let query = SparqlParser::new().parse_query(text).unwrap();
     let control = Control::new(Duration::from_secs(60), None);
-    match evaluator.evaluate(&query, &control) {
+    match evaluator
+        .evaluate(&query, &control)
+        .map(Answer::into_general)
+    {
         Ok(Answer::Solutions { variables, rows }) => {
             let rows = rows
                 .map(|row| {
@@ -181,8 +184,10 @@ fn queries_outside_the_direct_route_take_the_general_one() {
         assert!(!direct.answers_directly(&parsed), "{q}");
         let control = Control::new(Duration::from_secs(60), None);
         match (
-            direct.evaluate(&parsed, &control),
-            general.evaluate(&parsed, &control),
+            direct.evaluate(&parsed, &control).map(Answer::into_general),
+            general
+                .evaluate(&parsed, &control)
+                .map(Answer::into_general),
         ) {
             (Ok(Answer::Solutions { rows: a, .. }), Ok(Answer::Solutions { rows: b, .. })) => {
                 assert_eq!(a.count(), b.count(), "{q}");
@@ -209,7 +214,9 @@ fn a_passed_deadline_stops_the_direct_route() {
     );
     // Cancelled between rows: the rows end with the cancellation.
     let control = Control::new(Duration::from_secs(60), None);
-    let Ok(Answer::Solutions { mut rows, .. }) = direct.evaluate(&query, &control) else {
+    let Ok(Answer::Solutions { mut rows, .. }) =
+        direct.evaluate(&query, &control).map(Answer::into_general)
+    else {
         panic!("no rows");
     };
     assert!(rows.next().unwrap().is_ok());

@@ -41,6 +41,27 @@ pub enum Answer {
     },
     /// CONSTRUCT or DESCRIBE.
     Graph(Triples),
+    /// SELECT answered from the path engines' id rows: the rows of
+    /// [`Answer::Solutions`], which a writer may also serialize from their ids, each
+    /// distinct term once ([`PathRows::next_ids`]).
+    PathSolutions {
+        /// Column names.
+        variables: Vec<Variable>,
+        /// The rows, as ids or as terms (boxed: the answer moves between functions, and
+        /// the other variants are small).
+        rows: Box<PathRows>,
+    },
+}
+
+impl Answer {
+    /// The answer with its path rows as plain [`Answer::Solutions`] (other answers
+    /// unchanged): for code that reads rows as terms only.
+    pub fn into_general(self) -> Answer {
+        match self {
+            Answer::PathSolutions { variables, rows } => Answer::Solutions { variables, rows },
+            answer => answer,
+        }
+    }
 }
 
 /// Why a query has no answer.
@@ -187,23 +208,21 @@ impl StoreEvaluator {
             .iter()
             .map(|v| solutions.variables.iter().position(|c| c == v))
             .collect();
-        let rows = solutions
-            .rows
-            .into_iter()
-            .skip(service.offset)
-            .take(service.length.unwrap_or(usize::MAX));
-        Ok(Answer::Solutions {
+        let database = Arc::clone(&self.database);
+        let rows = PathRows::new(
+            solutions.rows,
+            service.offset
+                ..service
+                    .length
+                    .map_or(usize::MAX, |l| service.offset.saturating_add(l)),
+            columns,
+            solutions.query_terms,
+            Box::new(move |ids: &[u32]| database.terms(ids)),
+            control.clone(),
+        );
+        Ok(Answer::PathSolutions {
             variables: service.variables,
-            rows: Box::new(ServiceRows {
-                database: Arc::clone(&self.database),
-                rows,
-                columns,
-                query_terms: solutions.query_terms,
-                decoded: Vec::new(),
-                terms: HashMap::new(),
-                control: control.clone(),
-                done: false,
-            }),
+            rows: Box::new(rows),
         })
     }
 }
@@ -351,15 +370,20 @@ fn service_query(query: &Query) -> Option<ServiceQuery> {
     }
 }
 
-/// The rows of a path service call, decoded a batch at a time as they are read, the
-/// query's slice applied; the control is checked at each row, as on the general route.
-struct ServiceRows {
-    database: Arc<Database>,
+/// Decodes store ids (below [`QUERY_TERM_BASE`]) to terms, in order: [`Database::terms`].
+pub type Decoder = Box<dyn Fn(&[u32]) -> Vec<Option<Term>>>;
+
+/// The rows of a path service call as ids, the query's slice applied. Read as an
+/// iterator, they are decoded a batch at a time and the control is checked at each row,
+/// as on the general route; [`PathRows::next_ids`] and [`PathRows::terms`] let a writer
+/// take the ids instead and decode each distinct one once (use one way or the other).
+pub struct PathRows {
     rows: std::iter::Take<std::iter::Skip<std::vec::IntoIter<Vec<Option<u32>>>>>,
     /// For each column of the answer, its column in the service's rows.
     columns: Vec<Option<usize>>,
     /// The terms of ids from [`QUERY_TERM_BASE`] up.
     query_terms: Vec<Term>,
+    decode: Decoder,
     /// Rows decoded, not read yet (reversed: the next one last).
     decoded: Vec<Row>,
     /// Terms decoded for earlier batches, by id (up to [`DECODED_TERMS`]).
@@ -369,7 +393,69 @@ struct ServiceRows {
     done: bool,
 }
 
-impl ServiceRows {
+impl PathRows {
+    /// The rows `slice` of `rows` (service rows: an id or none per service column), each
+    /// answer column taken from the service column `columns` names (`None`: unbound);
+    /// ids from [`QUERY_TERM_BASE`] up are `query_terms`, the others go to `decode`.
+    pub fn new(
+        rows: Vec<Vec<Option<u32>>>,
+        slice: std::ops::Range<usize>,
+        columns: Vec<Option<usize>>,
+        query_terms: Vec<Term>,
+        decode: Decoder,
+        control: Control,
+    ) -> PathRows {
+        PathRows {
+            rows: rows
+                .into_iter()
+                .skip(slice.start)
+                .take(slice.end.saturating_sub(slice.start)),
+            columns,
+            query_terms,
+            decode,
+            decoded: Vec::new(),
+            terms: HashMap::new(),
+            control,
+            done: false,
+        }
+    }
+
+    /// Rows not read yet by [`PathRows::next_ids`].
+    pub fn remaining(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Appends the cells of the next `max` rows (or fewer, at the end) to `cells`: an id
+    /// or none per answer column, row after row. Returns the number of rows.
+    pub fn next_ids(&mut self, max: usize, cells: &mut Vec<Option<u32>>) -> usize {
+        let mut n = 0;
+        for row in self.rows.by_ref().take(max) {
+            cells.extend(self.columns.iter().map(|c| c.and_then(|c| row[c])));
+            n += 1;
+        }
+        n
+    }
+
+    /// The terms of `ids` (ascending, as [`Database::terms`] reads them fastest), in
+    /// order; an id without a term is the error of a corrupt store.
+    pub fn terms(&self, ids: &[u32]) -> Result<Vec<Term>, EvaluationError> {
+        debug_assert!(ids.is_sorted());
+        let split = ids.partition_point(|&id| id < QUERY_TERM_BASE);
+        let mut terms = Vec::with_capacity(ids.len());
+        for (&id, term) in ids[..split].iter().zip((self.decode)(&ids[..split])) {
+            terms.push(term.ok_or_else(|| missing(id))?);
+        }
+        for &id in &ids[split..] {
+            terms.push(
+                self.query_terms
+                    .get((id - QUERY_TERM_BASE) as usize)
+                    .cloned()
+                    .ok_or_else(|| missing(id))?,
+            );
+        }
+        Ok(terms)
+    }
+
     /// Decodes the next batch into `decoded`.
     fn decode_batch(&mut self) -> Result<(), EvaluationError> {
         let batch: Vec<Vec<Option<u32>>> = self.rows.by_ref().take(DECODE_BATCH).collect();
@@ -381,7 +467,7 @@ impl ServiceRows {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let new_terms = self.database.terms(&ids);
+        let new_terms = (self.decode)(&ids);
         let mut decoded = Vec::with_capacity(batch.len());
         for row in &batch {
             let mut values = Vec::with_capacity(self.columns.len());
@@ -425,7 +511,7 @@ fn missing(id: u32) -> EvaluationError {
     EvaluationError::Failed(SparqlError::MissingTerm(id).to_string())
 }
 
-impl Iterator for ServiceRows {
+impl Iterator for PathRows {
     type Item = Result<Row, EvaluationError>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -52,6 +52,27 @@ impl<W: Write> JsonSolutionsWriter<W> {
         out.write_all(b"}")
     }
 
+    /// Writes one solution already encoded: for each bound variable, its key (from
+    /// [`encoded_key`]) and its term's value (from [`write_term`]). The same bytes as
+    /// [`JsonSolutionsWriter::serialize`], for a writer that encodes each distinct term
+    /// of an answer once.
+    pub fn serialize_encoded<'a>(
+        &mut self,
+        solution: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> io::Result<()> {
+        let out = &mut self.out;
+        out.write_all(if self.first { b"{" } else { b",{" })?;
+        self.first = false;
+        for (i, (key, value)) in solution.into_iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(key)?;
+            out.write_all(value)?;
+        }
+        out.write_all(b"}")
+    }
+
     /// Closes the document.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.write_all(b"]}}")?;
@@ -59,7 +80,17 @@ impl<W: Write> JsonSolutionsWriter<W> {
     }
 }
 
-fn write_term(out: &mut impl Write, term: TermRef<'_>) -> io::Result<()> {
+/// A variable's key in a solution, `"name":`, for [`JsonSolutionsWriter::serialize_encoded`].
+pub fn encoded_key(variable: &Variable) -> Vec<u8> {
+    let mut key = Vec::with_capacity(variable.as_str().len() + 3);
+    write_string(&mut key, variable.as_str()).expect("writing to memory");
+    key.push(b':');
+    key
+}
+
+/// A term's value in a solution (`{"type":...}`), as [`JsonSolutionsWriter::serialize`]
+/// writes it.
+pub fn write_term(out: &mut impl Write, term: TermRef<'_>) -> io::Result<()> {
     match term {
         TermRef::NamedNode(n) => {
             out.write_all(b"{\"type\":\"uri\",\"value\":")?;
@@ -115,12 +146,13 @@ fn write_string(out: &mut impl Write, s: &str) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use oxrdf::{BlankNode, Literal, NamedNode, Term};
     use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
-    fn terms() -> Vec<Term> {
+    /// Terms of every kind, with every character JSON escapes.
+    pub(crate) fn terms() -> Vec<Term> {
         let awkward = "a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{1f} é 日本 \u{7f} end";
         vec![
             NamedNode::new_unchecked("http://example.org/a").into(),
