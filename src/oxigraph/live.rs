@@ -286,12 +286,6 @@ impl QuadIds {
 }
 
 impl Live {
-    /// The ids of `quad`'s terms, giving new terms the next ids.
-    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
-        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
-        QuadIds::intern(&mut d, quad)
-    }
-
     /// Number of terms in the dictionary.
     pub(crate) fn term_count(&self) -> usize {
         self.dictionary
