@@ -7,12 +7,15 @@
 //! the materialised tree then becomes the relation's base, atomically for readers: a
 //! query keeps the snapshot it started with, and every snapshot is immutable.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 use roaring::RoaringBitmap;
+// Every write hashes its pair into a delta and both nodes into the counts: with SipHash
+// that was a third of applying a change.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::k2tree::K2Tree;
 use crate::rpq::{PathGraph, PredId};

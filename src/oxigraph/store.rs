@@ -1,7 +1,7 @@
 //! [`K2Store`]: an Oxigraph store whose writes go through k2rpq, so that its relations
 //! follow every change exactly and no query scans the store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +16,7 @@ use oxigraph::model::{
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::{Store, Transaction};
 
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
 use super::live::{
     id_space, GraphKey, Live, PendingTree, QuadIds, SharedDictionary, Snapshot, TreeId,
