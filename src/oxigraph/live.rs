@@ -7,12 +7,15 @@
 //! the materialised tree then becomes the relation's base, atomically for readers: a
 //! query keeps the snapshot it started with, and every snapshot is immutable.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 use roaring::RoaringBitmap;
+// Every write hashes its pair into a delta and both nodes into the counts: with SipHash
+// that was a third of applying a change.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::k2tree::K2Tree;
 use crate::rpq::{PathGraph, PredId};
@@ -286,12 +289,6 @@ impl QuadIds {
 }
 
 impl Live {
-    /// The ids of `quad`'s terms, giving new terms the next ids.
-    pub(crate) fn intern(&self, quad: QuadRef<'_>) -> QuadIds {
-        let mut d = self.dictionary.write().unwrap_or_else(|e| e.into_inner());
-        QuadIds::intern(&mut d, quad)
-    }
-
     /// Number of terms in the dictionary.
     pub(crate) fn term_count(&self) -> usize {
         self.dictionary

@@ -1,6 +1,6 @@
 //! `k2rpq-bench embedding`: the Oxigraph embedding against Oxigraph alone. Inserts the
 //! same synthetic quads in batches (one transaction each) into a plain Oxigraph store
-//! and through a `K2Store`, and times both; then times path queries through the
+//! and through a `K2Store`, and times both (after an untimed warm-up load); then times path queries through the
 //! `K2Store` (the embedding's own per-query work, a snapshot of the relations, apart)
 //! with and without a write before each, and reports the peak memory of the process.
 
@@ -105,13 +105,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let quads = synthetic(&args);
     let batch = args.batch.max(1);
 
-    let oxigraph = Store::new()?;
-    let t = Instant::now();
-    for chunk in quads.chunks(batch) {
-        oxigraph.extend(chunk.iter().cloned())?;
-    }
-    let oxigraph_s = t.elapsed().as_secs_f64();
-    drop(oxigraph);
+    // Oxigraph's side does what `K2Store::extend` does: one transaction per batch, fed
+    // borrowed quads (`Store::extend` wants owned ones, and cloning them is work the
+    // K2Store side does not do).
+    let load_oxigraph = || -> anyhow::Result<f64> {
+        let oxigraph = Store::new()?;
+        let t = Instant::now();
+        for chunk in quads.chunks(batch) {
+            let mut tx = oxigraph.start_transaction()?;
+            tx.extend(chunk.iter());
+            tx.commit()?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    // An untimed load first, so that neither timed load pays the heap's first growth
+    // (the kernel zeroing fresh pages: a third of a cold load's time, measured with
+    // perf), which only the first one would otherwise.
+    load_oxigraph()?;
+    let oxigraph_s = load_oxigraph()?;
 
     let store = K2Store::new()?;
     let t = Instant::now();
