@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k2rpq::database::{Database, QueryOptions};
 use k2rpq::sparql::group::QUERY_TERM_BASE;
 use k2rpq::sparql::rewrite::{wrap_paths_and_small_subqueries_in_service, SERVICE_IRI};
-use k2rpq::sparql::{QueryEvaluationError, QueryResults, SparqlError};
+use k2rpq::sparql::{with_row_limit, QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
 use spargebra::algebra::GraphPattern;
 use spargebra::term::NamedNodePattern;
@@ -252,6 +252,17 @@ fn evaluation_error(e: QueryEvaluationError, control: &Control) -> EvaluationErr
 impl Evaluator for StoreEvaluator {
     fn evaluate(&self, query: &Query, control: &Control) -> Result<Answer, EvaluationError> {
         control.check()?;
+        // One row past the limit tells a cut answer from a whole one; a lone path's
+        // fixed point stops there instead of running to its end.
+        let limited;
+        let query = match control.row_limit() {
+            Some(n) => {
+                let rows = usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1);
+                limited = with_row_limit(query, rows);
+                &limited
+            }
+            None => query,
+        };
         if let Some(service) = self.direct.then(|| service_query(query)).flatten() {
             match self.evaluate_service(service, control) {
                 // The general route names what it does not support as it always has.
