@@ -240,6 +240,18 @@ run)
         for e in cpu gpu gpu gpu cpu gpu; do
             /usr/bin/time -f "$e %e s" "$k2" query --store "$tmp/codex-m.store" --engine "$e" "$q" 2>&1 | tail -2
         done 2>&1 | tee "$out/startup.txt"
+        # The driver's share of a start: loading libcuda, cuInit, the primary context.
+        python3 - <<'PY' 2>&1 | tee -a "$out/startup.txt"
+import ctypes, time
+t0 = time.perf_counter(); cu = ctypes.CDLL("libcuda.so.1"); t1 = time.perf_counter()
+cu.cuInit(0); t2 = time.perf_counter()
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+cu.cuDeviceGet(ctypes.byref(dev), 0)
+cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev); cu.cuCtxSetCurrent(ctx)
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)); t3 = time.perf_counter()
+print("driver alone: libcuda %.1f ms, cuInit %.1f ms, primary context %.1f ms" % ((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
+PY
         unset K2RPQ_KERNEL_CACHE ;;
     endpoint)
         codex_store
