@@ -419,10 +419,9 @@ impl Rewriter {
         }
         let mut parts = Vec::new();
         // VALUES first: joined first, they restrict the patterns after them.
-        let (vals, mut rest): (Vec<_>, Vec<_>) = others
+        let (mut vals, mut rest): (Vec<_>, Vec<_>) = others
             .drain(..)
             .partition(|o| matches!(o, GraphPattern::Values { .. }));
-        parts.extend(vals);
         if self.wrap && !paths.is_empty() {
             // Each set of paths joined by shared variables goes to k2rpq with the triples
             // joined to it, so that constants and the triples' bindings restrict the paths
@@ -479,9 +478,35 @@ impl Rewriter {
                 }
             }
             rest = rest_kept;
-            for (_, members, vars) in groups {
+            // A VALUES whose variables all belong to one group, and to no other, moves
+            // into that group's service whole: joined there, its rows keep their
+            // multiplicities, and a count over the group comes from the service
+            // (batched frontiers from all its values) instead of from rows.
+            let mut moved: Vec<Vec<GraphPattern>> = vec![Vec::new(); groups.len()];
+            vals.retain(|v| {
+                let GraphPattern::Values { variables, .. } = v else {
+                    return true;
+                };
+                let readers: Vec<usize> = (0..groups.len())
+                    .filter(|&i| variables.iter().any(|x| groups[i].2.contains(x)))
+                    .collect();
+                match readers[..] {
+                    [i] if variables.iter().all(|x| groups[i].2.contains(x)) => {
+                        moved[i].push(v.clone());
+                        false
+                    }
+                    _ => true,
+                }
+            });
+            for ((_, mut members, vars), moved) in groups.into_iter().zip(moved) {
+                let copied: Vec<GraphPattern> = values
+                    .iter()
+                    .filter(|v| !moved.contains(v))
+                    .cloned()
+                    .collect();
+                members.splice(0..0, moved);
                 let inner = join_all(merge_triples(members));
-                parts.push(service(inner, vars, graph, &values));
+                parts.push(service(inner, vars, graph, &copied));
             }
             let loose = merge_triples(loose);
             parts.extend(loose);
@@ -492,6 +517,7 @@ impl Rewriter {
             parts.extend(paths);
         }
         parts.extend(rest);
+        parts.splice(0..0, vals);
         join_all(parts)
     }
 }
@@ -998,6 +1024,27 @@ mod tests {
         assert_eq!(joined.rows_needed(), None);
         let distinct = group("SELECT DISTINCT ?y WHERE { ?x <http://p>+ ?y } LIMIT 5");
         assert_eq!(distinct.rows_needed(), None);
+    }
+
+    #[test]
+    fn values_read_by_one_group_move_into_its_service() {
+        let s = rewritten(
+            "SELECT (COUNT(*) AS ?n) WHERE { VALUES ?x { <http://a> <http://b> } ?x <http://p>+ ?y }",
+        );
+        // Whole and once: no outer copy, so the count goes into the service too.
+        assert_eq!(s.matches("VALUES").count(), 1, "{s}");
+        assert!(
+            s.contains("SERVICE <urn:k2rpq:paths> { {SELECT (COUNT(*)"),
+            "{s}"
+        );
+        // A VALUES two groups read stays outside, with a copy in each.
+        let s = rewritten(
+            "SELECT * WHERE { VALUES (?x ?z) { (<http://a> <http://b>) } \
+             ?x <http://p>+ ?y . ?z <http://q>+ ?w }",
+        );
+        assert_eq!(s.matches("SERVICE").count(), 2, "{s}");
+        assert_eq!(s.matches("VALUES").count(), 3, "{s}");
+        assert!(s.contains("WHERE { VALUES"), "{s}");
     }
 
     #[test]
