@@ -89,7 +89,7 @@ pub enum SparqlError {
 pub fn with_row_limit(query: &spargebra::Query, rows: usize) -> spargebra::Query {
     let mut query = query.clone();
     if let spargebra::Query::Select { pattern, .. } = &mut query {
-        let inner = std::mem::replace(pattern, spargebra::algebra::GraphPattern::default());
+        let inner = std::mem::take(pattern);
         *pattern = spargebra::algebra::GraphPattern::Slice {
             inner: Box::new(inner),
             start: 0,
