@@ -274,17 +274,25 @@ pub(crate) struct QuadIds {
 impl QuadIds {
     /// The ids of `quad`'s terms in `d`, giving new terms the next ids.
     pub(crate) fn intern(d: &mut MemoryDictionary, quad: QuadRef<'_>) -> QuadIds {
+        QuadIds::of(quad, |t| Some(d.intern(t))).expect("interning gives every term an id")
+    }
+
+    /// The ids of `quad`, `id` giving each term's; `None` when a term has none.
+    pub(crate) fn of(
+        quad: QuadRef<'_>,
+        mut id: impl FnMut(TermRef<'_>) -> Option<u32>,
+    ) -> Option<QuadIds> {
         let graph = match quad.graph_name {
             GraphNameRef::DefaultGraph => None,
-            GraphNameRef::NamedNode(g) => Some(d.intern(g.into())),
-            GraphNameRef::BlankNode(g) => Some(d.intern(g.into())),
+            GraphNameRef::NamedNode(g) => Some(id(g.into())?),
+            GraphNameRef::BlankNode(g) => Some(id(g.into())?),
         };
-        QuadIds {
+        Some(QuadIds {
             graph,
-            subject: d.intern(quad.subject.into()),
-            predicate: d.intern(quad.predicate.into()),
-            object: d.intern(quad.object),
-        }
+            subject: id(quad.subject.into())?,
+            predicate: id(quad.predicate.into())?,
+            object: id(quad.object)?,
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use indexmap::map::IndexMap;
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{
-    GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef, Term, TermRef,
+    GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef, Term,
 };
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::{Store, Transaction};
@@ -634,21 +634,6 @@ fn quad_of(q: QuadIds, term: impl Fn(u32) -> Option<oxrdf::Term>) -> Option<Quad
     Some(Quad::new(subject, predicate, term(q.object)?, graph_name))
 }
 
-/// The ids of `quad`, `id` giving each term's; `None` when a term has none.
-fn quad_ids(quad: QuadRef<'_>, mut id: impl FnMut(TermRef<'_>) -> Option<u32>) -> Option<QuadIds> {
-    let graph = match quad.graph_name {
-        GraphNameRef::DefaultGraph => None,
-        GraphNameRef::NamedNode(g) => Some(id(g.into())?),
-        GraphNameRef::BlankNode(g) => Some(id(g.into())?),
-    };
-    Some(QuadIds {
-        graph,
-        subject: id(quad.subject.into())?,
-        predicate: id(quad.predicate.into())?,
-        object: id(quad.object)?,
-    })
-}
-
 /// The writes of one [`K2Store::transaction`]: each call goes to Oxigraph's transaction
 /// and is recorded as an exact change (a quad inserted that was absent, or deleted that
 /// was present).
@@ -673,7 +658,7 @@ impl<'a> K2Transaction<'a> {
     /// transaction numbered (otherwise the quad was never touched).
     fn known_ids(&self, quad: QuadRef<'_>) -> Option<QuadIds> {
         let d = self.dictionary.read().unwrap_or_else(|e| e.into_inner());
-        quad_ids(quad, |t| match d.id(t) {
+        QuadIds::of(quad, |t| match d.id(t) {
             Some(id) => Some(id),
             None => Some(self.first_fresh + self.fresh.id(t)?),
         })
@@ -683,7 +668,7 @@ impl<'a> K2Transaction<'a> {
     fn number_ids(&mut self, quad: QuadRef<'_>) -> QuadIds {
         let d = self.dictionary.read().unwrap_or_else(|e| e.into_inner());
         let (fresh, first) = (&mut self.fresh, self.first_fresh);
-        quad_ids(quad, |t| {
+        QuadIds::of(quad, |t| {
             Some(d.id(t).unwrap_or_else(|| first + fresh.intern(t)))
         })
         .expect("numbering gives every term an id")
