@@ -147,10 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     args.format.check(&query)?;
     // One row past --limit tells a cut answer from a whole one; the engines stop there.
     let query = match args.limit {
-        Some(n) => with_row_limit(
-            &query,
-            usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1),
-        ),
+        Some(n) => with_row_limit(&query, n.saturating_add(1)),
         None => query,
     };
     let started = Instant::now();

@@ -86,14 +86,15 @@ pub enum SparqlError {
 /// let q = parse_query("SELECT * WHERE { ?x <http://e/p>+ ?y }", None).unwrap();
 /// assert!(with_row_limit(&q, 10).to_string().ends_with("LIMIT 10"));
 /// ```
-pub fn with_row_limit(query: &spargebra::Query, rows: usize) -> spargebra::Query {
+pub fn with_row_limit(query: &spargebra::Query, rows: u64) -> spargebra::Query {
     let mut query = query.clone();
     if let spargebra::Query::Select { pattern, .. } = &mut query {
         let inner = std::mem::take(pattern);
         *pattern = spargebra::algebra::GraphPattern::Slice {
             inner: Box::new(inner),
             start: 0,
-            length: Some(rows),
+            // More rows than memory holds are no limit.
+            length: Some(usize::try_from(rows).unwrap_or(usize::MAX)),
         };
     }
     query

@@ -257,8 +257,7 @@ impl Evaluator for StoreEvaluator {
         let limited;
         let query = match control.row_limit() {
             Some(n) => {
-                let rows = usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1);
-                limited = with_row_limit(query, rows);
+                limited = with_row_limit(query, n.saturating_add(1));
                 &limited
             }
             None => query,
