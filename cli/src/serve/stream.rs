@@ -513,7 +513,12 @@ mod tests {
     /// own term, and the service's columns come in another order than the answer's,
     /// with one answer column the service lacks.
     fn path_rows(rows: &[Vec<Option<u32>>], control: &Control) -> PathRows {
-        path_rows_in(rows, vec![Some(1), None, Some(0)], control)
+        path_rows_in(rows, mixed(), control)
+    }
+
+    /// The answer's columns in the service's: swapped, with one the service lacks.
+    fn mixed() -> Vec<Option<usize>> {
+        vec![Some(1), None, Some(0)]
     }
 
     /// Path rows whose answer columns are the service's `columns`.
@@ -626,14 +631,17 @@ mod tests {
     #[test]
     fn path_rows_are_written_as_the_general_route_writes_them() {
         let control = Control::new(Duration::from_secs(60), None);
-        let both = |rows: &[Vec<Option<u32>>], variables: Vec<Variable>, format| {
+        let both = |rows: &[Vec<Option<u32>>],
+                    columns: Vec<Option<usize>>,
+                    variables: Vec<Variable>,
+                    format| {
             let direct = Answer::PathSolutions {
                 variables: variables.clone(),
-                rows: Box::new(path_rows(rows, &control)),
+                rows: Box::new(path_rows_in(rows, columns.clone(), &control)),
             };
             let general = Answer::Solutions {
                 variables,
-                rows: Box::new(path_rows(rows, &control)),
+                rows: Box::new(path_rows_in(rows, columns, &control)),
             };
             let format = Format::Results(format);
             (
@@ -648,34 +656,18 @@ mod tests {
             QueryResultsFormat::Csv,
             QueryResultsFormat::Tsv,
         ] {
-            let (direct, general) = both(&rows, variables(), format);
+            let (direct, general) = both(&rows, mixed(), variables(), format);
             assert_eq!(direct, general, "{format:?}");
         }
         // Rows without cells.
         let empty = vec![Vec::new(); 3];
-        let no_columns = |rows: &[Vec<Option<u32>>]| path_rows_in(rows, Vec::new(), &control);
-        let direct = body(
-            Answer::PathSolutions {
-                variables: Vec::new(),
-                rows: Box::new(no_columns(&empty)),
-            },
-            Format::Results(QueryResultsFormat::Json),
-            &control,
-        );
-        let general = body(
-            Answer::Solutions {
-                variables: Vec::new(),
-                rows: Box::new(no_columns(&empty)),
-            },
-            Format::Results(QueryResultsFormat::Json),
-            &control,
-        );
+        let (direct, general) = both(&empty, Vec::new(), Vec::new(), QueryResultsFormat::Json);
         assert_eq!(direct, general);
         assert!(direct.0.contains("[{},{},{}]"), "{}", direct.0);
         // An id the dictionary lacks (a corrupt store) after a first batch.
         let mut corrupt = rows.clone();
         corrupt.push(vec![Some(99), Some(0)]);
-        let (direct, general) = both(&corrupt, variables(), QueryResultsFormat::Json);
+        let (direct, general) = both(&corrupt, mixed(), variables(), QueryResultsFormat::Json);
         assert_eq!(direct, general);
         assert!(direct.0.contains("\"reason\":\"error\""), "{}", direct.0);
     }
