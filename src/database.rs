@@ -37,7 +37,8 @@ use crate::rpq::{
     Share,
 };
 use crate::sparql::group::{
-    evaluate_group, DefaultGraph, GraphScope, GroupSolutions, PathGroup, ValuesTable,
+    evaluate_group, evaluate_group_in_batches, DefaultGraph, GraphScope, GroupSolutions, IdRow,
+    IdRows, PathGroup, RowBatch, ValuesTable,
 };
 use crate::sparql::rewrite::{
     wrap_paths_and_small_subqueries_in_service, wrap_paths_in_service, SERVICE_IRI,
@@ -1081,13 +1082,59 @@ struct PathEngines {
 impl PathEngines {
     /// Evaluates `group` on the least busy GPU, with relations from its cache, when the
     /// relations it reads are large enough (or always, with [`EngineChoice::Gpu`]); else
-    /// on the CPU engine.
+    /// on the CPU engine. A group that [`PathGroup::streams`] is evaluated on a thread of
+    /// its own that sends its rows a batch at a time, a few batches ahead of the reader:
+    /// its answer may be larger than memory.
     fn evaluate(
         &self,
         group: &PathGroup,
         scope: &GraphScope,
         deadline: Option<Instant>,
     ) -> Result<GroupSolutions, SparqlError> {
+        if group.streams() {
+            return self.evaluate_in_batches(group, scope, deadline);
+        }
+        let mut solutions = None;
+        self.run(group, scope, deadline, Run::Whole(&mut solutions))?;
+        solutions.ok_or(SparqlError::Interrupted)
+    }
+
+    /// [`PathEngines::evaluate`] of a group that streams.
+    fn evaluate_in_batches(
+        &self,
+        group: &PathGroup,
+        scope: &GraphScope,
+        deadline: Option<Instant>,
+    ) -> Result<GroupSolutions, SparqlError> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+        let (engines, job, job_scope) = (self.clone(), group.clone(), scope.clone());
+        std::thread::Builder::new()
+            .name("k2rpq-path-rows".into())
+            .spawn(move || {
+                let mut send = |rows| sender.send(RowBatch::Rows(rows)).is_ok();
+                let end = match engines.run(&job, &job_scope, deadline, Run::Batches(&mut send)) {
+                    Ok(()) => RowBatch::End,
+                    Err(e) => RowBatch::Failed(e),
+                };
+                // The reader may have gone: it wanted no more rows.
+                let _ = sender.send(end);
+            })
+            .map_err(|e| SparqlError::Unsupported(format!("cannot start a thread: {e}")))?;
+        Ok(GroupSolutions {
+            variables: group.columns(),
+            rows: IdRows::batches(receiver),
+            query_terms: Vec::new(),
+        })
+    }
+
+    /// Runs `group` on the engine [`PathEngines::evaluate`] picks, as `run` says.
+    fn run(
+        &self,
+        group: &PathGroup,
+        scope: &GraphScope,
+        deadline: Option<Instant>,
+        run: Run<'_>,
+    ) -> Result<(), SparqlError> {
         let wants_gpu = match self.choice {
             EngineChoice::Cpu => false,
             EngineChoice::Gpu => true,
@@ -1102,7 +1149,7 @@ impl PathEngines {
         };
         let on_gpu = gpus.iter().min_by_key(|d| d.busy.load(Ordering::SeqCst));
         let dataset: &dyn PathDataset = &*self.dataset;
-        let solutions = match on_gpu {
+        let done = match on_gpu {
             Some(d) => {
                 let _busy = Busy::claim(d);
                 let provider = CachedProvider {
@@ -1112,25 +1159,19 @@ impl PathEngines {
                 };
                 let engine = d.cache.engine().as_ref();
                 self.runs[1].fetch_add(1, Ordering::Relaxed);
-                evaluate_group(engine, dataset, scope, group, &provider, deadline)
+                run.on(engine, dataset, scope, group, &provider, deadline)
             }
             None => {
                 let cpu = CpuEngine::new();
                 self.runs[0].fetch_add(1, Ordering::Relaxed);
-                evaluate_group(
-                    &cpu,
-                    dataset,
-                    scope,
-                    group,
-                    &sparql::PerQueryProvider(&cpu),
-                    deadline,
-                )
+                let provider = sparql::PerQueryProvider(&cpu);
+                run.on(&cpu, dataset, scope, group, &provider, deadline)
             }
         };
         if let Some(e) = self.dataset.take_error() {
             return Err(SparqlError::Store(e));
         }
-        solutions
+        done
     }
 
     /// Edges of the relations a group may read, over every graph.
@@ -1144,6 +1185,42 @@ impl PathEngines {
             })
             .map(|p| p.edges)
             .sum()
+    }
+}
+
+/// Batches of rows a streamed group's evaluation may run ahead of its reader.
+const BATCHES_AHEAD: usize = 2;
+
+/// How [`PathEngines::run`] hands over a group's rows.
+enum Run<'r> {
+    /// All at once, here.
+    Whole(&'r mut Option<GroupSolutions>),
+    /// A batch at a time to this sink, which says whether it wants more.
+    Batches(&'r mut dyn FnMut(Vec<IdRow>) -> bool),
+}
+
+impl Run<'_> {
+    /// Evaluates `group` on `engine`, handing the rows over as `self` says.
+    fn on<'a, E: Engine>(
+        self,
+        engine: &'a E,
+        dataset: &'a dyn PathDataset,
+        scope: &GraphScope,
+        group: &PathGroup,
+        provider: &'a dyn RelationProvider<'a, E>,
+        deadline: Option<Instant>,
+    ) -> Result<(), SparqlError> {
+        match self {
+            Run::Whole(out) => {
+                *out = Some(evaluate_group(
+                    engine, dataset, scope, group, provider, deadline,
+                )?);
+                Ok(())
+            }
+            Run::Batches(sink) => {
+                evaluate_group_in_batches(engine, dataset, scope, group, provider, deadline, sink)
+            }
+        }
     }
 }
 

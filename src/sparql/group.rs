@@ -13,6 +13,7 @@
 //! sets, joined as bags.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::cell::Cell;
 use std::time::Instant;
 
 use oxrdf::{Term, TermRef, Variable};
@@ -344,6 +345,33 @@ impl PathGroup {
         None
     }
 
+    /// Whether [`evaluate_group_in_batches`] can evaluate the group a batch of subjects
+    /// at a time: one path pattern between two distinct variables in the default graph,
+    /// with only projections and slices around it (nothing that needs every row at once).
+    pub fn streams(&self) -> bool {
+        self.streamed_pattern().is_some()
+    }
+
+    /// The pattern of a group that [`PathGroup::streams`], and its subject variable.
+    fn streamed_pattern(&self) -> Option<(&GroupPattern, String)> {
+        let [p] = self.patterns.as_slice() else {
+            return None;
+        };
+        let alone = self.values.is_empty() && self.graphs.is_empty() && self.subqueries.is_empty();
+        let modifiers = self
+            .modifiers
+            .iter()
+            .all(|m| matches!(m, Modifier::Project(_) | Modifier::Slice { .. }));
+        match (&p.subject, &p.predicate, &p.object, &p.graph) {
+            (TermPattern::Variable(s), GroupPredicate::Path(_), TermPattern::Variable(o), None)
+                if s != o && alone && modifiers =>
+            {
+                Some((p, s.as_str().to_owned()))
+            }
+            _ => None,
+        }
+    }
+
     /// The variables the group binds, in order of appearance.
     pub fn variables(&self) -> Vec<Variable> {
         let mut out: Vec<Variable> = Vec::new();
@@ -473,15 +501,97 @@ pub struct GraphScope {
     pub named: Option<Vec<u32>>,
 }
 
+/// One solution of a group: a term id (or none: unbound) per column.
+pub type IdRow = Vec<Option<u32>>;
+
 /// A group's solutions as rows of term ids.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct GroupSolutions {
     /// Column names.
     pub variables: Vec<Variable>,
     /// One id (or none: unbound) per variable, duplicates kept.
-    pub rows: Vec<Vec<Option<u32>>>,
+    pub rows: IdRows,
     /// The terms of ids from [`QUERY_TERM_BASE`] up, in order.
     pub query_terms: Vec<Term>,
+}
+
+/// What an evaluation that runs apart from its reader sends it, in order: batches of
+/// rows, then its end or its failure.
+#[derive(Debug)]
+pub enum RowBatch {
+    /// More rows.
+    Rows(Vec<IdRow>),
+    /// The answer is complete.
+    End,
+    /// The evaluation failed: the rows sent are not the whole answer.
+    Failed(SparqlError),
+}
+
+/// A group's rows as they come: all at hand, or batch by batch from an evaluation that
+/// runs on while they are read ([`IdRows::batches`]), so that memory holds a few batches
+/// rather than the answer. An evaluation that stops without saying it ended is an error,
+/// never a complete-looking answer.
+#[derive(Debug)]
+pub struct IdRows {
+    batch: std::vec::IntoIter<IdRow>,
+    more: Option<std::sync::mpsc::Receiver<RowBatch>>,
+}
+
+impl IdRows {
+    /// Rows all at hand.
+    pub fn whole(rows: Vec<IdRow>) -> IdRows {
+        IdRows {
+            batch: rows.into_iter(),
+            more: None,
+        }
+    }
+
+    /// Rows that arrive in batches through `receiver`.
+    pub fn batches(receiver: std::sync::mpsc::Receiver<RowBatch>) -> IdRows {
+        IdRows {
+            batch: Vec::new().into_iter(),
+            more: Some(receiver),
+        }
+    }
+
+    /// Every row, read to the end.
+    pub fn collect_all(self) -> Result<Vec<IdRow>, SparqlError> {
+        self.collect()
+    }
+}
+
+impl From<Vec<IdRow>> for IdRows {
+    fn from(rows: Vec<IdRow>) -> IdRows {
+        IdRows::whole(rows)
+    }
+}
+
+impl Iterator for IdRows {
+    type Item = Result<IdRow, SparqlError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(row) = self.batch.next() {
+                return Some(Ok(row));
+            }
+            let received = self.more.as_ref()?.recv();
+            match received {
+                Ok(RowBatch::Rows(rows)) => self.batch = rows.into_iter(),
+                Ok(RowBatch::End) => {
+                    self.more = None;
+                    return None;
+                }
+                Ok(RowBatch::Failed(e)) => {
+                    self.more = None;
+                    return Some(Err(e));
+                }
+                Err(_) => {
+                    self.more = None;
+                    return Some(Err(SparqlError::Interrupted));
+                }
+            }
+        }
+    }
 }
 
 impl GroupSolutions {
@@ -538,7 +648,7 @@ impl GroupSolutions {
             term(id).ok_or(SparqlError::MissingTerm(id))
         };
         let (mut failed, mut count) = (false, 0usize);
-        let rows = rows.into_iter().map_while(move |row| {
+        let rows = rows.map_while(move |row| {
             if failed {
                 return None;
             }
@@ -548,7 +658,7 @@ impl GroupSolutions {
             } else {
                 Ok(())
             };
-            let row = on_time.and_then(|()| {
+            let row = on_time.and(row).and_then(|row| {
                 row.into_iter()
                     .map(|id| id.map(&mut cell).transpose())
                     .collect::<Result<Vec<_>, _>>()
@@ -582,7 +692,7 @@ impl GroupSolutions {
 /// let group = PathGroup::from_pattern(&inner).unwrap();
 /// let engine = CpuEngine::new();
 /// let rows = evaluate_group(&engine, &d, &GraphScope::default(), &group, &PerQueryProvider(&engine), None).unwrap();
-/// assert_eq!(rows.rows.len(), 2);
+/// assert_eq!(rows.rows.collect_all().unwrap().len(), 2);
 /// ```
 pub fn evaluate_group<'a, E: Engine>(
     engine: &'a E,
@@ -600,7 +710,7 @@ pub fn evaluate_group<'a, E: Engine>(
         query_terms: Default::default(),
         provider: relations,
         relations: Default::default(),
-        limit: group.rows_needed(),
+        limit: Cell::new(group.rows_needed()),
     };
     if let Some(sub) = group.subqueries.first() {
         return Err(SparqlError::Unsupported(format!(
@@ -631,9 +741,221 @@ pub fn evaluate_group<'a, E: Engine>(
     }
     Ok(GroupSolutions {
         variables: group.columns(),
-        rows: table.rows,
+        rows: IdRows::whole(table.rows),
         query_terms: ctx.query_terms.into_inner().0,
     })
+}
+
+/// Rows the first, whole-answer attempt of [`evaluate_group_in_batches`] may find before
+/// the answer counts as large and is computed a batch of subjects at a time instead.
+const WHOLE_ANSWER_ROWS: u64 = 1 << 18;
+
+/// Rows a batch of subjects aims at (about 130 bytes each while it is computed).
+const BATCH_ROWS: u64 = 1 << 18;
+
+/// Subjects of the first batch: one, as one subject may reach the whole graph.
+const FIRST_BATCH_SUBJECTS: usize = 1;
+
+/// How much larger one batch of subjects may be than the one before: the rows per
+/// subject vary, and a batch sized from a sparse one may meet dense ones.
+const BATCH_GROWTH: u64 = 4;
+
+/// Evaluates a group that [`PathGroup::streams`] as [`evaluate_group`] does, handing its
+/// rows (the group's [`PathGroup::columns`]) to `sink` a batch at a time; `sink` returns
+/// `false` once it wants no more. The answer is first computed whole when its path stops
+/// at a row limit and the answer is small; else a batch of subjects at a time, each batch
+/// sized from the rows per subject found so far, so that memory holds one batch's rows.
+/// The subjects partition the answer: every solution comes from exactly one batch.
+pub fn evaluate_group_in_batches<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &GraphScope,
+    group: &PathGroup,
+    relations: &'a dyn RelationProvider<'a, E>,
+    deadline: Option<Instant>,
+    sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
+) -> Result<(), SparqlError> {
+    let sizes = BatchSizes {
+        whole_answer: WHOLE_ANSWER_ROWS,
+        batch: BATCH_ROWS,
+    };
+    in_batches(
+        engine, dataset, scope, group, relations, deadline, sizes, sink,
+    )
+}
+
+/// How [`in_batches`] cuts an answer: rows of a first whole-answer attempt, and rows a
+/// batch of subjects aims at.
+#[derive(Clone, Copy, Debug)]
+struct BatchSizes {
+    whole_answer: u64,
+    batch: u64,
+}
+
+/// [`evaluate_group_in_batches`] with these `sizes`.
+#[allow(clippy::too_many_arguments)]
+fn in_batches<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &GraphScope,
+    group: &PathGroup,
+    relations: &'a dyn RelationProvider<'a, E>,
+    deadline: Option<Instant>,
+    sizes: BatchSizes,
+    sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
+) -> Result<(), SparqlError> {
+    let Some((pattern, subject)) = group.streamed_pattern() else {
+        return Err(SparqlError::Unsupported(
+            "a group that is not one path pattern between two variables".into(),
+        ));
+    };
+    let ctx = Context {
+        engine,
+        dataset,
+        scope,
+        deadline: Deadline(deadline),
+        query_terms: Default::default(),
+        provider: relations,
+        relations: Default::default(),
+        limit: Cell::new(None),
+    };
+    let Some(graph) = ctx.default_active().and_then(|a| ctx.graph(a)) else {
+        return Ok(());
+    };
+    let columns = group.variables();
+    let needed = group.rows_needed().unwrap_or(u64::MAX);
+    let mut around = Modifiers::new(columns.clone(), &group.modifiers);
+    let mut emit = |table: Table| -> bool {
+        let rows = around.apply(project(&table, &columns).rows);
+        (rows.is_empty() || sink(rows)) && !around.done()
+    };
+
+    // A path that stops at a limit tries the whole answer first: a small one comes in
+    // one evaluation, as it would without batches.
+    let GroupPredicate::Path(expr) = &pattern.predicate else {
+        unreachable!("a streamed pattern has a path")
+    };
+    let resolve = |iri: &str| {
+        dataset
+            .dictionary()
+            .id(oxrdf::NamedNodeRef::new_unchecked(iri).into())
+    };
+    if stops_at_limit(&parse_path_expr(expr, resolve)) {
+        let limit = needed.min(sizes.whole_answer + 1);
+        let whole = ctx.with_limit(Some(limit)).pattern(pattern, None)?;
+        if (whole.rows.len() as u64) < limit || limit == needed {
+            emit(whole);
+            return Ok(());
+        }
+    }
+
+    let mut subjects = graph.nodes().iter();
+    let mut batch = FIRST_BATCH_SUBJECTS;
+    let mut produced = 0u64;
+    loop {
+        ctx.deadline.check()?;
+        let ids: Vec<IdRow> = subjects
+            .by_ref()
+            .take(batch)
+            .map(|x| vec![Some(x)])
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let taken = ids.len();
+        let bound = Table {
+            vars: vec![subject.clone()],
+            rows: ids,
+        };
+        let rest = needed.saturating_sub(produced);
+        let found = ctx
+            .with_limit((rest != u64::MAX).then_some(rest))
+            .pattern(pattern, Some(&bound))?;
+        let rows = found.rows.len() as u64;
+        produced = produced.saturating_add(rows);
+        if !emit(found) || produced >= needed {
+            return Ok(());
+        }
+        // The next batch: as many subjects as this one's rows per subject ask for.
+        let wanted = (taken as u64).saturating_mul(sizes.batch) / rows.max(1);
+        batch = (wanted.min(taken as u64 * BATCH_GROWTH) as usize).clamp(1, 1 << 20);
+    }
+}
+
+/// Whether a path's evaluation stops once it has found a given number of pairs: a
+/// closure or a link, under inverses (see [`super::semantics`]).
+fn stops_at_limit(path: &Path) -> bool {
+    match path {
+        Path::Inverse(p) => stops_at_limit(p),
+        Path::Link(_) => true,
+        p => super::semantics::is_closure(p),
+    }
+}
+
+/// The projections and slices around a streamed group, applied batch after batch.
+struct Modifiers<'m> {
+    /// The group's variables: the columns of the rows [`Modifiers::apply`] takes.
+    variables: Vec<Variable>,
+    steps: Vec<Step<'m>>,
+}
+
+/// One modifier, a slice with the rows it has still to skip and to keep.
+enum Step<'m> {
+    Project(&'m [Variable]),
+    Slice { skip: usize, keep: Option<usize> },
+}
+
+impl<'m> Modifiers<'m> {
+    fn new(variables: Vec<Variable>, modifiers: &'m [Modifier]) -> Self {
+        let steps = modifiers
+            .iter()
+            .filter_map(|m| match m {
+                Modifier::Project(vars) => Some(Step::Project(vars)),
+                Modifier::Slice { start, length } => Some(Step::Slice {
+                    skip: *start,
+                    keep: *length,
+                }),
+                Modifier::Distinct | Modifier::Group(..) => None,
+            })
+            .collect();
+        Modifiers { variables, steps }
+    }
+
+    /// One batch's rows (in the group's variables) through every modifier.
+    fn apply(&mut self, mut rows: Vec<IdRow>) -> Vec<IdRow> {
+        let mut current: &[Variable] = &self.variables;
+        for step in &mut self.steps {
+            match step {
+                Step::Project(to) => {
+                    let from: Vec<Option<usize>> = to
+                        .iter()
+                        .map(|v| current.iter().position(|c| c == v))
+                        .collect();
+                    for row in &mut rows {
+                        *row = from.iter().map(|c| c.and_then(|c| row[c])).collect();
+                    }
+                    current = to;
+                }
+                Step::Slice { skip, keep } => {
+                    let skipped = (*skip).min(rows.len());
+                    rows.drain(..skipped);
+                    *skip -= skipped;
+                    if let Some(k) = keep {
+                        rows.truncate(*k);
+                        *k -= rows.len();
+                    }
+                }
+            }
+        }
+        rows
+    }
+
+    /// Whether no more rows can pass.
+    fn done(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s, Step::Slice { keep: Some(0), .. }))
+    }
 }
 
 impl<'a, E: Engine> Context<'a, '_, E> {
@@ -849,10 +1171,10 @@ pub fn explain_group(dataset: &dyn PathDataset, scope: &GraphScope, group: &Path
         query_terms: Default::default(),
         provider: &provider,
         relations: Default::default(),
-        limit: group.rows_needed(),
+        limit: Cell::new(group.rows_needed()),
     };
     let mut out = String::new();
-    if let Some(n) = ctx.limit {
+    if let Some(n) = ctx.limit.get() {
         let _ = writeln!(
             out,
             "stops at {n} rows: the lone path pattern's fixed point ends there"
@@ -959,9 +1281,6 @@ fn project(table: &Table, vars: &[Variable]) -> Table {
     }
 }
 
-/// One solution: a term id (or unbound) per variable of its table.
-type IdRow = Vec<Option<u32>>;
-
 /// Solutions as id rows.
 #[derive(Clone, Debug, Default)]
 struct Table {
@@ -1039,10 +1358,16 @@ struct Context<'a, 's, E: Engine> {
     relations: std::cell::RefCell<HashMap<Option<u32>, Box<dyn RelationSource<E> + 'a>>>,
     /// Rows enough for the group ([`PathGroup::rows_needed`]): its lone path pattern may
     /// stop there.
-    limit: Option<u64>,
+    limit: Cell<Option<u64>>,
 }
 
 impl<'a, E: Engine> Context<'a, '_, E> {
+    /// The context with its lone path pattern stopping at `limit` rows from now on.
+    fn with_limit(&self, limit: Option<u64>) -> &Self {
+        self.limit.set(limit);
+        self
+    }
+
     fn id(&self, term: TermRef<'_>) -> u32 {
         if let Some(id) = self.dataset.dictionary().id(term) {
             return id;
@@ -1303,7 +1628,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                 let d = self.dataset.dictionary();
                 let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
                 let path = parse_path_expr(path, resolve);
-                self.path(&s, &path, &o, active, bound, self.limit)
+                self.path(&s, &path, &o, active, bound, self.limit.get())
             }
             GroupPredicate::Variable(pv) => self.any_predicate(&s, pv, &o, active, bound),
         }
@@ -1544,4 +1869,207 @@ fn union(l: Table, r: Table) -> Table {
         }
     }
     Table { vars, rows }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cpu::CpuEngine;
+    use crate::sparql::MemoryDataset;
+    use oxrdf::{GraphName, NamedNode, Quad};
+    use proptest::prelude::*;
+
+    fn iri(s: &str) -> NamedNode {
+        NamedNode::new(format!("http://e/{s}")).unwrap()
+    }
+
+    fn dataset(edges: &[(u8, u8, u8)]) -> MemoryDataset {
+        let quads: Vec<Quad> = edges
+            .iter()
+            .map(|&(s, p, o)| {
+                let p = if p % 2 == 0 { "p" } else { "q" };
+                Quad::new(
+                    iri(&s.to_string()),
+                    iri(p),
+                    iri(&o.to_string()),
+                    GraphName::DefaultGraph,
+                )
+            })
+            .collect();
+        MemoryDataset::from_quads(quads.iter().map(|q| q.as_ref()))
+    }
+
+    fn group(query: &str) -> PathGroup {
+        let q = spargebra::SparqlParser::new().parse_query(query).unwrap();
+        let spargebra::Query::Select { pattern, .. } = q else {
+            unreachable!()
+        };
+        let mut modifiers = Vec::new();
+        let mut pattern = pattern;
+        // The rewrite pushes the query's projection and slice into the group.
+        loop {
+            match pattern {
+                GraphPattern::Project { inner, variables } => {
+                    modifiers.push(Modifier::Project(variables));
+                    pattern = *inner;
+                }
+                GraphPattern::Slice {
+                    inner,
+                    start,
+                    length,
+                } => {
+                    modifiers.push(Modifier::Slice { start, length });
+                    pattern = *inner;
+                }
+                p => {
+                    let mut g = PathGroup::from_pattern(&p).unwrap();
+                    modifiers.reverse();
+                    g.modifiers = modifiers;
+                    return g;
+                }
+            }
+        }
+    }
+
+    fn whole(d: &MemoryDataset, g: &PathGroup) -> Vec<IdRow> {
+        let engine = CpuEngine::new();
+        let provider = PerQueryProvider(&engine);
+        let s = evaluate_group(&engine, d, &GraphScope::default(), g, &provider, None).unwrap();
+        s.rows.collect_all().unwrap()
+    }
+
+    fn batched(d: &MemoryDataset, g: &PathGroup, sizes: BatchSizes) -> (Vec<IdRow>, usize) {
+        let engine = CpuEngine::new();
+        let provider = PerQueryProvider(&engine);
+        let (mut rows, mut batches) = (Vec::new(), 0);
+        in_batches(
+            &engine,
+            d,
+            &GraphScope::default(),
+            g,
+            &provider,
+            None,
+            sizes,
+            &mut |b| {
+                batches += 1;
+                rows.extend(b);
+                true
+            },
+        )
+        .unwrap();
+        (rows, batches)
+    }
+
+    fn sorted(mut rows: Vec<IdRow>) -> Vec<IdRow> {
+        rows.sort_unstable();
+        rows
+    }
+
+    const PATHS: [&str; 8] = [
+        "<http://e/p>+",
+        "<http://e/p>*",
+        "(<http://e/p>|^<http://e/q>)*",
+        "(<http://e/p>/<http://e/q>)*",
+        "<http://e/p>|^<http://e/q>",
+        "^<http://e/p>",
+        "!(<http://e/q>)",
+        "<http://e/p>?",
+    ];
+
+    proptest! {
+        #[test]
+        fn batches_of_subjects_give_the_whole_answer(
+            edges in proptest::collection::vec((0u8..24, 0u8..2, 0u8..24), 0..60),
+            path in 0usize..PATHS.len(),
+            whole_answer in 0u64..6,
+            batch in 1u64..8,
+        ) {
+            let d = dataset(&edges);
+            let g = group(&format!("SELECT * WHERE {{ ?x {} ?y }}", PATHS[path]));
+            prop_assert!(g.streams());
+            let (rows, _) = batched(&d, &g, BatchSizes { whole_answer, batch });
+            prop_assert_eq!(sorted(rows), sorted(whole(&d, &g)));
+        }
+
+        #[test]
+        fn slices_and_projections_cut_the_batches_as_the_whole(
+            edges in proptest::collection::vec((0u8..16, 0u8..2, 0u8..16), 0..40),
+            path in 0usize..PATHS.len(),
+            offset in 0usize..5,
+            limit in 0usize..30,
+        ) {
+            let d = dataset(&edges);
+            let q = format!("SELECT ?y WHERE {{ ?x {} ?y }} OFFSET {offset} LIMIT {limit}", PATHS[path]);
+            let g = group(&q);
+            prop_assert!(g.streams());
+            let full = whole(&d, &group(&format!("SELECT ?y WHERE {{ ?x {} ?y }}", PATHS[path])));
+            let (rows, _) = batched(&d, &g, BatchSizes { whole_answer: 2, batch: 3 });
+            // Any rows of the bag will do, as many as the slice leaves.
+            prop_assert_eq!(rows.len(), full.len().saturating_sub(offset).min(limit));
+            let mut left = sorted(full);
+            for r in rows {
+                let i = left.binary_search(&r);
+                prop_assert!(i.is_ok(), "{:?} is not an answer", r);
+                left.remove(i.unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_answer_comes_in_several_batches() {
+        // A chain of 40 nodes: p+ holds 780 pairs.
+        let edges: Vec<(u8, u8, u8)> = (0..40).map(|i| (i, 0, i + 1)).collect();
+        let d = dataset(&edges);
+        let g = group("SELECT * WHERE { ?x <http://e/p>+ ?y }");
+        let (rows, batches) = batched(
+            &d,
+            &g,
+            BatchSizes {
+                whole_answer: 100,
+                batch: 50,
+            },
+        );
+        assert!(batches > 3, "{batches} batches");
+        assert_eq!(sorted(rows), sorted(whole(&d, &g)));
+        // A small answer comes whole, in one evaluation.
+        let (_, batches) = batched(
+            &d,
+            &g,
+            BatchSizes {
+                whole_answer: 10_000,
+                batch: 50,
+            },
+        );
+        assert_eq!(batches, 1);
+    }
+
+    #[test]
+    fn only_lone_paths_between_two_variables_stream() {
+        assert!(group("SELECT * WHERE { ?x <http://e/p>+ ?y }").streams());
+        assert!(!group("SELECT * WHERE { ?x <http://e/p>+ ?x }").streams());
+        assert!(!group("SELECT * WHERE { <http://e/a> <http://e/p>+ ?y }").streams());
+        assert!(!group("SELECT * WHERE { ?x <http://e/p>+ ?y . ?y <http://e/q> ?z }").streams());
+        // The parser makes a sequence a join through a fresh variable.
+        assert!(!group("SELECT * WHERE { ?x <http://e/p>/<http://e/q> ?y }").streams());
+        assert!(
+            !group("SELECT * WHERE { VALUES ?x { <http://e/a> } ?x <http://e/p>+ ?y }").streams()
+        );
+    }
+
+    #[test]
+    fn rows_whose_sender_stops_early_are_an_error() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        tx.send(RowBatch::Rows(vec![vec![Some(1)]])).unwrap();
+        drop(tx);
+        let rows: Vec<_> = IdRows::batches(rx).collect();
+        assert_eq!(rows.len(), 2);
+        assert!(matches!(rows[1], Err(SparqlError::Interrupted)));
+        let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        tx.send(RowBatch::Rows(vec![vec![Some(1)]])).unwrap();
+        tx.send(RowBatch::End).unwrap();
+        assert_eq!(
+            IdRows::batches(rx).collect_all().unwrap(),
+            vec![vec![Some(1)]]
+        );
+    }
 }

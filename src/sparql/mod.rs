@@ -17,7 +17,7 @@ pub mod store;
 pub mod watchdog;
 
 pub use dataset::{read_quads, MemoryDataset, MemoryDictionary, PathDataset, TermDictionary};
-pub use group::{PerQueryProvider, RelationProvider};
+pub use group::{IdRow, IdRows, PerQueryProvider, RelationProvider, RowBatch};
 pub use results::{write_results, ResultFormat, UnknownFormat, WrittenResults};
 pub use spareval::{
     CancellationToken, QueryEvaluationError, QueryResults, QuerySolution, QuerySolutionIter,
@@ -72,6 +72,10 @@ pub enum SparqlError {
     /// The query ran past its time limit.
     #[error("the query ran past its time limit")]
     Timeout,
+    /// An evaluation that sent its rows in batches stopped without saying it had ended:
+    /// the rows read are not the whole answer.
+    #[error("the path evaluation stopped before its answer was complete")]
+    Interrupted,
     /// Oxigraph's evaluator failed (a path service error arrives wrapped in it).
     #[error(transparent)]
     Evaluation(#[from] spareval::QueryEvaluationError),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k2rpq::database::{Database, QueryOptions};
-use k2rpq::sparql::group::QUERY_TERM_BASE;
+use k2rpq::sparql::group::{IdRow, IdRows, QUERY_TERM_BASE};
 use k2rpq::sparql::rewrite::{wrap_paths_and_small_subqueries_in_service, SERVICE_IRI};
 use k2rpq::sparql::{with_row_limit, QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
@@ -388,7 +388,10 @@ pub type Decoder = Box<dyn Fn(&[u32]) -> Vec<Option<Term>>>;
 /// as on the general route; [`PathRows::next_ids`] and [`PathRows::terms`] let a writer
 /// take the ids instead and decode each distinct one once (use one way or the other).
 pub struct PathRows {
-    rows: std::iter::Take<std::iter::Skip<std::vec::IntoIter<Vec<Option<u32>>>>>,
+    rows: IdRows,
+    /// Rows of `rows` still to skip (the slice's offset), then still to read.
+    skip: usize,
+    left: usize,
     /// For each column of the answer, its column in the service's rows.
     columns: Vec<Option<usize>>,
     /// The terms of ids from [`QUERY_TERM_BASE`] up.
@@ -408,7 +411,7 @@ impl PathRows {
     /// answer column taken from the service column `columns` names (`None`: unbound);
     /// ids from [`QUERY_TERM_BASE`] up are `query_terms`, the others go to `decode`.
     pub fn new(
-        rows: Vec<Vec<Option<u32>>>,
+        rows: IdRows,
         slice: std::ops::Range<usize>,
         columns: Vec<Option<usize>>,
         query_terms: Vec<Term>,
@@ -416,10 +419,9 @@ impl PathRows {
         control: Control,
     ) -> PathRows {
         PathRows {
-            rows: rows
-                .into_iter()
-                .skip(slice.start)
-                .take(slice.end.saturating_sub(slice.start)),
+            rows,
+            skip: slice.start,
+            left: slice.end.saturating_sub(slice.start),
             columns,
             query_terms,
             decode,
@@ -430,20 +432,45 @@ impl PathRows {
         }
     }
 
-    /// Rows not read yet by [`PathRows::next_ids`].
-    pub fn remaining(&self) -> usize {
-        self.rows.len()
+    /// The next service row of the slice, or its evaluation's error.
+    fn next_row(&mut self) -> Option<Result<IdRow, EvaluationError>> {
+        if self.left == 0 {
+            return None;
+        }
+        while self.skip > 0 {
+            self.skip -= 1;
+            if let Err(e) = self.rows.next()? {
+                return Some(Err(self.error(e)));
+            }
+        }
+        let row = self.rows.next()?;
+        self.left -= 1;
+        Some(row.map_err(|e| self.error(e)))
+    }
+
+    /// The endpoint's error for a failure of the rows' evaluation.
+    fn error(&self, e: SparqlError) -> EvaluationError {
+        sparql_error(e, &self.control)
     }
 
     /// Appends the cells of the next `max` rows (or fewer, at the end) to `cells`: an id
-    /// or none per answer column, row after row. Returns the number of rows.
-    pub fn next_ids(&mut self, max: usize, cells: &mut Vec<Option<u32>>) -> usize {
+    /// or none per answer column, row after row. Returns the number of rows (0: the end),
+    /// or the error that ended the evaluation early.
+    pub fn next_ids(
+        &mut self,
+        max: usize,
+        cells: &mut Vec<Option<u32>>,
+    ) -> Result<usize, EvaluationError> {
         let mut n = 0;
-        for row in self.rows.by_ref().take(max) {
+        while n < max {
+            let Some(row) = self.next_row() else {
+                break;
+            };
+            let row = row?;
             cells.extend(self.columns.iter().map(|c| c.and_then(|c| row[c])));
             n += 1;
         }
-        n
+        Ok(n)
     }
 
     /// The terms of `ids` (ascending, as [`Database::terms`] reads them fastest), in
@@ -468,7 +495,13 @@ impl PathRows {
 
     /// Decodes the next batch into `decoded`.
     fn decode_batch(&mut self) -> Result<(), EvaluationError> {
-        let batch: Vec<Vec<Option<u32>>> = self.rows.by_ref().take(DECODE_BATCH).collect();
+        let mut batch: Vec<IdRow> = Vec::with_capacity(DECODE_BATCH);
+        while batch.len() < DECODE_BATCH {
+            match self.next_row() {
+                Some(row) => batch.push(row?),
+                None => break,
+            }
+        }
         let mut ids: Vec<u32> = batch
             .iter()
             .flat_map(|row| self.columns.iter().map(|c| c.and_then(|c| row[c])))

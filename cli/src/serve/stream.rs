@@ -381,29 +381,26 @@ fn write_path_json(
     let mut cells = Vec::with_capacity(PATH_BATCH * keys.len());
     let mut written = 0u64;
     let cut = loop {
-        if rows.remaining() == 0 {
-            break None;
-        }
-        let room = control
-            .row_limit()
-            .map_or(u64::MAX, |limit| limit.saturating_sub(written));
-        if room == 0 {
-            break Some(Cut::Limit(written));
-        }
+        let room = control.row_limit().map_or(usize::MAX, |limit| {
+            usize::try_from(limit.saturating_sub(written)).unwrap_or(usize::MAX)
+        });
         match control.check() {
             Ok(()) => {}
             Err(EvaluationError::Timeout) => break Some(Cut::Timeout),
             Err(e) => return Err(io::Error::other(e.to_string())),
         }
         cells.clear();
-        let batch = rows.next_ids(
-            PATH_BATCH.min(room.try_into().unwrap_or(usize::MAX)),
-            &mut cells,
-        );
+        // One row past the room tells an answer cut at the limit from a whole one.
+        let batch = match rows.next_ids(PATH_BATCH.min(room.saturating_add(1)), &mut cells) {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(EvaluationError::Timeout) => break Some(Cut::Timeout),
+            Err(e) => break Some(Cut::Error(e.to_string())),
+        };
         if let Err(e) = terms.add(&cells, &rows) {
             break Some(Cut::Error(e.to_string()));
         }
-        for i in 0..batch {
+        for i in 0..batch.min(room) {
             // Indexed, not chunked: a query without columns has rows without cells.
             let row = &cells[i * keys.len()..(i + 1) * keys.len()];
             let solution = keys
@@ -415,6 +412,10 @@ fn write_path_json(
                 return Err(e);
             }
             written += 1;
+        }
+        if batch > room {
+            sent.lock().unwrap().rows = written;
+            break Some(Cut::Limit(written));
         }
         sent.lock().unwrap().rows = written;
     };
@@ -534,7 +535,7 @@ mod tests {
                 .collect()
         });
         PathRows::new(
-            rows.to_vec(),
+            rows.to_vec().into(),
             0..usize::MAX,
             columns,
             vec![NamedNode::new_unchecked("http://e/query-term").into()],
