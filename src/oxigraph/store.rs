@@ -687,6 +687,9 @@ impl<'a> K2Transaction<'a> {
             }
             state.1 = now;
         } else {
+            // Only Oxigraph can tell: it identifies typed literals by value ("01" and "1"
+            // as xsd:integer are one term), the dictionary by their lexical form, so an
+            // unknown term does not make the quad absent.
             if self.tx.contains(quad)? == now {
                 return Ok(false);
             }
