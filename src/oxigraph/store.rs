@@ -4,23 +4,19 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indexmap::map::IndexMap;
 use oxigraph::io::{RdfFormat, RdfParser};
-use oxigraph::model::{
-    GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef, Term,
-};
+use oxigraph::model::{GraphName, GraphNameRef, NamedNode, NamedOrBlankNodeRef, Quad, QuadRef};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 use oxigraph::store::{Store, Transaction};
 
 use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
-use super::live::{
-    id_space, GraphKey, Live, PendingTree, QuadIds, SharedDictionary, Snapshot, TreeId,
-};
+use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
 use super::log::{Checkpoint, Log};
 use super::{answer_path_service, execute, path_evaluator, OxigraphError};
 use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
@@ -30,7 +26,7 @@ use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::{PathGraph, PredId, RelKey, RelationSource};
 use crate::sparql::group::RelationProvider;
-use crate::sparql::{MemoryDictionary, PathDataset, TermDictionary};
+use crate::sparql::{MemoryDictionary, PathDataset};
 
 /// Changes a relation's delta holds before the background merge rebuilds its tree.
 pub const DEFAULT_MERGE_THRESHOLD: usize = 1 << 16;
@@ -346,16 +342,17 @@ impl<E: Engine + 'static> K2Store<E> {
             ));
         }
         let dictionary = Arc::clone(self.live().dictionary());
-        let first_fresh = dictionary.read().unwrap_or_else(|e| e.into_inner()).len() as u32;
+        let known = dictionary.read().unwrap_or_else(|e| e.into_inner());
+        let first_fresh = known.len() as u32;
         let mut t = K2Transaction {
             tx: self.store.start_transaction()?,
-            dictionary: &dictionary,
-            fresh: MemoryDictionary::default(),
+            fresh: known.sibling(),
+            dictionary: known,
             first_fresh,
             touched: IndexMap::default(),
         };
         let value = f(&mut t)?;
-        let (tx, terms, ids) = t.finish();
+        let (tx, fresh, ids) = t.finish();
         // k2rpq's side first: the new terms get the next ids (a term numbered for a write
         // that does not commit is never used by a relation).
         if self.take_failure(InjectedFailure::Relations) {
@@ -365,8 +362,8 @@ impl<E: Engine + 'static> K2Store<E> {
         }
         {
             let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
-            for (i, term) in terms.iter().enumerate() {
-                if d.intern(term.as_ref()) != first_fresh + i as u32 {
+            for (i, (key, term)) in fresh.into_keyed_terms().into_iter().enumerate() {
+                if d.intern_key(key, || term) != first_fresh + i as u32 {
                     return Err(OxigraphError::Relations(
                         "the dictionary changed during the write".into(),
                     ));
@@ -639,11 +636,13 @@ fn quad_of(q: QuadIds, term: impl Fn(u32) -> Option<oxrdf::Term>) -> Option<Quad
 /// was present).
 pub struct K2Transaction<'a> {
     tx: Transaction<'a>,
-    /// The store's dictionary. Only a writer adds terms to it and the store's writer lock
-    /// is held, so it does not change during the transaction.
-    dictionary: &'a SharedDictionary,
+    /// The store's dictionary, read-locked once for the whole transaction rather than
+    /// per quad. Only a writer adds terms to it and the store's writer lock is held, so
+    /// no one waits for this lock meanwhile.
+    dictionary: RwLockReadGuard<'a, MemoryDictionary>,
     /// Terms of changes that the dictionary lacks, numbered from `first_fresh` on (kept
-    /// apart so that a write that does not commit leaves the dictionary as it was).
+    /// apart so that a write that does not commit leaves the dictionary as it was). Its
+    /// keys are the dictionary's, so each term is hashed once for both.
     fresh: MemoryDictionary,
     first_fresh: u32,
     /// Per quad touched (by its ids: no owned quad, and a cheap hash), in the order first
@@ -657,19 +656,23 @@ impl<'a> K2Transaction<'a> {
     /// The ids of `quad`'s terms if each is known, to the dictionary or as a term this
     /// transaction numbered (otherwise the quad was never touched).
     fn known_ids(&self, quad: QuadRef<'_>) -> Option<QuadIds> {
-        let d = self.dictionary.read().unwrap_or_else(|e| e.into_inner());
-        QuadIds::of(quad, |t| match d.id(t) {
-            Some(id) => Some(id),
-            None => Some(self.first_fresh + self.fresh.id(t)?),
+        let (d, fresh, first) = (&*self.dictionary, &self.fresh, self.first_fresh);
+        QuadIds::of(quad, |t| {
+            let key = d.key(t);
+            d.id_of_key(key)
+                .or_else(|| Some(first + fresh.id_of_key(key)?))
         })
     }
 
     /// The ids of `quad`'s terms, numbering those known nowhere.
     fn number_ids(&mut self, quad: QuadRef<'_>) -> QuadIds {
-        let d = self.dictionary.read().unwrap_or_else(|e| e.into_inner());
-        let (fresh, first) = (&mut self.fresh, self.first_fresh);
+        let (d, fresh, first) = (&*self.dictionary, &mut self.fresh, self.first_fresh);
         QuadIds::of(quad, |t| {
-            Some(d.id(t).unwrap_or_else(|| first + fresh.intern(t)))
+            let key = d.key(t);
+            Some(
+                d.id_of_key(key)
+                    .unwrap_or_else(|| first + fresh.intern_key(key, || t.into_owned())),
+            )
         })
         .expect("numbering gives every term an id")
     }
@@ -684,6 +687,9 @@ impl<'a> K2Transaction<'a> {
             }
             state.1 = now;
         } else {
+            // Only Oxigraph can tell: it identifies typed literals by value ("01" and "1"
+            // as xsd:integer are one term), the dictionary by their lexical form, so an
+            // unknown term does not make the quad absent.
             if self.tx.contains(quad)? == now {
                 return Ok(false);
             }
@@ -775,17 +781,15 @@ impl<'a> K2Transaction<'a> {
     }
 
     /// The Oxigraph transaction, the terms the dictionary lacks (to number from
-    /// `first_fresh` on, in order) and the net changes, in the order first touched.
-    fn finish(self) -> (Transaction<'a>, Vec<Term>, Vec<(QuadIds, bool)>) {
-        let terms = (0..self.fresh.len() as u32)
-            .filter_map(|id| self.fresh.term(id))
-            .collect();
+    /// `first_fresh` on, in order) and the net changes, in the order first touched. The
+    /// dictionary's read lock is released.
+    fn finish(self) -> (Transaction<'a>, MemoryDictionary, Vec<(QuadIds, bool)>) {
         let changes = self
             .touched
             .into_iter()
             .filter_map(|(q, (before, now))| (before != now).then_some((q, now)))
             .collect();
-        (self.tx, terms, changes)
+        (self.tx, self.fresh, changes)
     }
 }
 

@@ -3,9 +3,10 @@
 //! in-memory [`MemoryDataset`] is built from quads (an Oxigraph `Store`, parsed files).
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, RandomState};
 
 use hashbrown::HashTable;
+use siphasher::sip128::{Hasher128, SipHasher13};
 
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 
@@ -35,14 +36,52 @@ pub trait PathDataset: Sync {
 
 /// A term dictionary in memory.
 ///
-/// Each term is stored once, in id order; the table holds ids and is probed with the
-/// borrowed term, so a lookup allocates nothing (an owned key per lookup cost the
-/// embedding's writes four allocations a quad).
-#[derive(Clone, Default)]
+/// Each term is stored once, in id order. The table holds per term a 128-bit keyed hash
+/// of it (its [`TermKey`]) and its id, and is probed with the key alone: a lookup hashes
+/// the borrowed term once and reads no stored term (comparing stored terms cost two
+/// cache misses a lookup, most of the embedding's dictionary time). Two terms share an
+/// id only if their keys collide, a chance of about `n² / 2¹²⁹` for `n` terms under a
+/// key drawn at random per dictionary (Oxigraph itself identifies strings by a 128-bit
+/// SipHash, unkeyed).
+#[derive(Clone)]
 pub struct MemoryDictionary {
-    ids: HashTable<u32>,
+    ids: HashTable<Slot>,
     terms: Vec<Term>,
-    hasher: RandomState,
+    /// The SipHash key of the terms' keys.
+    sip_key: (u64, u64),
+}
+
+/// A table entry: a term's key (as four words, so that the entry packs in 20 bytes) and
+/// its id.
+#[derive(Clone, Copy)]
+struct Slot {
+    key: [u32; 4],
+    id: u32,
+}
+
+/// A term's key in a [`MemoryDictionary`]: a 128-bit keyed hash of the term. Keys of
+/// one dictionary are valid for the dictionaries made from it by
+/// [`MemoryDictionary::sibling`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TermKey([u32; 4]);
+
+impl TermKey {
+    /// The table's hash: the key's first half (the key is a uniform hash already).
+    fn hash(self) -> u64 {
+        u64::from(self.0[0]) | (u64::from(self.0[1]) << 32)
+    }
+}
+
+impl Default for MemoryDictionary {
+    fn default() -> Self {
+        // Two random words from the standard library's per-process randomness.
+        let random = RandomState::new();
+        MemoryDictionary {
+            ids: HashTable::new(),
+            terms: Vec::new(),
+            sip_key: (random.hash_one(0u8), random.hash_one(1u8)),
+        }
+    }
 }
 
 impl std::fmt::Debug for MemoryDictionary {
@@ -54,24 +93,60 @@ impl std::fmt::Debug for MemoryDictionary {
 }
 
 impl MemoryDictionary {
-    fn find(&self, term: TermRef<'_>, hash: u64) -> Option<u32> {
+    /// An empty dictionary whose keys are this one's: a key computed by either is
+    /// valid in both.
+    pub(crate) fn sibling(&self) -> MemoryDictionary {
+        MemoryDictionary {
+            ids: HashTable::new(),
+            terms: Vec::new(),
+            sip_key: self.sip_key,
+        }
+    }
+
+    /// The key of `term`.
+    pub(crate) fn key(&self, term: TermRef<'_>) -> TermKey {
+        let mut h = SipHasher13::new_with_keys(self.sip_key.0, self.sip_key.1);
+        term.hash(&mut h);
+        let k = h.finish128();
+        TermKey([
+            k.h1 as u32,
+            (k.h1 >> 32) as u32,
+            k.h2 as u32,
+            (k.h2 >> 32) as u32,
+        ])
+    }
+
+    /// The id of the term of `key`, if it is known.
+    pub(crate) fn id_of_key(&self, key: TermKey) -> Option<u32> {
+        self.ids.find(key.hash(), |s| s.key == key.0).map(|s| s.id)
+    }
+
+    /// Returns the id of the term of `key`, giving `term()` the next id if it is new.
+    pub(crate) fn intern_key(&mut self, key: TermKey, term: impl FnOnce() -> Term) -> u32 {
+        if let Some(id) = self.id_of_key(key) {
+            return id;
+        }
+        let id = self.terms.len() as u32;
+        self.terms.push(term());
         self.ids
-            .find(hash, |&id| self.terms[id as usize].as_ref() == term)
-            .copied()
+            .insert_unique(key.hash(), Slot { key: key.0, id }, |s| {
+                TermKey(s.key).hash()
+            });
+        id
+    }
+
+    /// The terms with their keys, in id order.
+    pub(crate) fn into_keyed_terms(self) -> Vec<(TermKey, Term)> {
+        let mut keys = vec![TermKey([0; 4]); self.terms.len()];
+        for s in &self.ids {
+            keys[s.id as usize] = TermKey(s.key);
+        }
+        keys.into_iter().zip(self.terms).collect()
     }
 
     /// Returns the id of `term`, giving it the next id if it is new.
     pub fn intern(&mut self, term: TermRef<'_>) -> u32 {
-        let hash = self.hasher.hash_one(term);
-        if let Some(id) = self.find(term, hash) {
-            return id;
-        }
-        let id = self.terms.len() as u32;
-        self.terms.push(term.into_owned());
-        let (terms, hasher) = (&self.terms, &self.hasher);
-        self.ids
-            .insert_unique(hash, id, |&i| hasher.hash_one(terms[i as usize].as_ref()));
-        id
+        self.intern_key(self.key(term), || term.into_owned())
     }
 
     /// Number of terms.
@@ -87,7 +162,7 @@ impl MemoryDictionary {
 
 impl TermDictionary for MemoryDictionary {
     fn id(&self, term: TermRef<'_>) -> Option<u32> {
-        self.find(term, self.hasher.hash_one(term))
+        self.id_of_key(self.key(term))
     }
     fn term(&self, id: u32) -> Option<Term> {
         self.terms.get(id as usize).cloned()
@@ -228,5 +303,42 @@ impl PathDataset for MemoryDataset {
     }
     fn named_graph(&self, name: u32) -> Option<&dyn PathGraph> {
         self.named.get(&name).map(|g| g as &dyn PathGraph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxrdf::{Literal, NamedNode};
+
+    #[test]
+    fn keys_tell_terms_apart_and_carry_over_to_siblings() {
+        let iri = Term::from(NamedNode::new_unchecked("http://e/a"));
+        // The same string as a literal, and literals differing only in datatype.
+        let plain = Term::from(Literal::new_simple_literal("http://e/a"));
+        let typed = Term::from(Literal::new_typed_literal(
+            "http://e/a",
+            NamedNode::new_unchecked("http://e/t"),
+        ));
+        let mut d = MemoryDictionary::default();
+        assert_eq!(d.intern(iri.as_ref()), 0);
+        assert_eq!(d.intern(plain.as_ref()), 1);
+        assert_eq!(d.intern(typed.as_ref()), 2);
+        assert_eq!(d.intern(plain.as_ref()), 1);
+        assert_eq!(d.id(typed.as_ref()), Some(2));
+        assert_eq!(d.term(1), Some(plain.clone()));
+
+        // Terms numbered apart, then moved in with the keys computed for them.
+        let mut fresh = d.sibling();
+        let b = Term::from(NamedNode::new_unchecked("http://e/b"));
+        let key = d.key(b.as_ref());
+        assert_eq!(d.id_of_key(key), None);
+        assert_eq!(fresh.intern_key(key, || b.clone()), 0);
+        assert_eq!(fresh.id_of_key(key), Some(0));
+        for (key, term) in fresh.into_keyed_terms() {
+            assert_eq!(d.intern_key(key, || term), 3);
+        }
+        assert_eq!(d.id(b.as_ref()), Some(3));
+        assert_eq!(d.len(), 4);
     }
 }
