@@ -29,6 +29,8 @@
 #          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL (PPP_REPEATS
 #          times, default 1), and the
 #          start-up of `query` on each engine with a cold and a warm kernel cache
+#   stream a streaming SELECT of STREAM_ROWS (default 100000000) rows of `?x p+ ?y` on
+#          cnr-2000 on STREAM_ENGINES (default gpu), TSV to /dev/null: time and peak RSS
 #   embedding `k2rpq-bench embedding --quads 200000` three times (a host-only benchmark,
 #          run here for a quiet machine)
 #   endpoint  `k2rpq-bench endpoint` (64 clients, ENDPOINT_SECONDS, default 30) against
@@ -253,6 +255,13 @@ cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)); t3 = time.perf_coun
 print("driver alone: libcuda %.1f ms, cuInit %.1f ms, primary context %.1f ms" % ((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
 PY
         unset K2RPQ_KERNEL_CACHE ;;
+    stream)
+        cnr_store
+        step "streaming SELECT of ${STREAM_ROWS:-100000000} rows of ?x p+ ?y on cnr-2000: time and peak RSS"
+        for e in ${STREAM_ENGINES:-gpu}; do
+            /usr/bin/time -f "$e %e s, %M KB peak RSS" timeout 400 "$k2" query --store "$tmp/cnr.store" --engine "$e" \
+                --format tsv --limit "${STREAM_ROWS:-100000000}" 'SELECT ?x ?y WHERE { ?x <urn:k2rpq:p>+ ?y }' 2>&1 >/dev/null | tail -2
+        done 2>&1 | tee "$out/stream.txt" ;;
     endpoint)
         codex_store
         port_up() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; return 1; }
