@@ -840,10 +840,19 @@ fn in_batches<'a, E: Engine>(
             .dictionary()
             .id(oxrdf::NamedNodeRef::new_unchecked(iri).into())
     };
-    if stops_at_limit(&parse_path_expr(expr, resolve)) {
+    let path = parse_path_expr(expr, resolve);
+    // An answer known to be small comes whole too: batches would scan every subject.
+    let small = rows_at_most(&path, graph) <= sizes.whole_answer;
+    if small || stops_at_limit(&path) {
         let limit = needed.min(sizes.whole_answer + 1);
-        let whole = ctx.with_limit(Some(limit)).pattern(pattern, None)?;
-        if (whole.rows.len() as u64) < limit || limit == needed {
+        let whole = ctx
+            .with_limit(if small {
+                group.rows_needed()
+            } else {
+                Some(limit)
+            })
+            .pattern(pattern, None)?;
+        if small || (whole.rows.len() as u64) < limit || limit == needed {
             emit(whole);
             return Ok(());
         }
@@ -879,6 +888,26 @@ fn in_batches<'a, E: Engine>(
         // The next batch: as many subjects as this one's rows per subject ask for.
         let wanted = (taken as u64).saturating_mul(sizes.batch) / rows.max(1);
         batch = (wanted.min(taken as u64 * BATCH_GROWTH) as usize).clamp(1, 1 << 20);
+    }
+}
+
+/// An upper bound of a path's solutions in `graph` (duplicates counted) from its
+/// relations' edges; `u64::MAX` for a closure, whose pairs the edges do not bound.
+fn rows_at_most(path: &Path, graph: &dyn PathGraph) -> u64 {
+    let edges = |p: u32| graph.relation(p).map_or(0, |t| t.nnz());
+    match path {
+        Path::Link(p) => edges(*p),
+        Path::Inverse(a) => rows_at_most(a, graph),
+        Path::Alternative(a, b) => rows_at_most(a, graph).saturating_add(rows_at_most(b, graph)),
+        Path::Sequence(a, b) => rows_at_most(a, graph).saturating_mul(rows_at_most(b, graph)),
+        // A triple counts at most once forward and once inverse.
+        Path::NegatedSet(_) => graph
+            .predicates()
+            .into_iter()
+            .map(edges)
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(2),
+        Path::ZeroOrMore(_) | Path::OneOrMore(_) | Path::ZeroOrOne(_) => u64::MAX,
     }
 }
 
