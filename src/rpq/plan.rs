@@ -239,6 +239,17 @@ fn fan_out(
     total.min(cap)
 }
 
+/// The nodes a match of `path` can start from as its subject: every graph node when the
+/// path accepts the empty word, else those with an edge for a first symbol.
+pub fn subject_candidates(graph: &dyn PathGraph, path: &Path) -> RoaringBitmap {
+    let forward = Automaton::new(path, false);
+    if forward.accepts_empty() {
+        return graph.nodes().clone();
+    }
+    let relations = resolve(graph, &forward);
+    candidates(graph, &forward, &relations)
+}
+
 /// Nodes that have an edge for some first transition.
 fn candidates(
     graph: &dyn PathGraph,

@@ -760,6 +760,9 @@ const FIRST_BATCH_SUBJECTS: usize = 1;
 /// subject vary, and a batch sized from a sparse one may meet dense ones.
 const BATCH_GROWTH: u64 = 4;
 
+/// How much larger a batch of subjects may be than one that found no rows.
+const EMPTY_BATCH_GROWTH: u64 = 64;
+
 /// Evaluates a group that [`PathGroup::streams`] as [`evaluate_group`] does, handing its
 /// rows (the group's [`PathGroup::columns`]) to `sink` a batch at a time; `sink` returns
 /// `false` once it wants no more. The answer is first computed whole when its path stops
@@ -858,7 +861,8 @@ fn in_batches<'a, E: Engine>(
         }
     }
 
-    let mut subjects = graph.nodes().iter();
+    // Only nodes with an edge for a first step of the path can be subjects.
+    let mut subjects = crate::rpq::subject_candidates(graph, &path).into_iter();
     let mut batch = FIRST_BATCH_SUBJECTS;
     let mut produced = 0u64;
     loop {
@@ -885,9 +889,15 @@ fn in_batches<'a, E: Engine>(
         if !emit(found) || produced >= needed {
             return Ok(());
         }
-        // The next batch: as many subjects as this one's rows per subject ask for.
-        let wanted = (taken as u64).saturating_mul(sizes.batch) / rows.max(1);
-        batch = (wanted.min(taken as u64 * BATCH_GROWTH) as usize).clamp(1, 1 << 20);
+        // The next batch: as many subjects as this one's rows per subject ask for, or
+        // many more after a batch without rows.
+        let wanted = match rows {
+            0 => (taken as u64).saturating_mul(EMPTY_BATCH_GROWTH),
+            _ => {
+                ((taken as u64).saturating_mul(sizes.batch) / rows).min(taken as u64 * BATCH_GROWTH)
+            }
+        };
+        batch = (wanted as usize).clamp(1, 1 << 20);
     }
 }
 
