@@ -37,8 +37,8 @@ use crate::rpq::{
     Share,
 };
 use crate::sparql::group::{
-    evaluate_group, evaluate_group_in_batches, DefaultGraph, GraphScope, GroupSolutions, IdRow,
-    IdRows, PathGroup, RowBatch, ValuesTable,
+    evaluate_group, evaluate_large_group_in_batches, small_streamed_answer, DefaultGraph,
+    GraphScope, GroupSolutions, IdRow, IdRows, PathGroup, RowBatch, ValuesTable,
 };
 use crate::sparql::rewrite::{
     wrap_paths_and_small_subqueries_in_service, wrap_paths_in_service, SERVICE_IRI,
@@ -1082,9 +1082,9 @@ struct PathEngines {
 impl PathEngines {
     /// Evaluates `group` on the least busy GPU, with relations from its cache, when the
     /// relations it reads are large enough (or always, with [`EngineChoice::Gpu`]); else
-    /// on the CPU engine. A group that [`PathGroup::streams`] is evaluated on a thread of
-    /// its own that sends its rows a batch at a time, a few batches ahead of the reader:
-    /// its answer may be larger than memory.
+    /// on the CPU engine. A group that [`PathGroup::streams`] is evaluated here when its
+    /// answer is small, else on a thread of its own that sends its rows a batch at a
+    /// time, a few batches ahead of the reader: its answer may be larger than memory.
     fn evaluate(
         &self,
         group: &PathGroup,
@@ -1092,6 +1092,18 @@ impl PathEngines {
         deadline: Option<Instant>,
     ) -> Result<GroupSolutions, SparqlError> {
         if group.streams() {
+            // A small answer is computed here, whole: a thread of its own and the
+            // hand-over of its rows cost more than it does, most of all where the
+            // scheduler is slow to run the thread on a busy machine.
+            let mut small = None;
+            self.run(group, scope, deadline, Run::Small(&mut small))?;
+            if let Some(rows) = small {
+                return Ok(GroupSolutions {
+                    variables: group.columns(),
+                    rows: IdRows::whole(rows),
+                    query_terms: Vec::new(),
+                });
+            }
             return self.evaluate_in_batches(group, scope, deadline);
         }
         let mut solutions = None;
@@ -1148,6 +1160,8 @@ impl PathEngines {
             &[]
         };
         let on_gpu = gpus.iter().min_by_key(|d| d.busy.load(Ordering::SeqCst));
+        // Batches follow the group's whole-answer attempt, which counted it.
+        let counted = !matches!(run, Run::Batches(_));
         let dataset: &dyn PathDataset = &*self.dataset;
         let done = match on_gpu {
             Some(d) => {
@@ -1158,12 +1172,16 @@ impl PathEngines {
                     config: MatrixConfig::default(),
                 };
                 let engine = d.cache.engine().as_ref();
-                self.runs[1].fetch_add(1, Ordering::Relaxed);
+                if counted {
+                    self.runs[1].fetch_add(1, Ordering::Relaxed);
+                }
                 run.on(engine, dataset, scope, group, &provider, deadline)
             }
             None => {
                 let cpu = CpuEngine::new();
-                self.runs[0].fetch_add(1, Ordering::Relaxed);
+                if counted {
+                    self.runs[0].fetch_add(1, Ordering::Relaxed);
+                }
                 let provider = sparql::PerQueryProvider(&cpu);
                 run.on(&cpu, dataset, scope, group, &provider, deadline)
             }
@@ -1195,7 +1213,11 @@ const BATCHES_AHEAD: usize = 2;
 enum Run<'r> {
     /// All at once, here.
     Whole(&'r mut Option<GroupSolutions>),
-    /// A batch at a time to this sink, which says whether it wants more.
+    /// All at once, here, for a group that [`PathGroup::streams`] and whose answer is
+    /// small; left `None` where it must be computed in batches.
+    Small(&'r mut Option<Vec<IdRow>>),
+    /// A batch at a time to this sink, which says whether it wants more (after
+    /// [`Run::Small`] found the answer large).
     Batches(&'r mut dyn FnMut(Vec<IdRow>) -> bool),
 }
 
@@ -1217,9 +1239,13 @@ impl Run<'_> {
                 )?);
                 Ok(())
             }
-            Run::Batches(sink) => {
-                evaluate_group_in_batches(engine, dataset, scope, group, provider, deadline, sink)
+            Run::Small(out) => {
+                *out = small_streamed_answer(engine, dataset, scope, group, provider, deadline)?;
+                Ok(())
             }
+            Run::Batches(sink) => evaluate_large_group_in_batches(
+                engine, dataset, scope, group, provider, deadline, sink,
+            ),
         }
     }
 }

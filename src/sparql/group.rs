@@ -724,7 +724,7 @@ pub fn evaluate_group<'a, E: Engine>(
     for m in modifiers {
         ctx.deadline.check()?;
         table = match m {
-            Modifier::Project(vars) => project(&table, vars),
+            Modifier::Project(vars) => project(table, vars),
             Modifier::Distinct => {
                 let mut seen = HashSet::default();
                 table.rows.retain(|r| seen.insert(r.clone()));
@@ -783,8 +783,103 @@ pub fn evaluate_group_in_batches<'a, E: Engine>(
         batch: BATCH_ROWS,
     };
     in_batches(
-        engine, dataset, scope, group, relations, deadline, sizes, sink,
+        engine, dataset, scope, group, relations, deadline, sizes, true, sink,
     )
+}
+
+/// The first, whole-answer attempt of [`evaluate_group_in_batches`] on its own: the rows
+/// of a group that [`PathGroup::streams`] when its path stops at a row limit and its
+/// answer is small, else `None`. A caller that streams batches from a thread of its own
+/// can answer a small group here instead, without the thread and the hand-over of rows.
+pub(crate) fn small_streamed_answer<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &GraphScope,
+    group: &PathGroup,
+    relations: &'a dyn RelationProvider<'a, E>,
+    deadline: Option<Instant>,
+) -> Result<Option<Vec<IdRow>>, SparqlError> {
+    let Some((pattern, _)) = group.streamed_pattern() else {
+        return Ok(None);
+    };
+    let ctx = Context {
+        engine,
+        dataset,
+        scope,
+        deadline: Deadline(deadline),
+        query_terms: Default::default(),
+        provider: relations,
+        relations: Default::default(),
+        limit: Cell::new(None),
+    };
+    if ctx.default_active().and_then(|a| ctx.graph(a)).is_none() {
+        return Ok(Some(Vec::new()));
+    }
+    let columns = group.variables();
+    let sizes = BatchSizes {
+        whole_answer: WHOLE_ANSWER_ROWS,
+        batch: BATCH_ROWS,
+    };
+    let Some(whole) = whole_answer(&ctx, group, pattern, sizes)? else {
+        return Ok(None);
+    };
+    let mut around = Modifiers::new(columns.clone(), &group.modifiers);
+    Ok(Some(around.apply(project(whole, &columns).rows)))
+}
+
+/// [`evaluate_group_in_batches`] of a group whose whole-answer attempt
+/// ([`small_streamed_answer`]) found it large: batches of subjects only.
+pub(crate) fn evaluate_large_group_in_batches<'a, E: Engine>(
+    engine: &'a E,
+    dataset: &'a dyn PathDataset,
+    scope: &GraphScope,
+    group: &PathGroup,
+    relations: &'a dyn RelationProvider<'a, E>,
+    deadline: Option<Instant>,
+    sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
+) -> Result<(), SparqlError> {
+    let sizes = BatchSizes {
+        whole_answer: WHOLE_ANSWER_ROWS,
+        batch: BATCH_ROWS,
+    };
+    in_batches(
+        engine, dataset, scope, group, relations, deadline, sizes, false, sink,
+    )
+}
+
+/// The whole answer of a streamed `pattern` of `group`, in one evaluation, when its
+/// relations bound it under `sizes.whole_answer` rows, or when its path stops at a row
+/// limit and it has at most that many rows (or the rows the group needs); else `None`.
+fn whole_answer<E: Engine>(
+    ctx: &Context<'_, '_, E>,
+    group: &PathGroup,
+    pattern: &GroupPattern,
+    sizes: BatchSizes,
+) -> Result<Option<Table>, SparqlError> {
+    let GroupPredicate::Path(expr) = &pattern.predicate else {
+        unreachable!("a streamed pattern has a path")
+    };
+    let d = ctx.dataset.dictionary();
+    let resolve = |iri: &str| d.id(oxrdf::NamedNodeRef::new_unchecked(iri).into());
+    let path = parse_path_expr(expr, resolve);
+    let Some(graph) = ctx.default_active().and_then(|a| ctx.graph(a)) else {
+        return Ok(Some(Table::empty(Vec::new())));
+    };
+    // An answer its relations bound as small comes whole: batches would scan every
+    // subject, where a whole evaluation of an alternative of links reads only cells.
+    if rows_at_most(&path, graph) <= sizes.whole_answer {
+        return ctx
+            .with_limit(group.rows_needed())
+            .pattern(pattern, None)
+            .map(Some);
+    }
+    if !stops_at_limit(&path) {
+        return Ok(None);
+    }
+    let needed = group.rows_needed().unwrap_or(u64::MAX);
+    let limit = needed.min(sizes.whole_answer + 1);
+    let whole = ctx.with_limit(Some(limit)).pattern(pattern, None)?;
+    Ok(((whole.rows.len() as u64) < limit || limit == needed).then_some(whole))
 }
 
 /// How [`in_batches`] cuts an answer: rows of a first whole-answer attempt, and rows a
@@ -805,6 +900,7 @@ fn in_batches<'a, E: Engine>(
     relations: &'a dyn RelationProvider<'a, E>,
     deadline: Option<Instant>,
     sizes: BatchSizes,
+    try_whole: bool,
     sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
 ) -> Result<(), SparqlError> {
     let Some((pattern, subject)) = group.streamed_pattern() else {
@@ -829,12 +925,10 @@ fn in_batches<'a, E: Engine>(
     let needed = group.rows_needed().unwrap_or(u64::MAX);
     let mut around = Modifiers::new(columns.clone(), &group.modifiers);
     let mut emit = |table: Table| -> bool {
-        let rows = around.apply(project(&table, &columns).rows);
+        let rows = around.apply(project(table, &columns).rows);
         (rows.is_empty() || sink(rows)) && !around.done()
     };
 
-    // A path that stops at a limit tries the whole answer first: a small one comes in
-    // one evaluation, as it would without batches.
     let GroupPredicate::Path(expr) = &pattern.predicate else {
         unreachable!("a streamed pattern has a path")
     };
@@ -844,18 +938,10 @@ fn in_batches<'a, E: Engine>(
             .id(oxrdf::NamedNodeRef::new_unchecked(iri).into())
     };
     let path = parse_path_expr(expr, resolve);
-    // An answer known to be small comes whole too: batches would scan every subject.
-    let small = rows_at_most(&path, graph) <= sizes.whole_answer;
-    if small || stops_at_limit(&path) {
-        let limit = needed.min(sizes.whole_answer + 1);
-        let whole = ctx
-            .with_limit(if small {
-                group.rows_needed()
-            } else {
-                Some(limit)
-            })
-            .pattern(pattern, None)?;
-        if small || (whole.rows.len() as u64) < limit || limit == needed {
+    // A small answer comes in one evaluation, as it would without batches (unless the
+    // caller tried that already).
+    if try_whole {
+        if let Some(whole) = whole_answer(&ctx, group, pattern, sizes)? {
             emit(whole);
             return Ok(());
         }
@@ -1006,11 +1092,11 @@ impl<'a, E: Engine> Context<'a, '_, E> {
         let mut table = Table::unit();
         for v in &group.values {
             let t = ctx.values(v);
-            table = join(&table, &t, ctx.deadline)?;
+            table = join(table, t, ctx.deadline)?;
         }
         for g in &group.graphs {
             let t = ctx.graph_names(g);
-            table = join(&table, &t, ctx.deadline)?;
+            table = join(table, t, ctx.deadline)?;
         }
         let mut left: Vec<&GroupPattern> = group.patterns.iter().collect();
         while !left.is_empty() {
@@ -1018,10 +1104,10 @@ impl<'a, E: Engine> Context<'a, '_, E> {
             let next = ctx.pick(&left, &|v| table.col(v).is_some());
             let p = left.remove(next);
             let t = ctx.pattern(p, Some(&table))?;
-            table = join(&table, &t, ctx.deadline)?;
+            table = join(table, t, ctx.deadline)?;
         }
         let variables = group.variables();
-        Ok(project(&table, &variables))
+        Ok(project(table, &variables))
     }
 
     /// The first modifier of a group that counts the solutions of one path pattern (with
@@ -1308,8 +1394,12 @@ pub fn explain_group(dataset: &dyn PathDataset, scope: &GraphScope, group: &Path
 }
 
 /// The columns `vars` of `table`, in that order (unbound where it has none).
-fn project(table: &Table, vars: &[Variable]) -> Table {
+fn project(table: Table, vars: &[Variable]) -> Table {
     let cols: Vec<Option<usize>> = vars.iter().map(|v| table.col(v.as_str())).collect();
+    // Columns already in that order: the rows stay as they are, not copied.
+    if cols.len() == table.vars.len() && cols.iter().enumerate().all(|(i, c)| *c == Some(i)) {
+        return table;
+    }
     Table {
         vars: vars.iter().map(|v| v.as_str().to_owned()).collect(),
         rows: table
@@ -1536,6 +1626,10 @@ impl<'a, E: Engine> Context<'a, '_, E> {
     /// variable `bound` by the solutions so far), single predicates before paths, then
     /// the one reading the fewest edges ([`Context::edges`]), then the first.
     fn pick(&self, left: &[&GroupPattern], bound: &dyn Fn(&str) -> bool) -> usize {
+        // A lone pattern needs no score, whose edge count translates its path.
+        if left.len() == 1 {
+            return 0;
+        }
         let fixed = |t: &TermPattern| match t {
             TermPattern::Variable(v) => bound(v.as_str()),
             _ => true,
@@ -1622,7 +1716,7 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                         rows: vec![vec![Some(g)]],
                     };
                     let t = self.in_graph(p, Active::Named(g), bound)?;
-                    out = union(out, join(&graph_row, &t, self.deadline)?);
+                    out = union(out, join(graph_row, t, self.deadline)?);
                 }
                 if out.vars.is_empty() {
                     let mut vars = vec![v.as_str().to_owned()];
@@ -1802,8 +1896,11 @@ impl<'a, E: Engine> Context<'a, '_, E> {
                         row.push(Some(y));
                     }
                 }
-                for _ in 0..m {
+                for _ in 1..m {
                     out.rows.push(row.clone());
+                }
+                if m > 0 {
+                    out.rows.push(row);
                 }
                 if out.rows.len() >= next_check {
                     self.deadline.check()?;
@@ -1820,13 +1917,15 @@ const ROWS_PER_CHECK: usize = 1 << 16;
 
 /// Hash join of two bags of solutions (compatible rows merge; unbound values match
 /// anything), stopped at `deadline`.
-fn join(l: &Table, r: &Table, deadline: Deadline) -> Result<Table, SparqlError> {
+fn join(l: Table, r: Table, deadline: Deadline) -> Result<Table, SparqlError> {
+    // The unit table is the identity: the other side is the answer, moved, not copied.
     if l.vars.is_empty() && l.rows.len() == 1 {
-        return Ok(r.clone());
+        return Ok(r);
     }
     if r.vars.is_empty() && r.rows.len() == 1 {
-        return Ok(l.clone());
+        return Ok(l);
     }
+    let (l, r) = (&l, &r);
     let mut vars = l.vars.clone();
     let mut r_only = Vec::new();
     for (i, v) in r.vars.iter().enumerate() {
@@ -1989,6 +2088,7 @@ mod tests {
             &provider,
             None,
             sizes,
+            true,
             &mut |b| {
                 batches += 1;
                 rows.extend(b);

@@ -255,16 +255,15 @@ impl<E: Engine> Evaluator<'_, '_, E> {
     /// One solution per edge of `p` between the endpoints (`inverse`: object to subject);
     /// with both ends free, the first `limit` edges only.
     fn link(&self, p: u32, s: &Nodes, o: &Nodes, inverse: bool, limit: Option<u64>) -> Bag {
-        let mut out = Bag::default();
         let Some(t) = self.graph.relation(p) else {
-            return out;
+            return Bag::default();
         };
         // In tree coordinates (row = triple subject): `inverse` swaps the ends.
         let (rs, ro) = if inverse { (o, s) } else { (s, o) };
-        let mut push = |r: u32, c: u32| {
-            let k = if inverse { (c, r) } else { (r, c) };
-            *out.entry(k).or_insert(0) += 1;
-        };
+        // Each cell is read once, so every pair is distinct: they are listed first and
+        // the bag is built at its final size, without rehashing as it grows.
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut push = |r: u32, c: u32| pairs.push(if inverse { (c, r) } else { (r, c) });
         let rows = |set: &[u32], other: &Nodes, push: &mut dyn FnMut(u32, u32)| {
             for &r in set.iter().filter(|&&r| self.in_space(r)) {
                 for_each_in_line(&t, false, r, |c| {
@@ -309,6 +308,10 @@ impl<E: Engine> Evaluator<'_, '_, E> {
                     }
                 }
             },
+        }
+        let mut out = Bag::with_capacity_and_hasher(pairs.len(), Default::default());
+        for k in pairs {
+            *out.entry(k).or_insert(0) += 1;
         }
         out
     }
@@ -490,22 +493,24 @@ impl<E: Engine> Evaluator<'_, '_, E> {
             return Ok(swap(self.sequence(&ia, &ib, o, s)?));
         }
         let first = self.eval(a, s, &Nodes::Any)?;
-        let mut by_middle: HashMap<u32, Vec<(u32, u64)>> = HashMap::default();
-        for ((x, m), c) in first {
-            by_middle.entry(m).or_default().push((x, c));
+        if first.is_empty() {
+            return Ok(Bag::default());
         }
-        let mut out = Bag::default();
-        if by_middle.is_empty() {
-            return Ok(out);
-        }
+        // The first side's solutions sorted by middle node, each middle's a run: one
+        // allocation, where a map of lists paid one per middle node (most of a short
+        // sequence's time).
+        let mut by_middle: Vec<(u32, u32, u64)> =
+            first.into_iter().map(|((x, m), c)| (m, x, c)).collect();
+        by_middle.sort_unstable_by_key(|&(m, _, _)| m);
+        let mut middles: Vec<u32> = by_middle.iter().map(|&(m, _, _)| m).collect();
+        middles.dedup();
         self.deadline.check()?;
-        let middles = Nodes::of(by_middle.keys().copied().collect());
-        let second = self.eval(b, &middles, o)?;
+        let second = self.eval(b, &Nodes::Set(middles), o)?;
+        let mut out = Bag::with_capacity_and_hasher(second.len(), Default::default());
         for ((m, y), c2) in second {
-            if let Some(starts) = by_middle.get(&m) {
-                for &(x, c1) in starts {
-                    *out.entry((x, y)).or_insert(0) += c1 * c2;
-                }
+            let from = by_middle.partition_point(|&(k, _, _)| k < m);
+            for &(_, x, c1) in by_middle[from..].iter().take_while(|&&(k, _, _)| k == m) {
+                *out.entry((x, y)).or_insert(0) += c1 * c2;
             }
         }
         Ok(out)

@@ -14,11 +14,11 @@
 //! scan streams: cells come out of a depth-first descent as they are asked for, and no
 //! relation is materialised to answer a pattern.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use oxrdf::Term;
+use rustc_hash::FxHashMap;
 use spareval::{ExpressionTerm, InternalQuad, QueryableDataset};
 
 use super::SparqlError;
@@ -129,8 +129,9 @@ pub struct StoreQuads {
     named: Arc<[(u32, GraphId)]>,
     /// Terms decoded for this query, by id (at most [`DECODED_TERMS`]): a query's rows
     /// repeat their terms (CoDEx-M's 6,225 `P530` cells hold 400 terms), and `ORDER BY`
-    /// reads both terms of every comparison of its sort.
-    decoded: Arc<Mutex<HashMap<u32, Term>>>,
+    /// reads both terms of every comparison of its sort: a look-up per comparison, so
+    /// the map hashes with Fx rather than SipHash.
+    decoded: Arc<Mutex<FxHashMap<u32, Term>>>,
 }
 
 /// Terms a query keeps decoded; past that the kept ones are dropped and the count starts
