@@ -37,7 +37,7 @@ pub trait PathDataset: Sync {
 /// A term dictionary in memory.
 ///
 /// Each term is stored once, in id order. The table holds per term a 128-bit keyed hash
-/// of it (its [`TermKey`]) and its id, and is probed with the key alone: a lookup hashes
+/// of it (its key) and its id, and is probed with the key alone: a lookup hashes
 /// the borrowed term once and reads no stored term (comparing stored terms cost two
 /// cache misses a lookup, most of the embedding's dictionary time). Two terms share an
 /// id only if their keys collide, a chance of about `n² / 2¹²⁹` for `n` terms under a
