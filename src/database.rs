@@ -37,8 +37,8 @@ use crate::rpq::{
     Share,
 };
 use crate::sparql::group::{
-    evaluate_group, evaluate_large_group_in_batches, small_streamed_answer, DefaultGraph,
-    GraphScope, GroupSolutions, IdRow, IdRows, PathGroup, RowBatch, ValuesTable,
+    evaluate_group, evaluate_group_in_batches, small_streamed_answer, DefaultGraph, GraphScope,
+    GroupSolutions, IdRow, IdRows, PathGroup, RowBatch, ValuesTable,
 };
 use crate::sparql::rewrite::{
     wrap_paths_and_small_subqueries_in_service, wrap_paths_in_service, SERVICE_IRI,
@@ -1243,8 +1243,8 @@ impl Run<'_> {
                 *out = small_streamed_answer(engine, dataset, scope, group, provider, deadline)?;
                 Ok(())
             }
-            Run::Batches(sink) => evaluate_large_group_in_batches(
-                engine, dataset, scope, group, provider, deadline, sink,
+            Run::Batches(sink) => evaluate_group_in_batches(
+                engine, dataset, scope, group, provider, deadline, false, sink,
             ),
         }
     }

@@ -702,16 +702,14 @@ pub fn evaluate_group<'a, E: Engine>(
     relations: &'a dyn RelationProvider<'a, E>,
     deadline: Option<Instant>,
 ) -> Result<GroupSolutions, SparqlError> {
-    let ctx = Context {
+    let ctx = Context::new(
         engine,
         dataset,
         scope,
-        deadline: Deadline(deadline),
-        query_terms: Default::default(),
-        provider: relations,
-        relations: Default::default(),
-        limit: Cell::new(group.rows_needed()),
-    };
+        deadline,
+        relations,
+        group.rows_needed(),
+    );
     if let Some(sub) = group.subqueries.first() {
         return Err(SparqlError::Unsupported(format!(
             "subquery `{sub}` in a path group: evaluate it into values first"
@@ -765,10 +763,12 @@ const EMPTY_BATCH_GROWTH: u64 = 64;
 
 /// Evaluates a group that [`PathGroup::streams`] as [`evaluate_group`] does, handing its
 /// rows (the group's [`PathGroup::columns`]) to `sink` a batch at a time; `sink` returns
-/// `false` once it wants no more. The answer is first computed whole when its path stops
-/// at a row limit and the answer is small; else a batch of subjects at a time, each batch
-/// sized from the rows per subject found so far, so that memory holds one batch's rows.
-/// The subjects partition the answer: every solution comes from exactly one batch.
+/// `false` once it wants no more. With `whole_first`, the answer is first computed whole
+/// when it is small ([`small_streamed_answer`]: a caller that tried that already passes
+/// `false`); else a batch of subjects at a time, each batch sized from the rows per
+/// subject found so far, so that memory holds one batch's rows. The subjects partition
+/// the answer: every solution comes from exactly one batch.
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_group_in_batches<'a, E: Engine>(
     engine: &'a E,
     dataset: &'a dyn PathDataset,
@@ -776,14 +776,19 @@ pub fn evaluate_group_in_batches<'a, E: Engine>(
     group: &PathGroup,
     relations: &'a dyn RelationProvider<'a, E>,
     deadline: Option<Instant>,
+    whole_first: bool,
     sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
 ) -> Result<(), SparqlError> {
-    let sizes = BatchSizes {
-        whole_answer: WHOLE_ANSWER_ROWS,
-        batch: BATCH_ROWS,
-    };
     in_batches(
-        engine, dataset, scope, group, relations, deadline, sizes, true, sink,
+        engine,
+        dataset,
+        scope,
+        group,
+        relations,
+        deadline,
+        SIZES,
+        whole_first,
+        sink,
     )
 }
 
@@ -791,7 +796,7 @@ pub fn evaluate_group_in_batches<'a, E: Engine>(
 /// of a group that [`PathGroup::streams`] when its path stops at a row limit and its
 /// answer is small, else `None`. A caller that streams batches from a thread of its own
 /// can answer a small group here instead, without the thread and the hand-over of rows.
-pub(crate) fn small_streamed_answer<'a, E: Engine>(
+pub fn small_streamed_answer<'a, E: Engine>(
     engine: &'a E,
     dataset: &'a dyn PathDataset,
     scope: &GraphScope,
@@ -802,49 +807,16 @@ pub(crate) fn small_streamed_answer<'a, E: Engine>(
     let Some((pattern, _)) = group.streamed_pattern() else {
         return Ok(None);
     };
-    let ctx = Context {
-        engine,
-        dataset,
-        scope,
-        deadline: Deadline(deadline),
-        query_terms: Default::default(),
-        provider: relations,
-        relations: Default::default(),
-        limit: Cell::new(None),
-    };
+    let ctx = Context::new(engine, dataset, scope, deadline, relations, None);
     if ctx.default_active().and_then(|a| ctx.graph(a)).is_none() {
         return Ok(Some(Vec::new()));
     }
     let columns = group.variables();
-    let sizes = BatchSizes {
-        whole_answer: WHOLE_ANSWER_ROWS,
-        batch: BATCH_ROWS,
-    };
-    let Some(whole) = whole_answer(&ctx, group, pattern, sizes)? else {
+    let Some(whole) = whole_answer(&ctx, group, pattern, SIZES)? else {
         return Ok(None);
     };
     let mut around = Modifiers::new(columns.clone(), &group.modifiers);
     Ok(Some(around.apply(project(whole, &columns).rows)))
-}
-
-/// [`evaluate_group_in_batches`] of a group whose whole-answer attempt
-/// ([`small_streamed_answer`]) found it large: batches of subjects only.
-pub(crate) fn evaluate_large_group_in_batches<'a, E: Engine>(
-    engine: &'a E,
-    dataset: &'a dyn PathDataset,
-    scope: &GraphScope,
-    group: &PathGroup,
-    relations: &'a dyn RelationProvider<'a, E>,
-    deadline: Option<Instant>,
-    sink: &mut dyn FnMut(Vec<IdRow>) -> bool,
-) -> Result<(), SparqlError> {
-    let sizes = BatchSizes {
-        whole_answer: WHOLE_ANSWER_ROWS,
-        batch: BATCH_ROWS,
-    };
-    in_batches(
-        engine, dataset, scope, group, relations, deadline, sizes, false, sink,
-    )
 }
 
 /// The whole answer of a streamed `pattern` of `group`, in one evaluation, when its
@@ -890,6 +862,12 @@ struct BatchSizes {
     batch: u64,
 }
 
+/// The sizes of every batched evaluation but the tests'.
+const SIZES: BatchSizes = BatchSizes {
+    whole_answer: WHOLE_ANSWER_ROWS,
+    batch: BATCH_ROWS,
+};
+
 /// [`evaluate_group_in_batches`] with these `sizes`.
 #[allow(clippy::too_many_arguments)]
 fn in_batches<'a, E: Engine>(
@@ -908,16 +886,7 @@ fn in_batches<'a, E: Engine>(
             "a group that is not one path pattern between two variables".into(),
         ));
     };
-    let ctx = Context {
-        engine,
-        dataset,
-        scope,
-        deadline: Deadline(deadline),
-        query_terms: Default::default(),
-        provider: relations,
-        relations: Default::default(),
-        limit: Cell::new(None),
-    };
+    let ctx = Context::new(engine, dataset, scope, deadline, relations, None);
     let Some(graph) = ctx.default_active().and_then(|a| ctx.graph(a)) else {
         return Ok(());
     };
@@ -1288,16 +1257,14 @@ pub fn explain_group(dataset: &dyn PathDataset, scope: &GraphScope, group: &Path
     use std::fmt::Write;
     let engine = crate::engine::cpu::CpuEngine::new();
     let provider = PerQueryProvider(&engine);
-    let ctx = Context {
-        engine: &engine,
+    let ctx = Context::new(
+        &engine,
         dataset,
         scope,
-        deadline: Deadline::default(),
-        query_terms: Default::default(),
-        provider: &provider,
-        relations: Default::default(),
-        limit: Cell::new(group.rows_needed()),
-    };
+        None,
+        &provider,
+        group.rows_needed(),
+    );
     let mut out = String::new();
     if let Some(n) = ctx.limit.get() {
         let _ = writeln!(
@@ -1490,7 +1457,29 @@ struct Context<'a, 's, E: Engine> {
     limit: Cell<Option<u64>>,
 }
 
-impl<'a, E: Engine> Context<'a, '_, E> {
+impl<'a, 's, E: Engine> Context<'a, 's, E> {
+    /// A context for one group, its relations loaded through `provider` on first use,
+    /// stopped at `deadline`, its lone path pattern at `limit` rows.
+    fn new(
+        engine: &'a E,
+        dataset: &'a dyn PathDataset,
+        scope: &'s GraphScope,
+        deadline: Option<Instant>,
+        provider: &'a dyn RelationProvider<'a, E>,
+        limit: Option<u64>,
+    ) -> Self {
+        Context {
+            engine,
+            dataset,
+            scope,
+            deadline: Deadline(deadline),
+            query_terms: Default::default(),
+            provider,
+            relations: Default::default(),
+            limit: Cell::new(limit),
+        }
+    }
+
     /// The context with its lone path pattern stopping at `limit` rows from now on.
     fn with_limit(&self, limit: Option<u64>) -> &Self {
         self.limit.set(limit);
