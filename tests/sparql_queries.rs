@@ -387,11 +387,14 @@ fn a_query_past_its_time_limit_is_cancelled() {
         "{:?}",
         started.elapsed()
     );
-    // The path service stops at the deadline too: no answer, whole or cut.
+    // The path service stops at the deadline too: no answer, whole or cut. The error
+    // comes before the first row or while the rows are read, as the clock decides.
     let q = "SELECT * WHERE { ?a <http://e/p>/<http://e/p>+ ?b }";
     let mut read = 0;
-    let e = ends_in_error(db.query_with(q, &limited(1)).unwrap(), &mut read);
-    assert!(e.is_some(), "{read} rows and no error");
+    if let Ok(results) = db.query_with(q, &limited(1)) {
+        let e = ends_in_error(results, &mut read);
+        assert!(e.is_some(), "{read} rows and no error");
+    }
     // Rows handed out past the deadline end in the cancellation too.
     let q = "SELECT * WHERE { ?a <http://e/p> ?b . ?c <http://e/p> ?d }";
     let QueryResults::Solutions(mut rows) = db.query_with(q, &limited(300)).unwrap() else {
