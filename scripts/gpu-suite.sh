@@ -27,8 +27,9 @@
 #          call with SCALE_REUSE=1 queries it again without generating and loading.
 #   sparql the CoDEx-M mixed SPARQL workload (gpu, cpu, oxigraph; SPARQL_REPEATS, default 5), the cnr-2000 SPARQL
 #          counts (gpu, cpu), `p/p/p` counted by `rpq --count` and by SPARQL (PPP_REPEATS
-#          times, default 1), and the
-#          start-up of `query` on each engine with a cold and a warm kernel cache
+#          times, default 1)
+#   startup the start-up of `query` on each engine with a cold and a warm kernel cache
+#          (with K2RPQ_LOG=debug: the device set-up's own timings)
 #   stream a streaming SELECT of STREAM_ROWS (default 100000000) rows of `?x p+ ?y` on
 #          cnr-2000 on STREAM_ENGINES (default gpu), TSV to /dev/null: time and peak RSS
 #   embedding `k2rpq-bench embedding --quads 200000` three times (a host-only benchmark,
@@ -236,11 +237,14 @@ run)
             /usr/bin/time -f 'query distinct %e s' timeout 40 "$k2" query --store "$tmp/cnr.store" --engine gpu --timeout 30 \
                 'SELECT (COUNT(*) AS ?n) WHERE { SELECT DISTINCT ?x ?y WHERE { ?x <urn:k2rpq:p>/<urn:k2rpq:p>/<urn:k2rpq:p> ?y } }' 2>&1 | tail -3
         done 2>&1 | tee "$out/ppp.txt"
+        ;;
+    startup)
+        codex_store
         step "query start-up: cpu, then gpu with a cold and a warm kernel cache"
         export K2RPQ_KERNEL_CACHE="$tmp/kernels"; rm -rf "$K2RPQ_KERNEL_CACHE"
         q='SELECT (COUNT(*) AS ?n) WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }'
         for e in cpu gpu gpu gpu cpu gpu; do
-            /usr/bin/time -f "$e %e s" "$k2" query --store "$tmp/codex-m.store" --engine "$e" "$q" 2>&1 | tail -2
+            K2RPQ_LOG=debug /usr/bin/time -f "$e %e s" "$k2" query --store "$tmp/codex-m.store" --engine "$e" --verbose "$q" 2>&1 | tail -8
         done 2>&1 | tee "$out/startup.txt"
         # The driver's share of a start: loading libcuda, cuInit, the primary context.
         python3 - <<'PY' 2>&1 | tee -a "$out/startup.txt"
@@ -279,7 +283,7 @@ PY
     embedding)
         step "embedding: inserts through K2Store against Oxigraph's own, query overhead"
         for i in 1 2 3; do "$kb" embedding --quads 200000 2>&1 || status=1; done | tee "$out/embedding.txt" ;;
-    *) echo "unknown part $part (tests spmv rpq load multi scale sparql embedding endpoint)"; status=1 ;;
+    *) echo "unknown part $part (tests spmv rpq load multi scale sparql startup stream embedding endpoint)"; status=1 ;;
     esac; done
     exit $status
     ;;

@@ -474,6 +474,7 @@ impl Gpus {
     /// GPU that cannot be set up is an error.
     fn get(&self) -> Result<&[Device], DatabaseError> {
         let devices = self.devices.get_or_init(|| {
+            let started = Instant::now();
             let engines = self
                 .choice
                 .gpu_engines(self.selection.as_ref(), self.options)
@@ -492,6 +493,11 @@ impl Gpus {
                     busy: AtomicUsize::new(0),
                 });
             }
+            log::debug!(
+                "{} GPU engine(s) set up in {:.1} ms",
+                gpus.len(),
+                started.elapsed().as_secs_f64() * 1e3
+            );
             Ok(gpus.into())
         });
         match devices {

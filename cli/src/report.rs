@@ -63,12 +63,14 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
 }
 
 /// Prints the library's warnings (through the [`log`] facade) on stderr as
-/// `k2rpq: message`; `--quiet` turns them off with [`log::set_max_level`].
+/// `k2rpq: message`; `--quiet` turns them off with [`log::set_max_level`]. The
+/// environment variable `K2RPQ_LOG` (`error`, `warn`, `info`, `debug`, `trace`, `off`)
+/// sets another level: `debug` adds the timings of the device's set-up.
 pub fn print_notices() {
     struct Notices;
     impl log::Log for Notices {
         fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-            metadata.level() <= log::Level::Warn && metadata.target().starts_with("k2rpq")
+            metadata.level() <= log::max_level() && metadata.target().starts_with("k2rpq")
         }
         fn log(&self, record: &log::Record<'_>) {
             if self.enabled(record.metadata()) {
@@ -79,7 +81,8 @@ pub fn print_notices() {
     }
     static NOTICES: Notices = Notices;
     if log::set_logger(&NOTICES).is_ok() {
-        log::set_max_level(log::LevelFilter::Warn);
+        let level = std::env::var("K2RPQ_LOG").ok().and_then(|l| l.parse().ok());
+        log::set_max_level(level.unwrap_or(log::LevelFilter::Warn));
     }
 }
 

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CString};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, DriverError};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
@@ -71,15 +71,34 @@ const FILES: &[(&str, &str)] = &[
 /// Whether libcuda can be loaded. cudarc panics on its first call when it cannot, so
 /// this is checked before anything else.
 pub(crate) fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen the library by its usual names.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    static DRIVER: OnceLock<bool> = OnceLock::new();
+    *DRIVER.get_or_init(|| keep_loaded("cuda"))
 }
 
 /// Whether libnvrtc can be loaded. cudarc panics on its first call when it cannot, so
 /// this is checked before compiling kernels.
 pub fn nvrtc_present() -> bool {
-    // SAFETY: only tries to dlopen the library by its usual names.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+    static NVRTC: OnceLock<bool> = OnceLock::new();
+    *NVRTC.get_or_init(|| keep_loaded("nvrtc"))
+}
+
+/// Whether library `name` loads under one of the names cudarc tries. The one found stays
+/// loaded for the life of the process: cudarc's own load of it then finds it in memory,
+/// where a probe that closed it would make the dynamic loader map and relocate it twice.
+fn keep_loaded(name: &str) -> bool {
+    cudarc::get_lib_name_candidates(name)
+        .iter()
+        .any(|candidate| {
+            // SAFETY: loading the CUDA libraries runs no initialisers that assume anything of
+            // the caller; the handle is leaked on purpose, so nothing is unloaded.
+            match unsafe { libloading::Library::new(candidate) } {
+                Ok(lib) => {
+                    std::mem::forget(lib);
+                    true
+                }
+                Err(_) => false,
+            }
+        })
 }
 
 /// One kernel file compiled by [`compile_kernels`].
@@ -402,12 +421,11 @@ pub(crate) struct GpuContext {
 }
 
 impl GpuContext {
-    /// Opens device `ordinal`, compiles the kernels for its compute capability and loads
-    /// them. Event tracking is turned off for the context: the engine orders all its work
-    /// on one stream, and CUDA graph capture requires it off.
-    pub(crate) fn new(ordinal: usize) -> Result<Self> {
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| EngineError::Unavailable(format!("device {ordinal}: {e:?}")))?;
+    /// Takes device context `ctx`, compiles the kernels for its compute capability and
+    /// loads them. Event tracking is turned off for the context: the engine orders all its
+    /// work on one stream, and CUDA graph capture requires it off.
+    pub(crate) fn new(ctx: Arc<CudaContext>) -> Result<Self> {
+        let started = std::time::Instant::now();
         let (major, minor) = ctx
             .compute_capability()
             .map_err(cuda_err("compute capability"))?;
@@ -421,7 +439,16 @@ impl GpuContext {
         let mut kernels = policy::file_kernels()?;
         let mut functions = HashMap::new();
         let cache = kernel_cache::folder();
-        for (name, Code { code, cached }) in sources.machine_code(&arch, cache.as_deref())? {
+        let code = sources.machine_code(&arch, cache.as_deref())?;
+        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+        log::debug!(
+            "kernels for {arch}: {} of {} files from the cache, ready in {:.1} ms",
+            code.iter().filter(|(_, c)| c.cached).count(),
+            code.len(),
+            ms(started)
+        );
+        let loading = std::time::Instant::now();
+        for (name, Code { code, cached }) in code {
             let module = match ctx.load_module(Ptx::from_binary(code)) {
                 Ok(m) => m,
                 // An entry the driver refuses is rebuilt, never trusted twice.
@@ -448,6 +475,11 @@ impl GpuContext {
                 functions.insert(f, func);
             }
         }
+        log::debug!(
+            "kernels loaded in {:.1} ms ({} functions)",
+            ms(loading),
+            functions.len()
+        );
         Ok(GpuContext {
             ctx,
             stream,

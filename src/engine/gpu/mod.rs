@@ -255,24 +255,39 @@ pub struct DeviceInfo {
 /// Whether device `ordinal` is usable: libcuda and libnvrtc load and the device exists.
 /// The error says what is missing. Never panics.
 pub fn available(ordinal: usize) -> std::result::Result<DeviceInfo, String> {
+    open_device(ordinal).map(|(_, info)| info)
+}
+
+/// The primary context of device `ordinal` and what it is, after the checks of
+/// [`available`]. The engine keeps this context: dropping a probe's and retaining it again
+/// destroys and rebuilds the primary context, about 90 ms on an H200.
+fn open_device(
+    ordinal: usize,
+) -> std::result::Result<(Arc<cudarc::driver::CudaContext>, DeviceInfo), String> {
     if !driver_present() {
         return Err("libcuda not found (no NVIDIA driver)".into());
     }
     if !nvrtc_present() {
         return Err("libnvrtc not found (install the CUDA runtime compiler)".into());
     }
-    let probe = std::panic::catch_unwind(|| -> std::result::Result<DeviceInfo, String> {
+    let probe = std::panic::catch_unwind(|| {
         let n = cudarc::driver::CudaContext::device_count().map_err(|e| format!("{e:?}"))?;
         if ordinal as i64 >= n as i64 {
             return Err(format!("no CUDA device {ordinal} ({n} found)"));
         }
+        let started = std::time::Instant::now();
         let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(|e| format!("{e:?}"))?;
-        Ok(DeviceInfo {
+        log::debug!(
+            "device {ordinal}: driver and context in {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        let info = DeviceInfo {
             ordinal,
             name: ctx.name().map_err(|e| format!("{e:?}"))?,
             compute_capability: ctx.compute_capability().map_err(|e| format!("{e:?}"))?,
             total_memory: ctx.total_mem().map_err(|e| format!("{e:?}"))? as u64,
-        })
+        };
+        Ok((ctx, info))
     });
     probe.unwrap_or_else(|_| Err("the CUDA driver panicked while probing".into()))
 }
@@ -499,8 +514,8 @@ impl GpuEngine {
     /// The engine on device `ordinal` with `options`. `EngineError::Unavailable` when
     /// there is no driver, NVRTC or device (never a panic).
     pub fn with_options(ordinal: usize, options: GpuOptions) -> Result<Self> {
-        let info = available(ordinal).map_err(EngineError::Unavailable)?;
-        let gpu = std::panic::catch_unwind(|| GpuContext::new(ordinal)).unwrap_or_else(|_| {
+        let (ctx, info) = open_device(ordinal).map_err(EngineError::Unavailable)?;
+        let gpu = std::panic::catch_unwind(|| GpuContext::new(ctx)).unwrap_or_else(|_| {
             Err(EngineError::Unavailable(
                 "the CUDA driver panicked while opening the device".into(),
             ))
