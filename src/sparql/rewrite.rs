@@ -267,7 +267,10 @@ impl Rewriter {
             },
             GraphPattern::Minus { left, right } => GraphPattern::Minus {
                 left: b(self.pattern(left, graph, values)),
-                right: b(self.pattern(right, graph, &[])),
+                // MINUS asks only whether some solution of its right side is compatible:
+                // the service returns each distinct one once (a sequence's paths to the
+                // same nodes are one row, not one per path).
+                right: b(distinct_in_service(self.pattern(right, graph, &[]))),
             },
             GraphPattern::Filter { expr, inner } => GraphPattern::Filter {
                 expr: expr.clone(),
@@ -915,6 +918,25 @@ fn small_subquery_variables(p: &GraphPattern) -> Option<Vec<Variable>> {
 /// `modify(inner)`, where `inner` is a rewritten pattern; when it is one path service call
 /// and `pushable`, with the modifier inside the call: the service then returns projected,
 /// deduplicated or counted rows of ids instead of every row of the group.
+/// `p` with its rows made distinct inside the path service, where `p` is a call of it;
+/// else `p` as it is.
+fn distinct_in_service(p: GraphPattern) -> GraphPattern {
+    match p {
+        GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner,
+            silent,
+        } if name.as_str() == SERVICE_IRI && !matches!(*inner, GraphPattern::Distinct { .. }) => {
+            GraphPattern::Service {
+                name: NamedNodePattern::NamedNode(name),
+                inner: Box::new(GraphPattern::Distinct { inner }),
+                silent,
+            }
+        }
+        p => p,
+    }
+}
+
 fn into_service(
     inner: GraphPattern,
     pushable: bool,
@@ -1024,6 +1046,17 @@ mod tests {
         assert_eq!(joined.rows_needed(), None);
         let distinct = group("SELECT DISTINCT ?y WHERE { ?x <http://p>+ ?y } LIMIT 5");
         assert_eq!(distinct.rows_needed(), None);
+    }
+
+    #[test]
+    fn the_right_of_minus_is_made_distinct_in_its_service() {
+        let s = rewritten("SELECT ?c WHERE { <http://g> <http://p> ?c MINUS { <http://g> <http://q>/^<http://q> ?c } }");
+        assert!(
+            s.contains("MINUS { SERVICE <urn:k2rpq:paths> { { SELECT DISTINCT *"),
+            "{s}"
+        );
+        // Its left side keeps its multiplicities.
+        assert_eq!(s.matches("DISTINCT").count(), 1, "{s}");
     }
 
     #[test]

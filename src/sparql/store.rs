@@ -95,16 +95,12 @@ pub fn id_of_term(term: &Term) -> Option<u32> {
     let Term::BlankNode(b) = term else {
         return None;
     };
-    // The label is the identifier in lower-case hexadecimal: the mark, eight zeros, the id.
-    let id = b.as_str().strip_prefix(ID_LABEL_PREFIX)?;
-    if id.len() != 8 {
+    let id = b.as_ref().unique_id()?;
+    if (id >> 64) as u64 != ID_MARK {
         return None;
     }
-    u32::from_str_radix(id, 16).ok()
+    u32::try_from(id as u64).ok()
 }
-
-/// The first 24 hexadecimal digits of an [`id_term`]'s label.
-const ID_LABEL_PREFIX: &str = "6b3272707169642100000000";
 
 /// The quads of a store, for spareval ([`QueryableDataset`]).
 ///
@@ -568,18 +564,26 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     #[test]
-    fn id_labels_are_the_mark_in_hexadecimal() {
-        assert_eq!(
-            format!("{:x}", u128::from(ID_MARK) << 64),
-            format!("{ID_LABEL_PREFIX}00000000")
-        );
+    fn only_marked_blank_nodes_carry_ids() {
         for id in [0, 1, 0xff, 0x8000_0000, u32::MAX] {
             assert_eq!(id_of_term(&id_term(id)), Some(id));
         }
         let named: Term = oxrdf::NamedNode::new_unchecked("http://e/a").into();
         assert_eq!(id_of_term(&named), None);
-        let other: Term = oxrdf::BlankNode::new_unchecked(format!("{ID_LABEL_PREFIX}1")).into();
-        assert_eq!(id_of_term(&other), None);
+        let mark = format!("{ID_MARK:x}");
+        // A label one hexadecimal digit short of an id, one with bits between the mark
+        // and the id, and a named blank node that spells the mark.
+        for label in [
+            format!("{mark}1"),
+            format!("{mark}000000010000002a"),
+            format!("x{mark}000000000000002a"),
+        ] {
+            let other: Term = oxrdf::BlankNode::new_unchecked(label.clone()).into();
+            assert_eq!(id_of_term(&other), None, "{label}");
+        }
+        let spelled: Term =
+            oxrdf::BlankNode::new_unchecked(format!("{mark}000000000000002a")).into();
+        assert_eq!(id_of_term(&spelled), Some(42));
     }
 
     #[test]
