@@ -72,33 +72,35 @@ const FILES: &[(&str, &str)] = &[
 /// this is checked before anything else.
 pub(crate) fn driver_present() -> bool {
     static DRIVER: OnceLock<bool> = OnceLock::new();
-    *DRIVER.get_or_init(|| keep_loaded("cuda"))
+    *DRIVER.get_or_init(|| keep_loaded(&["cuda", "nvcuda"]))
 }
 
 /// Whether libnvrtc can be loaded. cudarc panics on its first call when it cannot, so
 /// this is checked before compiling kernels.
 pub fn nvrtc_present() -> bool {
     static NVRTC: OnceLock<bool> = OnceLock::new();
-    *NVRTC.get_or_init(|| keep_loaded("nvrtc"))
+    *NVRTC.get_or_init(|| keep_loaded(&["nvrtc"]))
 }
 
-/// Whether library `name` loads under one of the names cudarc tries. The one found stays
-/// loaded for the life of the process: cudarc's own load of it then finds it in memory,
-/// where a probe that closed it would make the dynamic loader map and relocate it twice.
-fn keep_loaded(name: &str) -> bool {
-    cudarc::get_lib_name_candidates(name)
+/// Whether a library of one of `names` loads under one of the file names cudarc tries, in
+/// cudarc's order. The one found stays loaded for the life of the process: cudarc's own
+/// load of it then finds it in memory, where a probe that closed it would make the
+/// dynamic loader map and relocate it twice.
+fn keep_loaded(names: &[&str]) -> bool {
+    let mut candidates = names
         .iter()
-        .any(|candidate| {
-            // SAFETY: loading the CUDA libraries runs no initialisers that assume anything of
-            // the caller; the handle is leaked on purpose, so nothing is unloaded.
-            match unsafe { libloading::Library::new(candidate) } {
-                Ok(lib) => {
-                    std::mem::forget(lib);
-                    true
-                }
-                Err(_) => false,
+        .flat_map(|n| cudarc::get_lib_name_candidates(n));
+    candidates.any(|candidate| {
+        // SAFETY: loading the CUDA libraries runs no initialisers that assume anything of
+        // the caller; the handle is leaked on purpose, so nothing is unloaded.
+        match unsafe { libloading::Library::new(candidate) } {
+            Ok(lib) => {
+                std::mem::forget(lib);
+                true
             }
-        })
+            Err(_) => false,
+        }
+    })
 }
 
 /// One kernel file compiled by [`compile_kernels`].
