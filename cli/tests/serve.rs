@@ -131,6 +131,8 @@ fn answers_are_those_of_k2rpq_query() {
         "SELECT ?y WHERE { <http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y }",
         "SELECT ?x WHERE { ?x <http://www.wikidata.org/prop/direct/P27>/<http://www.wikidata.org/prop/direct/P30> <http://www.wikidata.org/entity/Q46> }",
         "SELECT ?x ?y WHERE { ?x <http://www.wikidata.org/prop/direct/P737>+ ?y }",
+        // Columns in order of appearance, the header included.
+        "SELECT * WHERE { ?y <http://www.wikidata.org/prop/direct/P737>+ ?x }",
     ];
     for q in queries {
         let cli = Command::new(env!("CARGO_BIN_EXE_k2rpq"))
@@ -151,6 +153,7 @@ fn answers_are_those_of_k2rpq_query() {
         assert_eq!(content_type, "text/tab-separated-values; charset=utf-8");
         let served_rows = sorted_tsv(&body);
         assert!(served_rows.len() > 2, "{q}: {served_rows:?}");
+        assert_eq!(served_rows[0], cli_rows[0], "{q}: the header");
         assert_eq!(served_rows, cli_rows, "{q}");
     }
 }

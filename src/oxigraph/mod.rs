@@ -289,7 +289,7 @@ fn execute(
     query: &str,
     paths: impl FnOnce() -> Result<SparqlEvaluator, OxigraphError>,
 ) -> Result<QueryResults<'static>, OxigraphError> {
-    let parsed = spargebra::SparqlParser::new().parse_query(query)?;
+    let parsed = crate::sparql::parse_in_order(spargebra::SparqlParser::new(), query)?;
     let has_dataset = match &parsed {
         spargebra::Query::Select { dataset, .. }
         | spargebra::Query::Construct { dataset, .. }

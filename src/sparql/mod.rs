@@ -124,16 +124,24 @@ pub fn parse_query(text: &str, base_iri: Option<&str>) -> Result<spargebra::Quer
             }),
         }
     };
-    match parser()?.parse_query(text) {
-        Ok(mut q) => {
-            if select_star(text) {
-                columns_in_order_of_appearance(&mut q, text);
-            }
-            Ok(q)
-        }
+    match parse_in_order(parser()?, text) {
+        Ok(q) => Ok(q),
         Err(_) if parser()?.parse_update(text).is_ok() => Err(SparqlError::Update),
         Err(e) => Err(SparqlError::Syntax(e)),
     }
+}
+
+/// `parser`'s query of `text`, where `SELECT *` lists its variables in order of
+/// appearance (the parser's own order is by name).
+pub(crate) fn parse_in_order(
+    parser: spargebra::SparqlParser,
+    text: &str,
+) -> Result<spargebra::Query, spargebra::SparqlSyntaxError> {
+    let mut q = parser.parse_query(text)?;
+    if select_star(text) {
+        columns_in_order_of_appearance(&mut q, text);
+    }
+    Ok(q)
 }
 
 /// The tokens of a query text that matter to [`select_star`] and

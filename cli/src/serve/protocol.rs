@@ -15,7 +15,7 @@ use axum::Extension;
 use k2rpq::sparql::SparqlError;
 use oxrdf::NamedNode;
 use spargebra::algebra::QueryDataset;
-use spargebra::{Query, SparqlParser};
+use spargebra::Query;
 use tokio::sync::{mpsc, oneshot};
 
 use super::evaluate::{Control, EvaluationError};
@@ -233,13 +233,11 @@ fn parse(params: &Params, body_query: Option<String>) -> Result<Query, HttpError
         (None, []) => return Err(HttpError::bad_request("no query given")),
         (None, _) => return Err(HttpError::bad_request("give the query parameter once")),
     };
-    let mut query = match SparqlParser::new().parse_query(&text) {
+    // The parser `query` uses: `SELECT *` lists its columns in order of appearance.
+    let mut query = match k2rpq::sparql::parse_query(&text, None) {
         Ok(q) => q,
-        Err(_) if SparqlParser::new().parse_update(&text).is_ok() => {
-            return Err(HttpError::read_only())
-        }
+        Err(SparqlError::Update) => return Err(HttpError::read_only()),
         Err(e) => {
-            let e = SparqlError::Syntax(e);
             let message = match e.excerpt(&text) {
                 Some(excerpt) => format!("{e}\n{excerpt}"),
                 None => e.to_string(),
