@@ -92,6 +92,7 @@ fn every_construct_matches_oxigraph() {
         "SELECT ?x ?z WHERE { { SELECT ?x WHERE { ?x :age ?a } ORDER BY DESC(?a) LIMIT 2 } ?x :p/:q* ?z }",
         "SELECT ?x ?z WHERE { { SELECT ?x WHERE { ?x :age ?a } ORDER BY ?a LIMIT 2000 } ?x :p+ ?z }",
         "SELECT ?x (COUNT(?y) AS ?n) WHERE { ?x :p+ ?y } GROUP BY ?x HAVING (COUNT(?y) > 1)",
+        "SELECT ?x WHERE { { SELECT ?x (COUNT(?y) AS ?n) WHERE { ?x :p+ ?y } GROUP BY ?x } VALUES ?n { 2 } }",
         // GRAPH, and paths that must not cross graphs.
         "SELECT ?g ?x WHERE { GRAPH ?g { :a :link+ ?x } }",
         "SELECT ?g ?x ?y WHERE { GRAPH ?g { ?x :link/:link ?y } }",

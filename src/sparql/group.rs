@@ -1487,17 +1487,23 @@ impl<'a, 's, E: Engine> Context<'a, 's, E> {
     }
 
     fn id(&self, term: TermRef<'_>) -> u32 {
-        if let Some(id) = self.dataset.dictionary().id(term) {
-            return id;
+        match self.dataset.dictionary().id(term) {
+            Some(id) => id,
+            None => self.computed_id(term.into_owned()),
         }
+    }
+
+    /// The query-term id of `term`, a value the group computed (a count), without asking
+    /// the dictionary: the group only compares it with its own values, and the evaluator
+    /// maps it to the store's id when it takes the row.
+    fn computed_id(&self, term: Term) -> u32 {
         let mut extra = self.query_terms.borrow_mut();
-        let owned = term.into_owned();
-        if let Some(&id) = extra.1.get(&owned) {
+        if let Some(&id) = extra.1.get(&term) {
             return id;
         }
         let id = QUERY_TERM_BASE + extra.0.len() as u32;
-        extra.0.push(owned.clone());
-        extra.1.insert(owned, id);
+        extra.0.push(term.clone());
+        extra.1.insert(term, id);
         id
     }
 
@@ -1579,8 +1585,9 @@ impl<'a, 's, E: Engine> Context<'a, 's, E> {
                             }
                         }
                     };
-                    let n = oxrdf::Literal::from(n as i64);
-                    row.push(Some(self.id(n.as_ref().into())));
+                    row.push(Some(
+                        self.computed_id(oxrdf::Literal::from(n as i64).into()),
+                    ));
                 }
                 row
             })

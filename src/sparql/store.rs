@@ -151,6 +151,10 @@ pub struct StoreQuads {
     /// reads both terms of every comparison of its sort: a look-up per comparison, so
     /// the map hashes with Fx rather than SipHash.
     decoded: Arc<Mutex<FxHashMap<u32, Term>>>,
+    /// Store ids (or none) of the terms the evaluator handed in that are not
+    /// [`id_term`]s: the counts a path service returns repeat their values, and each
+    /// look-up in the front-coded dictionary costs a binary search and a decode.
+    looked_up: Arc<Mutex<FxHashMap<Term, Option<u32>>>>,
 }
 
 /// Terms a query keeps decoded; past that the kept ones are dropped and the count starts
@@ -172,7 +176,22 @@ impl StoreQuads {
             store,
             named: named.into(),
             decoded: Arc::default(),
+            looked_up: Arc::default(),
         }
+    }
+
+    /// The store id of `term`, looked up once per query (up to [`DECODED_TERMS`] terms).
+    fn look_up(&self, term: &Term) -> Option<u32> {
+        let mut looked_up = self.looked_up.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&id) = looked_up.get(term) {
+            return id;
+        }
+        let id = self.store.dictionary().id(term.as_ref());
+        if looked_up.len() >= DECODED_TERMS {
+            looked_up.clear();
+        }
+        looked_up.insert(term.clone(), id);
+        id
     }
 
     /// The term of id `id`, decoded once per query (up to [`DECODED_TERMS`] of them).
@@ -288,7 +307,7 @@ impl QueryableDataset<'static> for StoreQuads {
         if let Some(id) = id_of_term(&term) {
             return Ok(StoreTerm::Id(id));
         }
-        Ok(match self.store.dictionary().id(term.as_ref()) {
+        Ok(match self.look_up(&term) {
             Some(id) => StoreTerm::Id(id),
             None => StoreTerm::Other(Arc::new(OtherTerm {
                 value: term.clone().into(),
@@ -316,7 +335,7 @@ impl QueryableDataset<'static> for StoreQuads {
         if let Some(id) = id_of_term(&term) {
             return Ok(StoreTerm::Id(id));
         }
-        Ok(match self.store.dictionary().id(term.as_ref()) {
+        Ok(match self.look_up(&term) {
             Some(id) => StoreTerm::Id(id),
             None => StoreTerm::Other(Arc::new(OtherTerm { term, value })),
         })
