@@ -918,25 +918,6 @@ fn small_subquery_variables(p: &GraphPattern) -> Option<Vec<Variable>> {
 /// `modify(inner)`, where `inner` is a rewritten pattern; when it is one path service call
 /// and `pushable`, with the modifier inside the call: the service then returns projected,
 /// deduplicated or counted rows of ids instead of every row of the group.
-/// `p` with its rows made distinct inside the path service, where `p` is a call of it;
-/// else `p` as it is.
-fn distinct_in_service(p: GraphPattern) -> GraphPattern {
-    match p {
-        GraphPattern::Service {
-            name: NamedNodePattern::NamedNode(name),
-            inner,
-            silent,
-        } if name.as_str() == SERVICE_IRI && !matches!(*inner, GraphPattern::Distinct { .. }) => {
-            GraphPattern::Service {
-                name: NamedNodePattern::NamedNode(name),
-                inner: Box::new(GraphPattern::Distinct { inner }),
-                silent,
-            }
-        }
-        p => p,
-    }
-}
-
 fn into_service(
     inner: GraphPattern,
     pushable: bool,
@@ -954,6 +935,24 @@ fn into_service(
         },
         other => modify(other),
     }
+}
+
+/// `p` with its rows made distinct inside the path service ([`into_service`]), where `p`
+/// is a call of it; else `p` as it is.
+fn distinct_in_service(p: GraphPattern) -> GraphPattern {
+    let call = matches!(&p, GraphPattern::Service {
+        name: NamedNodePattern::NamedNode(n),
+        ..
+    } if n.as_str() == SERVICE_IRI);
+    if !call {
+        return p;
+    }
+    into_service(p, true, |inner| match inner {
+        GraphPattern::Distinct { .. } => inner,
+        inner => GraphPattern::Distinct {
+            inner: Box::new(inner),
+        },
+    })
 }
 
 /// Whether an aggregate is a count the path service computes: `COUNT(*)` or `COUNT(?v)`,

@@ -161,6 +161,25 @@ pub struct StoreQuads {
 /// again, so that a long answer's memory stays bounded.
 const DECODED_TERMS: usize = 1 << 14;
 
+/// The value `map` keeps for `key`, made by `make` (and kept) the first time; a map that
+/// holds [`DECODED_TERMS`] values is emptied first.
+fn kept<K: Hash + Eq + Clone, V: Clone, E>(
+    map: &Mutex<FxHashMap<K, V>>,
+    key: &K,
+    make: impl FnOnce() -> Result<V, E>,
+) -> Result<V, E> {
+    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(v) = map.get(key) {
+        return Ok(v.clone());
+    }
+    let v = make()?;
+    if map.len() >= DECODED_TERMS {
+        map.clear();
+    }
+    map.insert(key.clone(), v.clone());
+    Ok(v)
+}
+
 impl StoreQuads {
     /// The quads of `store`.
     pub fn new(store: Arc<Store>) -> Self {
@@ -182,34 +201,23 @@ impl StoreQuads {
 
     /// The store id of `term`, looked up once per query (up to [`DECODED_TERMS`] terms).
     fn look_up(&self, term: &Term) -> Option<u32> {
-        let mut looked_up = self.looked_up.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&id) = looked_up.get(term) {
-            return id;
+        let found = kept(&self.looked_up, term, || {
+            Ok::<_, std::convert::Infallible>(self.store.dictionary().id(term.as_ref()))
+        });
+        match found {
+            Ok(id) => id,
+            Err(never) => match never {},
         }
-        let id = self.store.dictionary().id(term.as_ref());
-        if looked_up.len() >= DECODED_TERMS {
-            looked_up.clear();
-        }
-        looked_up.insert(term.clone(), id);
-        id
     }
 
     /// The term of id `id`, decoded once per query (up to [`DECODED_TERMS`] of them).
     fn decode(&self, id: u32) -> Result<Term, SparqlError> {
-        let mut decoded = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = decoded.get(&id) {
-            return Ok(t.clone());
-        }
-        let term = self
-            .store
-            .dictionary()
-            .term(id)
-            .ok_or(SparqlError::MissingTerm(id))?;
-        if decoded.len() >= DECODED_TERMS {
-            decoded.clear();
-        }
-        decoded.insert(id, term.clone());
-        Ok(term)
+        kept(&self.decoded, &id, || {
+            self.store
+                .dictionary()
+                .term(id)
+                .ok_or(SparqlError::MissingTerm(id))
+        })
     }
 
     /// The store.

@@ -271,11 +271,12 @@ fn open_device(
         return Err("libnvrtc not found (install the CUDA runtime compiler)".into());
     }
     let probe = std::panic::catch_unwind(|| {
+        // The first driver call initialises the driver (cuInit).
+        let started = std::time::Instant::now();
         let n = cudarc::driver::CudaContext::device_count().map_err(|e| format!("{e:?}"))?;
         if ordinal as i64 >= n as i64 {
             return Err(format!("no CUDA device {ordinal} ({n} found)"));
         }
-        let started = std::time::Instant::now();
         let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(|e| format!("{e:?}"))?;
         log::debug!(
             "device {ordinal}: driver and context in {:.1} ms",
