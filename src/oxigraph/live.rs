@@ -136,6 +136,18 @@ impl LiveRelation {
         self.view = None;
     }
 
+    /// Whether `pair` is present.
+    fn contains(&self, pair: (u32, u32)) -> bool {
+        if self.added.contains(&pair) {
+            return true;
+        }
+        !self.deleted.contains(&pair)
+            && self
+                .base
+                .as_ref()
+                .is_some_and(|(_, t)| t.contains(pair.0, pair.1))
+    }
+
     fn delta_len(&self) -> usize {
         self.added.len() + self.deleted.len()
     }
@@ -311,6 +323,14 @@ impl Live {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .term(id)
+    }
+
+    /// Whether the quad of `ids` is present.
+    pub(crate) fn contains(&self, ids: QuadIds) -> bool {
+        self.graphs
+            .get(&ids.graph)
+            .and_then(|g| g.relations.get(&ids.predicate))
+            .is_some_and(|r| r.contains((ids.subject, ids.object)))
     }
 
     /// Records that the quad of `ids` was inserted (`true`) or deleted. The caller

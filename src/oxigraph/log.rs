@@ -25,7 +25,7 @@ const CHECKPOINT: &str = "checkpoint";
 const LOG: &str = "log";
 const MAGIC: &[u8; 8] = b"K2RPQCK1";
 
-fn io(what: &str, path: &Path, e: std::io::Error) -> OxigraphError {
+pub(super) fn io(what: &str, path: &Path, e: std::io::Error) -> OxigraphError {
     OxigraphError::Relations(format!("{what} {}: {e}", path.display()))
 }
 

@@ -62,7 +62,7 @@ struct Slot {
 /// A term's key in a [`MemoryDictionary`]: a 128-bit keyed hash of the term. Keys of
 /// one dictionary are valid for the dictionaries made from it by
 /// [`MemoryDictionary::sibling`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TermKey([u32; 4]);
 
 impl TermKey {

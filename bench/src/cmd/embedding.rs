@@ -1,12 +1,15 @@
 //! `k2rpq-bench embedding`: the Oxigraph embedding against Oxigraph alone. Inserts the
 //! same synthetic quads in batches (one transaction each) into a plain Oxigraph store
-//! and through a `K2Store`, and times both (after an untimed warm-up load); then times path queries through the
+//! and through a `K2Store`, and times both (medians of alternating runs, after an
+//! untimed warm-up load of each); then times path queries through the
 //! `K2Store` (the embedding's own per-query work, a snapshot of the relations, apart)
 //! with and without a write before each, and reports the peak memory of the process.
 
 use std::time::{Duration, Instant};
 
 use k2rpq::oxigraph::K2Store;
+
+use k2rpq_bench::stats::Summary;
 use oxigraph::model::{GraphName, NamedNode, Quad};
 use oxigraph::sparql::QueryResults;
 use oxigraph::store::Store;
@@ -31,6 +34,20 @@ pub struct Args {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Timed loads of each store, alternating (after one untimed load of each).
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Instead of the in-memory insert comparison: a RocksDB-backed `K2Store` in this
+    /// folder (opened, or created and filled by `--load`), whose per-query overhead is
+    /// timed. Needs a build with `--features rocksdb`.
+    #[arg(long, value_name = "DIR")]
+    pub location: Option<std::path::PathBuf>,
+    /// With `--location`: an N-Triples file (`.gz` too) bulk-loaded into the store first.
+    #[arg(long, value_name = "FILE", requires = "location")]
+    pub load: Option<std::path::PathBuf>,
+    /// The path query timed (default: a closure from a node of the synthetic graph).
+    #[arg(long)]
+    pub query: Option<String>,
 }
 
 fn iri(s: String) -> NamedNode {
@@ -102,7 +119,16 @@ fn time_queries(
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let quads = synthetic(&args);
+    let store = match &args.location {
+        Some(dir) => open_on_disk(dir, args.load.as_deref())?,
+        None => compare_inserts(&args)?,
+    };
+    time_path_queries(&store, &args)
+}
+
+/// The in-memory insert comparison; returns the last `K2Store` loaded.
+fn compare_inserts(args: &Args) -> anyhow::Result<K2Store> {
+    let quads = synthetic(args);
     let batch = args.batch.max(1);
 
     // Oxigraph's side does what `K2Store::extend` does: one transaction per batch, fed
@@ -118,20 +144,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Ok(t.elapsed().as_secs_f64())
     };
-    // An untimed load first, so that neither timed load pays the heap's first growth
+    let load_k2store = || -> anyhow::Result<(f64, K2Store)> {
+        let store = K2Store::new()?;
+        let t = Instant::now();
+        for chunk in quads.chunks(batch) {
+            store.extend(chunk.iter())?;
+        }
+        let s = t.elapsed().as_secs_f64();
+        store.wait_for_merges();
+        Ok((s, store))
+    };
+    // An untimed load of each first, so that no timed load pays the heap's first growth
     // (the kernel zeroing fresh pages: a third of a cold load's time, measured with
-    // perf), which only the first one would otherwise.
+    // perf); then the two alternate, and the medians are compared.
     load_oxigraph()?;
-    let oxigraph_s = load_oxigraph()?;
-
-    let store = K2Store::new()?;
-    let t = Instant::now();
-    for chunk in quads.chunks(batch) {
-        store.extend(chunk.iter())?;
+    drop(load_k2store()?);
+    let (mut oxigraph_runs, mut k2_runs): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    let mut store = None;
+    for _ in 0..args.repeats.max(1) {
+        oxigraph_runs.push(load_oxigraph()?);
+        let (s, loaded) = load_k2store()?;
+        k2_runs.push(s);
+        store = Some(loaded);
     }
-    let k2_s = t.elapsed().as_secs_f64();
-    store.wait_for_merges();
-    println!("quads            {} in batches of {batch}", quads.len());
+    let store = store.expect("at least one run");
+    let (oxigraph_s, k2_s) = (
+        Summary::of(&oxigraph_runs).median,
+        Summary::of(&k2_runs).median,
+    );
+    println!(
+        "quads            {} in batches of {batch}; medians of {} alternating runs",
+        quads.len(),
+        k2_runs.len()
+    );
     println!(
         "insert oxigraph  {:.2} s  ({:.0} quads/s)",
         oxigraph_s,
@@ -143,8 +188,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         quads.len() as f64 / k2_s,
         k2_s / oxigraph_s
     );
+    Ok(store)
+}
 
-    let query = "SELECT (COUNT(*) AS ?c) WHERE { <http://e/n0> <http://e/p0>+ ?y }";
+/// Times `args.query` through `store` with and without a write before each.
+fn time_path_queries(store: &K2Store, args: &Args) -> anyhow::Result<()> {
+    let query = args
+        .query
+        .as_deref()
+        .unwrap_or("SELECT (COUNT(*) AS ?c) WHERE { <http://e/n0> <http://e/p0>+ ?y }");
     // The first query builds the relations' trees from the deltas of the load.
     let t = Instant::now();
     rows(store.query(query)?)?;
@@ -153,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3
     );
 
-    let (total, overhead) = time_queries(&store, query, args.queries, |_| Ok(()))?;
+    let (total, overhead) = time_queries(store, query, args.queries, |_| Ok(()))?;
     println!(
         "query, no writes {:.1} µs/query; embedding overhead {:.2} µs/query",
         per_op(total, args.queries),
@@ -162,14 +214,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let mut rng = StdRng::seed_from_u64(args.seed + 1);
     // One write to the queried relation before each query.
-    let (total, overhead) = time_queries(&store, query, args.queries, |i| {
+    let nodes = (args.quads / 4).max(2);
+    let (total, overhead) = time_queries(store, query, args.queries, |i| {
         let q = Quad::new(
             iri(format!("http://e/w{i}")),
             iri("http://e/p0".into()),
-            iri(format!(
-                "http://e/n{}",
-                rng.random_range(0..(args.quads / 4).max(2))
-            )),
+            iri(format!("http://e/n{}", rng.random_range(0..nodes))),
             GraphName::DefaultGraph,
         );
         store.insert(&q)?;
@@ -184,4 +234,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("peak memory      {:.1} MiB", kib as f64 / 1024.0);
     }
     Ok(())
+}
+
+/// A RocksDB-backed `K2Store` in `dir`, bulk-loaded from `load` when given.
+#[cfg(feature = "rocksdb")]
+fn open_on_disk(dir: &std::path::Path, load: Option<&std::path::Path>) -> anyhow::Result<K2Store> {
+    let t = Instant::now();
+    let store = K2Store::open(dir)?;
+    println!(
+        "open             {:.2} s ({} quads)",
+        t.elapsed().as_secs_f64(),
+        store.len()
+    );
+    if let Some(file) = load {
+        let raw = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
+        let reader: Box<dyn std::io::Read> = if file.extension().is_some_and(|e| e == "gz") {
+            Box::new(flate2::read::MultiGzDecoder::new(raw))
+        } else {
+            Box::new(raw)
+        };
+        let t = Instant::now();
+        store.bulk_load(oxigraph::io::RdfFormat::NTriples, reader)?;
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "bulk load        {:.1} s ({} quads, {:.0} quads/s, relations rebuilt by streaming)",
+            s,
+            store.len(),
+            store.len() as f64 / s
+        );
+    }
+    Ok(store)
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn open_on_disk(_: &std::path::Path, _: Option<&std::path::Path>) -> anyhow::Result<K2Store> {
+    anyhow::bail!("--location needs RocksDB: build k2rpq-bench with --features rocksdb")
 }
