@@ -7,7 +7,10 @@ use k2rpq_cli::report;
 
 mod cmd;
 
-#[cfg(feature = "mimalloc")]
+// Oxigraph hands RocksDB's error messages, allocated by C, to `CString::from_raw`, which
+// frees them through Rust's allocator: under mimalloc a RocksDB error (a store folder that
+// is a file) crashed the process. A RocksDB build keeps the system allocator.
+#[cfg(all(feature = "mimalloc", not(feature = "rocksdb")))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

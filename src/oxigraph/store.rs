@@ -83,6 +83,11 @@ impl K2Store<CpuEngine> {
 
     /// A RocksDB-backed Oxigraph store in `path/oxigraph` with its relations in
     /// `path/relations` (see [`K2Store::open_with`]), queried on the CPU engine.
+    ///
+    /// Keep the system allocator in a program that opens RocksDB stores: Oxigraph frees
+    /// RocksDB's error messages, allocated by C, through Rust's global allocator, so
+    /// under another one (mimalloc, jemalloc) an error RocksDB reports crashes the
+    /// process.
     #[cfg(feature = "rocksdb")]
     pub fn open(path: &Path) -> Result<Self, OxigraphError> {
         // RocksDB creates its own folder, not the ones above it.
