@@ -338,7 +338,7 @@ fn the_log_recovers_the_relations_exactly() {
 
 #[test]
 fn bulk_load_commits_and_rebuilds_the_relations() {
-    let mut rng = StdRng::seed_from_u64(0x626c_6b);
+    let mut rng = StdRng::seed_from_u64(0x0062_6c6b);
     let quads: Vec<Quad> = (0..2_000).map(|_| random_quad(&mut rng, true)).collect();
     let mut document = String::new();
     for q in &quads {
