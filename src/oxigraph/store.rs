@@ -813,12 +813,10 @@ impl<'a> K2Transaction<'a> {
     /// Whether `quad` is present (writes of this transaction included).
     pub fn contains<'b>(&self, quad: impl Into<QuadRef<'b>>) -> Result<bool, OxigraphError> {
         let quad = quad.into();
-        match self
-            .known_ids(quad, &mut QuadKeys::default())
-            .and_then(|ids| self.touched.get(&ids))
-        {
+        let known = self.known_ids(quad, &mut QuadKeys::default());
+        match known.and_then(|ids| self.touched.get(&ids)) {
             Some(&(_, now)) => Ok(now),
-            None => Ok(self.tx.contains(quad)?),
+            None => self.was_present(quad, known),
         }
     }
 

@@ -201,13 +201,10 @@ impl StoreQuads {
 
     /// The store id of `term`, looked up once per query (up to [`DECODED_TERMS`] terms).
     fn look_up(&self, term: &Term) -> Option<u32> {
-        let found = kept(&self.looked_up, term, || {
+        let Ok(id) = kept(&self.looked_up, term, || {
             Ok::<_, std::convert::Infallible>(self.store.dictionary().id(term.as_ref()))
         });
-        match found {
-            Ok(id) => id,
-            Err(never) => match never {},
-        }
+        id
     }
 
     /// The term of id `id`, decoded once per query (up to [`DECODED_TERMS`] of them).
