@@ -18,7 +18,7 @@
 //! reader parser.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
@@ -83,6 +83,17 @@ pub enum Compression {
     Gzip,
     /// bzip2 (`.bz2`), possibly several concatenated streams.
     Bzip2,
+}
+
+impl Compression {
+    /// `reader`'s bytes decompressed.
+    pub fn decoder<'r>(self, reader: impl BufRead + Send + 'r) -> Box<dyn Read + Send + 'r> {
+        match self {
+            Compression::None => Box::new(reader),
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(reader)),
+        }
+    }
 }
 
 impl Format {
@@ -707,12 +718,7 @@ pub fn read_input_with<T: Send>(
             read: read_bytes,
         },
     );
-    let reader: Box<dyn Read + Send> = match compression {
-        Compression::None => Box::new(counted),
-        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(counted)),
-        Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(counted)),
-    };
-    let reader = skip_bom(reader).map_err(|error| ParseError::Read {
+    let reader = skip_bom(compression.decoder(counted)).map_err(|error| ParseError::Read {
         file: file.clone(),
         error,
     })?;

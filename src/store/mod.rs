@@ -35,7 +35,7 @@ pub use lines::{keep_lines, KeepLinesOptions, KeepLinesReport, LOAD_LINES_MIN_ED
 pub use load::{load, LoadError, LoadOptions, LoadReport};
 
 use crate::k2tree::{file, height_for, lines_file, K2Tree, LineBudget};
-pub use crate::rdf::parse::{BadStatement, Format, Input, ParseError, Skipped};
+pub use crate::rdf::parse::{BadStatement, Compression, Format, Input, ParseError, Skipped};
 
 /// Name of the manifest file inside a store folder.
 pub const MANIFEST: &str = "manifest.json";

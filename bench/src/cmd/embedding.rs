@@ -42,7 +42,8 @@ pub struct Args {
     /// timed. Needs a build with `--features rocksdb`.
     #[arg(long, value_name = "DIR")]
     pub location: Option<std::path::PathBuf>,
-    /// With `--location`: an N-Triples file (`.gz` too) bulk-loaded into the store first.
+    /// With `--location`: an RDF file (`.nt`, `.nq`, `.ttl`, `.trig`; `.gz` or `.bz2` too)
+    /// bulk-loaded into the store first.
     #[arg(long, value_name = "FILE", requires = "location")]
     pub load: Option<std::path::PathBuf>,
     /// The path query timed (default: a closure from a node of the synthetic graph).
@@ -213,7 +214,7 @@ fn time_path_queries(store: &K2Store, args: &Args) -> anyhow::Result<()> {
     );
 
     let mut rng = StdRng::seed_from_u64(args.seed + 1);
-    // One write to the queried relation before each query.
+    // One write to `http://e/p0` before each query: the relation the default query reads.
     let nodes = (args.quads / 4).max(2);
     let (total, overhead) = time_queries(store, query, args.queries, |i| {
         let q = Quad::new(
@@ -247,14 +248,23 @@ fn open_on_disk(dir: &std::path::Path, load: Option<&std::path::Path>) -> anyhow
         store.len()
     );
     if let Some(file) = load {
-        let raw = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
-        let reader: Box<dyn std::io::Read> = if file.extension().is_some_and(|e| e == "gz") {
-            Box::new(flate2::read::MultiGzDecoder::new(raw))
-        } else {
-            Box::new(raw)
+        use k2rpq::store::Format;
+        use oxigraph::io::RdfFormat;
+        let Some((format, compression)) = Format::guess(file) else {
+            anyhow::bail!(
+                "{}: unknown RDF format (.nt, .nq, .ttl or .trig, optionally .gz or .bz2)",
+                file.display()
+            );
         };
+        let format = match format {
+            Format::NTriples => RdfFormat::NTriples,
+            Format::NQuads => RdfFormat::NQuads,
+            Format::Turtle => RdfFormat::Turtle,
+            Format::TriG => RdfFormat::TriG,
+        };
+        let raw = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file)?);
         let t = Instant::now();
-        store.bulk_load(oxigraph::io::RdfFormat::NTriples, reader)?;
+        store.bulk_load(format, compression.decoder(raw))?;
         let s = t.elapsed().as_secs_f64();
         println!(
             "bulk load        {:.1} s ({} quads, {:.0} quads/s, relations rebuilt by streaming)",
