@@ -265,19 +265,38 @@ fn background_merge_swaps_trees_under_running_queries() {
     assert_eq!(k2_answer(&store, q), oxigraph_answer(store.oxigraph(), q));
 }
 
-#[test]
-fn the_log_recovers_the_relations_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("relations");
-    let oxigraph = oxigraph::store::Store::new().unwrap();
-    let open = || {
+/// A temporary folder for the relations, an in-memory Oxigraph store, and a way to open
+/// a `K2Store` over both (again and again, as after a restart).
+struct OnDisk {
+    _dir: tempfile::TempDir,
+    folder: std::path::PathBuf,
+    oxigraph: oxigraph::store::Store,
+}
+
+impl OnDisk {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        OnDisk {
+            folder: dir.path().join("relations"),
+            _dir: dir,
+            oxigraph: oxigraph::store::Store::new().unwrap(),
+        }
+    }
+
+    fn open(&self) -> Result<K2Store, k2rpq::oxigraph::OxigraphError> {
         K2Store::open_with(
-            oxigraph.clone(),
-            &folder,
+            self.oxigraph.clone(),
+            &self.folder,
             k2rpq::engine::cpu::CpuEngine::new(),
         )
-        .unwrap()
-    };
+    }
+}
+
+#[test]
+fn the_log_recovers_the_relations_exactly() {
+    let disk = OnDisk::new();
+    let (folder, oxigraph) = (&disk.folder, &disk.oxigraph);
+    let open = || disk.open().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
     for round in 0..6 {
         let store = open();
@@ -367,4 +386,43 @@ fn bulk_load_commits_and_rebuilds_the_relations() {
     assert_eq!(store.len(), before);
     assert_eq!(store.oxigraph().len().unwrap() as u64, before);
     same_answers(&store, "after a failed bulk load");
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused_with_its_reason() {
+    let disk = OnDisk::new();
+    let (folder, oxigraph) = (&disk.folder, &disk.oxigraph);
+    let open = || disk.open();
+    let mut rng = StdRng::seed_from_u64(11);
+    {
+        let store = open().unwrap();
+        for _ in 0..200 {
+            store.insert(&random_quad(&mut rng, true)).unwrap();
+        }
+        store.checkpoint().unwrap();
+    }
+    let path = folder.join("checkpoint");
+    let good = std::fs::read(&path).unwrap();
+    let reason = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        match open() {
+            Ok(_) => "opened".to_owned(),
+            Err(e) => e.to_string(),
+        }
+    };
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x40;
+    assert!(
+        reason(&flipped).contains("checksum mismatch"),
+        "{}",
+        reason(&flipped)
+    );
+    let half = &good[..good.len() / 2];
+    assert!(reason(half).contains("corrupt"), "{}", reason(half));
+    assert!(reason(b"K2R").contains("not a k2rpq checkpoint"));
+    // The intact checkpoint opens again, with every quad.
+    std::fs::write(&path, &good).unwrap();
+    let store = open().unwrap();
+    same_answers(&store, "after the damaged opens");
+    assert_eq!(store.len(), oxigraph.len().unwrap() as u64);
 }

@@ -360,11 +360,11 @@ impl Live {
     pub(crate) fn set_base(
         &mut self,
         relations: BTreeMap<GraphKey, BTreeMap<PredId, Arc<K2Tree>>>,
-        occurrences: BTreeMap<GraphKey, HashMap<u32, u32>>,
+        mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>>,
     ) {
         self.graphs.clear();
         for (g, rels) in relations {
-            let occ = occurrences.get(&g).cloned().unwrap_or_default();
+            let occ = occurrences.remove(&g).unwrap_or_default();
             let mut nodes = RoaringBitmap::new();
             nodes.extend(occ.keys().copied());
             let graph = LiveGraph {
@@ -502,13 +502,13 @@ impl Live {
         (from..d.len() as u32).filter_map(|id| d.term(id)).collect()
     }
 
-    /// Every relation's pairs, as of now.
-    pub(crate) fn relation_pairs(&mut self) -> Vec<super::log::RelationPairs> {
+    /// Every relation's tree, as of now.
+    pub(crate) fn relation_trees(&mut self) -> Vec<super::log::RelationTree> {
         let s = self.snapshot();
         let mut out = Vec::new();
         for (g, graph) in &s.graphs {
             for (p, r) in &graph.relations {
-                out.push((*g, *p, r.tree().cells()));
+                out.push((*g, *p, r.tree()));
             }
         }
         out

@@ -14,8 +14,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use oxrdf::Term;
+
+use crate::k2tree::K2Tree;
+use crate::sparql::MemoryDictionary;
 
 use super::live::{GraphKey, QuadIds};
 use super::OxigraphError;
@@ -44,15 +48,16 @@ fn graph_key(code: u32) -> GraphKey {
 /// One relation's pairs: its graph, its predicate, its `(subject, object)` pairs.
 pub(crate) type RelationPairs = (GraphKey, PredId, Vec<(u32, u32)>);
 
-/// What a checkpoint holds.
-#[derive(Default)]
-pub(crate) struct Checkpoint {
+/// One relation's tree: its graph, its predicate, the tree.
+pub(crate) type RelationTree = (GraphKey, PredId, Arc<K2Tree>);
+
+/// What a checkpoint's header says.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CheckpointInfo {
     /// The last log record it includes.
     pub seq: u64,
-    /// The dictionary's terms, by id.
-    pub terms: Vec<Term>,
-    /// Every relation's pairs.
-    pub relations: Vec<RelationPairs>,
+    /// The dictionary's terms it holds.
+    pub terms: u32,
 }
 
 /// One write of the log.
@@ -84,31 +89,99 @@ impl Writer {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads the fields [`Writer`] writes; `None` at the end of the bytes or on a field
+/// that does not read back.
+struct Reader<R> {
+    inner: R,
+    buf: Vec<u8>,
+}
 
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.0.len() < n {
-            return None;
+impl<R: Read> Reader<R> {
+    fn new(inner: R) -> Self {
+        Reader {
+            inner,
+            buf: Vec::new(),
         }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
+    }
+    /// Reads `n` bytes into the buffer. The buffer grows as bytes arrive, so a damaged
+    /// length costs no more memory than the bytes that are there.
+    fn fill(&mut self, n: usize) -> Option<&[u8]> {
+        self.buf.clear();
+        (&mut self.inner)
+            .take(n as u64)
+            .read_to_end(&mut self.buf)
+            .ok()?;
+        (self.buf.len() == n).then_some(&self.buf[..])
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let mut b = [0; N];
+        self.inner.read_exact(&mut b).ok()?;
+        Some(b)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
     }
     fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+        Some(u32::from_le_bytes(self.array()?))
     }
     fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(self.array()?))
     }
     fn term(&mut self) -> Option<Term> {
         let n = self.u32()? as usize;
-        let s = std::str::from_utf8(self.take(n)?).ok()?;
+        let s = std::str::from_utf8(self.fill(n)?).ok()?;
         Term::from_str(s).ok()
     }
     /// A list: its length (`u32`), then that many items read by `item`.
     fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
         (0..self.u32()?).map(|_| item(self)).collect()
+    }
+    /// One relation: graph, predicate, pair count, pairs, each id below `terms`.
+    fn relation(&mut self, terms: u32) -> Option<RelationPairs> {
+        let g = graph_key(self.u32()?);
+        let p = self.u32()?;
+        let n = self.u64()?;
+        let mut pairs = Vec::with_capacity(n.min(1 << 24) as usize);
+        for _ in 0..n {
+            let pair = (self.u32()?, self.u32()?);
+            // Checked as read: the checksum comes last, after the pairs became trees.
+            if pair.0 >= terms || pair.1 >= terms {
+                return None;
+            }
+            pairs.push(pair);
+        }
+        Some((g, p, pairs))
+    }
+}
+
+/// A writer that checksums what passes through it.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A reader that checksums what passes through it.
+struct ChecksummedRead<R> {
+    inner: R,
+    crc: crc32fast::Hasher,
+}
+
+impl<R: Read> Read for ChecksummedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
     }
 }
 
@@ -125,14 +198,14 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// Opens (creating) the folder; returns the log, the checkpoint and the log's
-    /// records after it with their offsets (a torn tail dropped).
-    #[allow(clippy::type_complexity)]
+    /// Opens (creating) the log of `folder`, whose checkpoint is `checkpoint` (see
+    /// [`read_checkpoint`]); returns it and its records after the checkpoint with their
+    /// offsets (a torn tail dropped).
     pub(crate) fn open(
         folder: &Path,
-    ) -> Result<(Log, Checkpoint, Vec<(Record, u64)>), OxigraphError> {
+        checkpoint: CheckpointInfo,
+    ) -> Result<(Log, Vec<(Record, u64)>), OxigraphError> {
         std::fs::create_dir_all(folder).map_err(|e| io("cannot create", folder, e))?;
-        let checkpoint = read_checkpoint(&folder.join(CHECKPOINT))?;
         let path = folder.join(LOG);
         let mut file = OpenOptions::new()
             .create(true)
@@ -157,7 +230,7 @@ impl Log {
             file,
             len: at as u64,
             seq: checkpoint.seq,
-            persisted_terms: checkpoint.terms.len() as u32,
+            persisted_terms: checkpoint.terms,
         };
         if let Some((r, _)) = records.last() {
             log.seq = log.seq.max(r.seq);
@@ -166,7 +239,7 @@ impl Log {
             log.persisted_terms = log.persisted_terms.max(r.first_term + r.terms.len() as u32);
         }
         log.truncate(log.len)?;
-        Ok((log, checkpoint, records))
+        Ok((log, records))
     }
 
     /// Drops the records from byte `offset` on (an uncommitted write); `terms` is the
@@ -254,94 +327,142 @@ impl Log {
         Ok(())
     }
 
-    /// Writes `checkpoint` (to a temporary file, fsynced, renamed) and empties the log.
-    pub(crate) fn checkpoint(&mut self, mut checkpoint: Checkpoint) -> Result<(), OxigraphError> {
-        checkpoint.seq = self.seq;
+    /// Writes a checkpoint of the `terms` first terms of the dictionary (`term(id)`
+    /// each) and of `relations` (to a temporary file, fsynced, renamed), then empties
+    /// the log. Terms and pairs stream to the file: nothing but a relation's pairs is
+    /// held at once.
+    pub(crate) fn checkpoint(
+        &mut self,
+        terms: u32,
+        term: impl Fn(u32) -> Option<Term>,
+        relations: &[RelationTree],
+    ) -> Result<(), OxigraphError> {
         let path = self.folder.join(CHECKPOINT);
         let tmp = self.folder.join("checkpoint.tmp");
         let write = || -> std::io::Result<()> {
-            let mut out = BufWriter::new(File::create(&tmp)?);
-            let mut w = Writer(Vec::new());
+            let mut out = Checksummed {
+                inner: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
+                crc: crc32fast::Hasher::new(),
+            };
+            let mut w = Writer(Vec::with_capacity(1 << 16));
             w.0.extend_from_slice(MAGIC);
-            w.u64(checkpoint.seq);
-            w.u32(checkpoint.terms.len() as u32);
-            for t in &checkpoint.terms {
-                w.term(t);
+            w.u64(self.seq);
+            w.u32(terms);
+            for id in 0..terms {
+                let t = term(id).ok_or_else(|| {
+                    std::io::Error::other(format!("the dictionary has no term {id}"))
+                })?;
+                w.term(&t);
+                if w.0.len() >= 1 << 16 {
+                    out.write_all(&w.0)?;
+                    w.0.clear();
+                }
             }
-            w.u32(checkpoint.relations.len() as u32);
-            for (g, p, pairs) in &checkpoint.relations {
+            w.u32(relations.len() as u32);
+            for (g, p, tree) in relations {
+                let pairs = tree.cells();
                 w.u32(graph_code(*g));
                 w.u32(*p);
                 w.u64(pairs.len() as u64);
-                for &(s, o) in pairs {
+                for (s, o) in pairs {
                     w.u32(s);
                     w.u32(o);
+                    if w.0.len() >= 1 << 16 {
+                        out.write_all(&w.0)?;
+                        w.0.clear();
+                    }
                 }
             }
-            let crc = crc32fast::hash(&w.0);
             out.write_all(&w.0)?;
-            out.write_all(&crc.to_le_bytes())?;
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            let crc = out.crc.clone().finalize();
+            out.inner.write_all(&crc.to_le_bytes())?;
+            out.inner
+                .into_inner()
+                .map_err(|e| e.into_error())?
+                .sync_all()?;
             std::fs::rename(&tmp, &path)?;
             File::open(&self.folder)?.sync_all()
         };
         write().map_err(|e| io("cannot write", &path, e))?;
-        self.persisted_terms = checkpoint.terms.len() as u32;
+        self.persisted_terms = terms;
         self.truncate(0)
     }
 }
 
-fn read_checkpoint(path: &Path) -> Result<Checkpoint, OxigraphError> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(f) => BufReader::new(f)
-            .read_to_end(&mut bytes)
-            .map_err(|e| io("cannot read", path, e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Checkpoint::default()),
-        Err(e) => return Err(io("cannot open", path, e)),
+/// Reads the checkpoint of `folder`, if there is one: its terms are interned into
+/// `dictionary` (which must be empty) in id order and each relation is handed to
+/// `relation` as it is read, with the number of terms. A checkpoint that does not read
+/// back (bad magic, truncated, checksum) is an error; the dictionary then holds part of it.
+pub(crate) fn read_checkpoint(
+    folder: &Path,
+    dictionary: &mut MemoryDictionary,
+    mut relation: impl FnMut(u32, RelationPairs),
+) -> Result<CheckpointInfo, OxigraphError> {
+    let path = folder.join(CHECKPOINT);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(CheckpointInfo::default()),
+        Err(e) => return Err(io("cannot open", &path, e)),
     };
-    if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(corrupt(path, "not a k2rpq checkpoint"));
+    let len = file
+        .metadata()
+        .map_err(|e| io("cannot read", &path, e))?
+        .len();
+    if len < (MAGIC.len() + 4) as u64 {
+        return Err(corrupt(&path, "not a k2rpq checkpoint"));
     }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    if crc32fast::hash(body).to_le_bytes() != crc {
-        return Err(corrupt(path, "checksum mismatch"));
+    let mut file = BufReader::with_capacity(1 << 20, file);
+    let mut r = Reader::new(ChecksummedRead {
+        inner: (&mut file).take(len - 4),
+        crc: crc32fast::Hasher::new(),
+    });
+    if r.fill(MAGIC.len()) != Some(&MAGIC[..]) {
+        return Err(corrupt(&path, "not a k2rpq checkpoint"));
     }
-    let mut r = Reader(&body[MAGIC.len()..]);
-    let parse = |r: &mut Reader<'_>| -> Option<Checkpoint> {
+    let mut parse = || -> Option<CheckpointInfo> {
         let seq = r.u64()?;
-        let terms = r.list(Reader::term)?;
-        let relations = r.list(|r| {
-            let g = graph_key(r.u32()?);
-            let p = r.u32()?;
-            let n = r.u64()?;
-            let mut pairs = Vec::with_capacity(n.min(1 << 24) as usize);
-            for _ in 0..n {
-                pairs.push((r.u32()?, r.u32()?));
+        let terms = r.u32()?;
+        for id in 0..terms {
+            // A term twice would shift every later id.
+            if dictionary.intern(r.term()?.as_ref()) != id {
+                return None;
             }
-            Some((g, p, pairs))
-        })?;
-        Some(Checkpoint {
-            seq,
-            terms,
-            relations,
-        })
+        }
+        for _ in 0..r.u32()? {
+            relation(terms, r.relation(terms)?);
+        }
+        Some(CheckpointInfo { seq, terms })
     };
-    parse(&mut r).ok_or_else(|| corrupt(path, "truncated"))
+    let info = parse();
+    // The rest of the body goes through the checksum too, so that damage anywhere is
+    // reported as such rather than as whatever the parse stumbled on.
+    let rest = std::io::copy(&mut r.inner, &mut std::io::sink())
+        .map_err(|e| io("cannot read", &path, e))?;
+    let mut crc = [0; 4];
+    r.inner
+        .inner
+        .get_mut()
+        .read_exact(&mut crc)
+        .map_err(|e| io("cannot read", &path, e))?;
+    if r.inner.crc.finalize().to_le_bytes() != crc {
+        return Err(corrupt(&path, "checksum mismatch"));
+    }
+    info.filter(|_| rest == 0)
+        .ok_or_else(|| corrupt(&path, "its content does not read back"))
 }
 
 /// The record at the start of `bytes` and its length with its frame, if whole.
 fn parse_record(bytes: &[u8]) -> Option<(Record, usize)> {
-    let mut r = Reader(bytes);
+    let mut r = Reader::new(bytes);
     let len = r.u32()? as usize;
     let crc = r.u32()?;
-    let payload = r.take(len)?;
+    let payload = r.fill(len)?;
     if crc32fast::hash(payload) != crc {
         return None;
     }
-    let mut r = Reader(payload);
+    let mut r = Reader::new(payload);
     let seq = r.u64()?;
-    let abort = r.take(1)?[0] == 1;
+    let abort = r.u8()? == 1;
     let record = if abort {
         Record {
             seq,
@@ -356,7 +477,7 @@ fn parse_record(bytes: &[u8]) -> Option<(Record, usize)> {
         let changes = r.list(|r| {
             let graph = graph_key(r.u32()?);
             let (subject, predicate, object) = (r.u32()?, r.u32()?, r.u32()?);
-            let inserted = r.take(1)?[0] == 1;
+            let inserted = r.u8()? == 1;
             Some((
                 QuadIds {
                     graph,

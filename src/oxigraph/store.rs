@@ -19,7 +19,7 @@ use oxigraph::store::{Store, Transaction};
 use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
 use super::live::{id_space, GraphKey, Live, PendingTree, QuadIds, Snapshot, TreeId};
-use super::log::{Checkpoint, Log};
+use super::log::{read_checkpoint, Log};
 use super::{answer_path_service, execute, path_evaluator, OxigraphError};
 use crate::cache::{available_host_memory, CacheOptions, DeviceCache, DEFAULT_BUDGET};
 use crate::database::CachedRelations;
@@ -119,10 +119,30 @@ impl<E: Engine + 'static> K2Store<E> {
     /// the log's docs), so the relations match Oxigraph's content after a kill at any
     /// point of a write.
     pub fn open_with(store: Store, folder: &Path, engine: E) -> Result<Self, OxigraphError> {
-        let (mut log, checkpoint, mut records) = Log::open(folder)?;
-        let fresh = checkpoint.terms.is_empty() && records.is_empty();
         let mut s = Self::empty(store, engine);
-        if fresh {
+        // The checkpoint streams into the dictionary and the trees: its terms are interned
+        // as they are read, and each relation's pairs become its tree before the next
+        // relation is read.
+        let mut trees: BTreeMap<GraphKey, BTreeMap<PredId, Arc<K2Tree>>> = BTreeMap::new();
+        let mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>> = BTreeMap::new();
+        let checkpoint = {
+            let dictionary = Arc::clone(s.live().dictionary());
+            let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
+            read_checkpoint(folder, &mut d, |terms, (g, p, pairs)| {
+                let n = id_space(terms as usize) as u64;
+                let occ = occurrences.entry(g).or_default();
+                for &(a, b) in &pairs {
+                    *occ.entry(a).or_insert(0) += 1;
+                    *occ.entry(b).or_insert(0) += 1;
+                }
+                trees
+                    .entry(g)
+                    .or_default()
+                    .insert(p, Arc::new(K2Tree::from_edges(n, n, pairs)));
+            })?
+        };
+        let (mut log, mut records) = Log::open(folder, checkpoint)?;
+        if checkpoint.terms == 0 && records.is_empty() {
             s.log = Some(Mutex::new(log));
             s.rebuild()?;
             return Ok(s);
@@ -135,31 +155,7 @@ impl<E: Engine + 'static> K2Store<E> {
             .collect();
         // Aborted writes keep their record for the terms it numbered.
         records.retain(|(r, _)| !r.abort);
-        {
-            let mut live = s.live();
-            let d = Arc::clone(live.dictionary());
-            {
-                let mut d = d.write().unwrap_or_else(|e| e.into_inner());
-                for t in &checkpoint.terms {
-                    d.intern(t.as_ref());
-                }
-            }
-            let n = id_space(checkpoint.terms.len()) as u64;
-            let mut trees: BTreeMap<GraphKey, BTreeMap<PredId, Arc<K2Tree>>> = BTreeMap::new();
-            let mut occurrences: BTreeMap<GraphKey, HashMap<u32, u32>> = BTreeMap::new();
-            for (g, p, pairs) in checkpoint.relations {
-                let occ = occurrences.entry(g).or_default();
-                for &(a, b) in &pairs {
-                    *occ.entry(a).or_insert(0) += 1;
-                    *occ.entry(b).or_insert(0) += 1;
-                }
-                trees
-                    .entry(g)
-                    .or_default()
-                    .insert(p, Arc::new(K2Tree::from_edges(n, n, pairs)));
-            }
-            live.set_base(trees, occurrences);
-        }
+        s.live().set_base(trees, occurrences);
         let last = records.len().saturating_sub(1);
         for (i, (r, offset)) in records.iter().enumerate() {
             {
@@ -238,17 +234,18 @@ impl<E: Engine + 'static> K2Store<E> {
         let Some(log) = &self.log else {
             return Ok(());
         };
-        let checkpoint = {
+        let (dictionary, relations) = {
             let mut live = self.live();
-            Checkpoint {
-                seq: 0,
-                terms: live.terms_from(0),
-                relations: live.relation_pairs(),
-            }
+            (Arc::clone(live.dictionary()), live.relation_trees())
         };
-        log.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .checkpoint(checkpoint)
+        use crate::sparql::TermDictionary;
+        // Writers wait on the writer lock meanwhile; queries only read the dictionary.
+        let d = dictionary.read().unwrap_or_else(|e| e.into_inner());
+        log.lock().unwrap_or_else(|e| e.into_inner()).checkpoint(
+            d.len() as u32,
+            |id| d.term(id),
+            &relations,
+        )
     }
 
     /// Bytes in the relations' log (0 in memory).
@@ -374,7 +371,7 @@ impl<E: Engine + 'static> K2Store<E> {
         {
             let mut d = dictionary.write().unwrap_or_else(|e| e.into_inner());
             for (i, (key, term)) in fresh.into_keyed_terms().into_iter().enumerate() {
-                if d.intern_key(key, || term) != first_fresh + i as u32 {
+                if d.intern_key(key, term.as_ref()) != first_fresh + i as u32 {
                     return Err(OxigraphError::Relations(
                         "the dictionary changed during the write".into(),
                     ));
@@ -718,7 +715,7 @@ impl<'a> K2Transaction<'a> {
             let key = keys.key(d, t);
             Some(
                 d.id_of_key(key)
-                    .unwrap_or_else(|| first + fresh.intern_key(key, || t.into_owned())),
+                    .unwrap_or_else(|| first + fresh.intern_key(key, t)),
             )
         })
         .expect("numbering gives every term an id")

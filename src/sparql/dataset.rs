@@ -11,6 +11,7 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 
 use super::SparqlError;
+use crate::rdf::terms;
 use crate::rpq::{MemoryGraph, PathGraph};
 
 /// Maps RDF terms to the dense `u32` ids of the graphs and back.
@@ -36,9 +37,9 @@ pub trait PathDataset: Sync {
 
 /// A term dictionary in memory.
 ///
-/// Each term is stored once, in id order. The table holds per term a 128-bit keyed hash
-/// of it (its key) and its id, and is probed with the key alone: a lookup hashes
-/// the borrowed term once and reads no stored term (comparing stored terms cost two
+/// Each term is stored once, in id order, as its byte key. The table holds per term a
+/// 128-bit keyed hash of it (its key) and its id, and is probed with the key alone: a
+/// lookup hashes the borrowed term once and reads no stored term (comparing stored terms cost two
 /// cache misses a lookup, most of the embedding's dictionary time). Two terms share an
 /// id only if their keys collide, a chance of about `n² / 2¹²⁹` for `n` terms under a
 /// key drawn at random per dictionary (Oxigraph itself identifies strings by a 128-bit
@@ -46,9 +47,64 @@ pub trait PathDataset: Sync {
 #[derive(Clone)]
 pub struct MemoryDictionary {
     ids: HashTable<Slot>,
-    terms: Vec<Term>,
+    terms: TermArena,
     /// The SipHash key of the terms' keys.
     sip_key: (u64, u64),
+}
+
+/// Terms in id order as their byte keys ([`crate::rdf::terms`]), end to end in chunks.
+///
+/// A term costs its key's bytes and 8 bytes of position, where a `Term` costs its own
+/// size, a heap string and the allocator's rounding. Chunks of [`TermArena::CHUNK`]
+/// bytes grow the arena without the copy and the doubled peak of one growing buffer;
+/// a key never spans two chunks.
+#[derive(Clone, Default)]
+struct TermArena {
+    chunks: Vec<Vec<u8>>,
+    /// Per term: its chunk (high 32 bits) and its offset there (low 32 bits).
+    starts: Vec<u64>,
+    key: Vec<u8>,
+}
+
+impl TermArena {
+    const CHUNK: usize = 4 << 20;
+
+    fn push(&mut self, term: TermRef<'_>) {
+        self.key.clear();
+        terms::encode_into(term, &mut self.key);
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= self.key.len());
+        if !fits {
+            self.chunks
+                .push(Vec::with_capacity(Self::CHUNK.max(self.key.len())));
+        }
+        let chunk = self.chunks.len() - 1;
+        let c = &mut self.chunks[chunk];
+        self.starts.push(((chunk as u64) << 32) | c.len() as u64);
+        c.extend_from_slice(&self.key);
+    }
+
+    fn get(&self, id: u32) -> Option<Term> {
+        let i = id as usize;
+        let at = |i: usize| {
+            self.starts
+                .get(i)
+                .map(|&p| ((p >> 32) as usize, p as u32 as usize))
+        };
+        let (chunk, start) = at(i)?;
+        let c = &self.chunks[chunk];
+        let end = match at(i + 1) {
+            Some((next, end)) if next == chunk => end,
+            _ => c.len(),
+        };
+        terms::decode(&c[start..end])
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
 }
 
 /// A table entry: a term's key (as four words, so that the entry packs in 20 bytes) and
@@ -78,7 +134,7 @@ impl Default for MemoryDictionary {
         let random = RandomState::new();
         MemoryDictionary {
             ids: HashTable::new(),
-            terms: Vec::new(),
+            terms: TermArena::default(),
             sip_key: (random.hash_one(0u8), random.hash_one(1u8)),
         }
     }
@@ -98,7 +154,7 @@ impl MemoryDictionary {
     pub(crate) fn sibling(&self) -> MemoryDictionary {
         MemoryDictionary {
             ids: HashTable::new(),
-            terms: Vec::new(),
+            terms: TermArena::default(),
             sip_key: self.sip_key,
         }
     }
@@ -121,13 +177,13 @@ impl MemoryDictionary {
         self.ids.find(key.hash(), |s| s.key == key.0).map(|s| s.id)
     }
 
-    /// Returns the id of the term of `key`, giving `term()` the next id if it is new.
-    pub(crate) fn intern_key(&mut self, key: TermKey, term: impl FnOnce() -> Term) -> u32 {
+    /// Returns the id of `term`, whose key is `key`, giving it the next id if it is new.
+    pub(crate) fn intern_key(&mut self, key: TermKey, term: TermRef<'_>) -> u32 {
         if let Some(id) = self.id_of_key(key) {
             return id;
         }
         let id = self.terms.len() as u32;
-        self.terms.push(term());
+        self.terms.push(term);
         self.ids
             .insert_unique(key.hash(), Slot { key: key.0, id }, |s| {
                 TermKey(s.key).hash()
@@ -141,12 +197,15 @@ impl MemoryDictionary {
         for s in &self.ids {
             keys[s.id as usize] = TermKey(s.key);
         }
-        keys.into_iter().zip(self.terms).collect()
+        keys.into_iter()
+            .enumerate()
+            .filter_map(|(id, k)| Some((k, self.terms.get(id as u32)?)))
+            .collect()
     }
 
     /// Returns the id of `term`, giving it the next id if it is new.
     pub fn intern(&mut self, term: TermRef<'_>) -> u32 {
-        self.intern_key(self.key(term), || term.into_owned())
+        self.intern_key(self.key(term), term)
     }
 
     /// Number of terms.
@@ -156,7 +215,7 @@ impl MemoryDictionary {
 
     /// Whether no term is known.
     pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
+        self.terms.len() == 0
     }
 }
 
@@ -165,7 +224,7 @@ impl TermDictionary for MemoryDictionary {
         self.id_of_key(self.key(term))
     }
     fn term(&self, id: u32) -> Option<Term> {
-        self.terms.get(id as usize).cloned()
+        self.terms.get(id)
     }
 }
 
@@ -333,10 +392,10 @@ mod tests {
         let b = Term::from(NamedNode::new_unchecked("http://e/b"));
         let key = d.key(b.as_ref());
         assert_eq!(d.id_of_key(key), None);
-        assert_eq!(fresh.intern_key(key, || b.clone()), 0);
+        assert_eq!(fresh.intern_key(key, b.as_ref()), 0);
         assert_eq!(fresh.id_of_key(key), Some(0));
         for (key, term) in fresh.into_keyed_terms() {
-            assert_eq!(d.intern_key(key, || term), 3);
+            assert_eq!(d.intern_key(key, term.as_ref()), 3);
         }
         assert_eq!(d.id(b.as_ref()), Some(3));
         assert_eq!(d.len(), 4);
