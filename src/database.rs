@@ -769,6 +769,17 @@ impl Database {
                 format!("device: {why}, a fixed traversal asks for the device's products"),
             ));
         }
+        // A constant start walks the host in front of the device under a budget of its
+        // own: nothing to route, and no need to ask the driver for its free memory.
+        if !matches!(plan.start, rpq::StartNodes::Candidates(_)) {
+            return Ok((
+                gpus,
+                format!(
+                    "device: {why}, a constant start (walked on the host first, under a \
+                     budget)"
+                ),
+            ));
+        }
         let engine = first.cache.engine();
         let words = rpq::route::fitting_words(
             engine.batch_memory(),
@@ -784,13 +795,7 @@ impl Database {
             rayon::current_num_threads(),
             &rpq::route::DeviceModel::default(),
         ) {
-            None => Ok((
-                gpus,
-                format!(
-                    "device: {why}, a constant start (walked on the host first, under a \
-                     budget)"
-                ),
-            )),
+            None => Ok((gpus, format!("device: {why}"))),
             Some(d) if d.route == rpq::route::Route::Host => Ok((&[], format!("{why}; {d}"))),
             Some(d) => Ok((gpus, format!("{why}; {d}"))),
         }
