@@ -2,7 +2,7 @@
 //! ([`StoreQuads`]), with every group of patterns that holds a property path answered by
 //! k2rpq's engines ([`group::evaluate_group`]) through a `SERVICE` the rewrite
 //! ([`rewrite::wrap_paths_in_service`]) puts around it; exact SPARQL 1.1 property-path
-//! semantics ([`semantics`]); result writers ([`results`]).
+//! semantics ([`semantics`]); result writers ([`results`], [`json`]).
 //!
 //! Terms become ids at the edges ([`TermDictionary`]); everything below (the RPQ engine)
 //! sees only ids. See `docs/SEMANTICS.md` for the semantics and Oxigraph's deviations.
@@ -10,6 +10,7 @@
 mod count;
 pub mod dataset;
 pub mod group;
+pub mod json;
 pub mod results;
 pub mod rewrite;
 pub mod semantics;

@@ -1,5 +1,5 @@
-//! Writing results as they come: SPARQL JSON, XML, CSV and TSV through sparesults, or an
-//! aligned table; the triples of a CONSTRUCT or DESCRIBE as N-Triples or Turtle through
+//! Writing results as they come: SPARQL JSON solutions through [`super::json`], XML, CSV,
+//! TSV and booleans through sparesults, or an aligned table; the triples of a CONSTRUCT or DESCRIBE as N-Triples or Turtle through
 //! oxttl. At most a given number of rows (triples) is written, and the caller learns
 //! whether more were left, so that a cut answer never passes for a whole one.
 
@@ -10,6 +10,7 @@ use oxrdf::{Term, Variable};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 use spareval::{QueryResults, QuerySolutionIter};
 
+use super::json::JsonSolutionsWriter;
 use super::SparqlError;
 
 /// An output format of `k2rpq query`.
@@ -186,6 +187,16 @@ pub fn write_results(
             ResultFormat::NTriples | ResultFormat::Turtle => Err(SparqlError::Results(
                 "a SELECT answer is written as table, json, xml, csv or tsv".into(),
             )),
+            ResultFormat::Json => {
+                let variables = solutions.variables().to_vec();
+                let mut w = JsonSolutionsWriter::start(&mut *out, &variables).map_err(io)?;
+                let written = write_rows(solutions, limit, |s| {
+                    w.serialize(s.iter().map(|(v, t)| (v.as_ref(), t.as_ref())))
+                        .map_err(io)
+                })?;
+                w.finish().map_err(io)?;
+                Ok(written)
+            }
             f => {
                 let variables = solutions.variables().to_vec();
                 let mut w = QueryResultsSerializer::from_format(results_format(f))

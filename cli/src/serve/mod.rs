@@ -28,7 +28,6 @@
 
 mod describe;
 pub mod evaluate;
-mod json;
 mod log;
 mod negotiate;
 mod page;

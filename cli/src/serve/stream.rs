@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use rustc_hash::FxHashMap;
 
 use super::evaluate::{Answer, Control, EvaluationError, PathRows, Rows, Triples};
-use super::json::{self, JsonSolutionsWriter};
 use super::negotiate::Format;
+use k2rpq::sparql::json::{self, JsonSolutionsWriter};
 
 /// Bytes gathered before a chunk goes to the client.
 const CHUNK_BYTES: usize = 32 * 1024;
@@ -479,6 +479,18 @@ mod tests {
     use oxrdf::{NamedNode, Term, Variable};
     use std::time::Duration;
 
+    /// A term of each kind, with characters that JSON, CSV and TSV escape.
+    fn terms() -> Vec<Term> {
+        let quoted = "say \"hi\",\tthen\nleave \\ \u{1}";
+        vec![
+            NamedNode::new_unchecked("http://example.org/x\"y").into(),
+            oxrdf::BlankNode::new_unchecked("n1").into(),
+            oxrdf::Literal::new_simple_literal(quoted).into(),
+            oxrdf::Literal::new_language_tagged_literal_unchecked(quoted, "de").into(),
+            oxrdf::Literal::new_typed_literal("7", oxrdf::vocab::xsd::INT).into(),
+        ]
+    }
+
     /// The body that `write` sends, and whether it ended in an error.
     fn sent_body(write: impl FnOnce(mpsc::Sender<Chunk>)) -> (String, bool) {
         let (sender, mut receiver) = mpsc::channel::<Chunk>(4);
@@ -528,7 +540,7 @@ mod tests {
         columns: Vec<Option<usize>>,
         control: &Control,
     ) -> PathRows {
-        let terms = crate::serve::json::tests::terms();
+        let terms = terms();
         let decode: Decoder = Box::new(move |ids: &[u32]| {
             ids.iter()
                 .map(|&i| terms.get(i as usize).cloned())
@@ -552,7 +564,7 @@ mod tests {
 
     /// Every pair of terms, unbound cells and query terms, repeated past two batches.
     fn id_rows() -> Vec<Vec<Option<u32>>> {
-        let n = crate::serve::json::tests::terms().len() as u32;
+        let n = terms().len() as u32;
         let ids: Vec<Option<u32>> = (0..n)
             .map(Some)
             .chain([None, Some(QUERY_TERM_BASE)])

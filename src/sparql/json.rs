@@ -14,6 +14,20 @@ use oxrdf::{TermRef, Variable, VariableRef};
 
 /// Writes one JSON solutions document: the head on creation, a row per
 /// [`JsonSolutionsWriter::serialize`], the closing brackets on [`JsonSolutionsWriter::finish`].
+///
+/// ```
+/// use k2rpq::sparql::json::JsonSolutionsWriter;
+/// use oxrdf::{NamedNodeRef, Variable};
+/// let x = Variable::new_unchecked("x");
+/// let mut w = JsonSolutionsWriter::start(Vec::new(), std::slice::from_ref(&x))?;
+/// w.serialize([(x.as_ref(), NamedNodeRef::new_unchecked("http://e/a").into())])?;
+/// let json = String::from_utf8(w.finish()?).unwrap();
+/// assert_eq!(
+///     json,
+///     r#"{"head":{"vars":["x"]},"results":{"bindings":[{"x":{"type":"uri","value":"http://e/a"}}]}}"#
+/// );
+/// # Ok::<_, std::io::Error>(())
+/// ```
 pub struct JsonSolutionsWriter<W: Write> {
     out: W,
     first: bool,
@@ -146,13 +160,13 @@ fn write_string(out: &mut impl Write, s: &str) -> io::Result<()> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
     use oxrdf::{BlankNode, Literal, NamedNode, Term};
     use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
     /// Terms of every kind, with every character JSON escapes.
-    pub(crate) fn terms() -> Vec<Term> {
+    fn terms() -> Vec<Term> {
         let awkward = "a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{1f} é 日本 \u{7f} end";
         vec![
             NamedNode::new_unchecked("http://example.org/a").into(),
