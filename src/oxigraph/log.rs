@@ -76,6 +76,15 @@ pub(crate) struct Record {
 struct Writer(Vec<u8>);
 
 impl Writer {
+    /// Moves what was written to `out` once it holds 64 KiB: a checkpoint streams to
+    /// its file through the same field writers as a log record.
+    fn spill(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.0.len() >= 1 << 16 {
+            out.write_all(&self.0)?;
+            self.0.clear();
+        }
+        Ok(())
+    }
     fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
@@ -154,10 +163,19 @@ impl<R: Read> Reader<R> {
     }
 }
 
-/// A writer that checksums what passes through it.
-struct Checksummed<W> {
-    inner: W,
+/// A reader or writer that checksums what passes through it.
+struct Checksummed<T> {
+    inner: T,
     crc: crc32fast::Hasher,
+}
+
+impl<T> Checksummed<T> {
+    fn new(inner: T) -> Self {
+        Checksummed {
+            inner,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
 }
 
 impl<W: Write> Write for Checksummed<W> {
@@ -171,13 +189,7 @@ impl<W: Write> Write for Checksummed<W> {
     }
 }
 
-/// A reader that checksums what passes through it.
-struct ChecksummedRead<R> {
-    inner: R,
-    crc: crc32fast::Hasher,
-}
-
-impl<R: Read> Read for ChecksummedRead<R> {
+impl<R: Read> Read for Checksummed<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.crc.update(&buf[..n]);
@@ -340,10 +352,7 @@ impl Log {
         let path = self.folder.join(CHECKPOINT);
         let tmp = self.folder.join("checkpoint.tmp");
         let write = || -> std::io::Result<()> {
-            let mut out = Checksummed {
-                inner: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
-                crc: crc32fast::Hasher::new(),
-            };
+            let mut out = Checksummed::new(BufWriter::with_capacity(1 << 20, File::create(&tmp)?));
             let mut w = Writer(Vec::with_capacity(1 << 16));
             w.0.extend_from_slice(MAGIC);
             w.u64(self.seq);
@@ -353,10 +362,7 @@ impl Log {
                     std::io::Error::other(format!("the dictionary has no term {id}"))
                 })?;
                 w.term(&t);
-                if w.0.len() >= 1 << 16 {
-                    out.write_all(&w.0)?;
-                    w.0.clear();
-                }
+                w.spill(&mut out)?;
             }
             w.u32(relations.len() as u32);
             for (g, p, tree) in relations {
@@ -367,10 +373,7 @@ impl Log {
                 for (s, o) in pairs {
                     w.u32(s);
                     w.u32(o);
-                    if w.0.len() >= 1 << 16 {
-                        out.write_all(&w.0)?;
-                        w.0.clear();
-                    }
+                    w.spill(&mut out)?;
                 }
             }
             out.write_all(&w.0)?;
@@ -412,10 +415,7 @@ pub(crate) fn read_checkpoint(
         return Err(corrupt(&path, "not a k2rpq checkpoint"));
     }
     let mut file = BufReader::with_capacity(1 << 20, file);
-    let mut r = Reader::new(ChecksummedRead {
-        inner: (&mut file).take(len - 4),
-        crc: crc32fast::Hasher::new(),
-    });
+    let mut r = Reader::new(Checksummed::new((&mut file).take(len - 4)));
     if r.fill(MAGIC.len()) != Some(&MAGIC[..]) {
         return Err(corrupt(&path, "not a k2rpq checkpoint"));
     }

@@ -39,11 +39,11 @@ pub trait PathDataset: Sync {
 ///
 /// Each term is stored once, in id order, as its byte key. The table holds per term a
 /// 128-bit keyed hash of it (its key) and its id, and is probed with the key alone: a
-/// lookup hashes the borrowed term once and reads no stored term (comparing stored terms cost two
-/// cache misses a lookup, most of the embedding's dictionary time). Two terms share an
-/// id only if their keys collide, a chance of about `n² / 2¹²⁹` for `n` terms under a
-/// key drawn at random per dictionary (Oxigraph itself identifies strings by a 128-bit
-/// SipHash, unkeyed).
+/// lookup hashes the borrowed term once and reads no stored term (comparing stored
+/// terms cost two cache misses a lookup, most of the embedding's dictionary time). Two
+/// terms share an id only if their keys collide, a chance of about `n² / 2¹²⁹` for `n`
+/// terms under a key drawn at random per dictionary (Oxigraph itself identifies strings
+/// by a 128-bit SipHash, unkeyed).
 #[derive(Clone)]
 pub struct MemoryDictionary {
     ids: HashTable<Slot>,

@@ -1,6 +1,6 @@
 //! Writing results as they come: SPARQL JSON solutions through [`super::json`], XML, CSV,
-//! TSV and booleans through sparesults, or an aligned table; the triples of a CONSTRUCT or DESCRIBE as N-Triples or Turtle through
-//! oxttl. At most a given number of rows (triples) is written, and the caller learns
+//! TSV and booleans through sparesults, or an aligned table; the triples of a CONSTRUCT
+//! or DESCRIBE as N-Triples or Turtle through oxttl. At most a given number of rows (triples) is written, and the caller learns
 //! whether more were left, so that a cut answer never passes for a whole one.
 
 use std::io::Write;

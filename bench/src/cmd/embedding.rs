@@ -232,8 +232,8 @@ fn time_path_queries(store: &K2Store, args: &Args) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3
     );
 
-    // A mean well above the median is a few slow queries: those that cross a tree's
-    // line-list threshold and share the cores with its build (see the performance docs).
+    // A mean well above the median is a few slow queries: the one that crosses a tree's
+    // line-list threshold builds the lists inline (see the performance docs).
     let (queries, overhead) = time_queries(store, query, args.queries, |_| Ok(()))?.describe();
     println!("query, no writes {queries}; embedding overhead {overhead:.2} µs/query");
 
