@@ -27,7 +27,10 @@ use crate::cache::{
     CacheError, CacheOptions, CacheStats, DeviceCache, MemoryBudget, DEFAULT_BUDGET,
 };
 use crate::engine::cpu::CpuEngine;
-use crate::engine::gpu::{open_or_notice_with, DevicesError, GpuEngine, GpuOptions, GpuSelection};
+use crate::engine::gpu::{
+    check_driver, open_or_notice_with, DevicesError, GpuEngine, GpuOptions, GpuSelection,
+};
+use crate::engine::host_probe::HostProbe;
 use crate::engine::{Engine, MatrixConfig};
 use crate::k2tree::K2Tree;
 use crate::rpq::terms::TermLookup;
@@ -442,23 +445,13 @@ struct Gpus {
 }
 
 impl Gpus {
-    /// The GPUs `options` ask for, not set up yet. `--engine gpu` and an explicit
-    /// `--gpus` list are checked against the devices the driver reports (no context is
-    /// made): naming a GPU that is absent is an error here, not at the first query.
+    /// The GPUs `options` ask for, not set up yet. `--engine gpu` checks here that the
+    /// driver's library loads; the driver itself is initialised (about 0.1 s in a new
+    /// process), and an absent device or `--gpus` entry found, when a query first needs a
+    /// device.
     fn new(options: &DatabaseOptions) -> Result<Gpus, DatabaseError> {
-        match (options.engine, &options.gpus) {
-            (EngineChoice::Cpu, _) => {}
-            (EngineChoice::Gpu, selection) => {
-                selection
-                    .clone()
-                    .unwrap_or_default()
-                    .ordinals()
-                    .map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
-            }
-            (EngineChoice::Auto, Some(s @ GpuSelection::List(_))) => {
-                s.ordinals()?;
-            }
-            (EngineChoice::Auto, _) => {}
+        if options.engine == EngineChoice::Gpu {
+            check_driver().map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
         }
         Ok(Gpus {
             choice: options.engine,
@@ -504,6 +497,11 @@ impl Gpus {
             Ok(d) => Ok(d),
             Err(e) => Err(DatabaseError::NoGpu(e.clone())),
         }
+    }
+
+    /// Whether the devices were set up, or found unusable, already.
+    fn attempted(&self) -> bool {
+        self.devices.get().is_some()
     }
 
     /// The devices if they are set up already (none otherwise).
@@ -714,6 +712,17 @@ impl Database {
             .sum()
     }
 
+    /// Whether a path query over `path` may run on a GPU: never on the CPU engine, always
+    /// with `--engine gpu`, and under `auto` when the relations read hold at least
+    /// [`AUTO_GPU_MIN_EDGES`] edges (whether a GPU is usable is not asked here).
+    fn may_use_device(&self, graph: GraphId, path: &Path) -> bool {
+        match self.choice {
+            EngineChoice::Cpu => false,
+            EngineChoice::Gpu => true,
+            EngineChoice::Auto => self.edges_read(graph, path) >= AUTO_GPU_MIN_EDGES,
+        }
+    }
+
     /// The GPUs a path query runs on (none: the CPU engine) and why, in words (the
     /// trace's [`route`](rpq::Trace::route), which `explain` prints).
     ///
@@ -813,19 +822,39 @@ impl Database {
         let g = StoreGraph::new(self.store.clone(), graph);
         let plan = rpq::plan(&g, path, subject, object, options);
         let routed = Instant::now();
+        // A constant start bound for a device is walked on the host before any device is
+        // set up: a query that reaches a few nodes never pays for the driver (about
+        // 0.2 s of `cuInit` and context in a new process on an H100 host).
+        let walked_first =
+            self.may_use_device(graph, path) && matches!(plan.start, rpq::StartNodes::Const(_));
+        if walked_first {
+            if let Some(mut result) = rpq::walk_before_device(&g, &plan, options, routed) {
+                if let Some(e) = g.take_error() {
+                    return Err(e.into());
+                }
+                result.trace.route = "host walk in front of the device: a constant start \
+                                      that reaches few nodes (no device needed)"
+                    .into();
+                return Ok(PathAnswer {
+                    result,
+                    engine: "cpu",
+                });
+            }
+        }
         let (gpus, route) = self.route(graph, &g, path, &plan, options)?;
         let on_gpu = !gpus.is_empty();
-        // The route's sampled walk counts against the query's time.
+        // The walks so far count against the query's time; one that gave up is not
+        // walked again.
         let rest;
-        let options = match options.timeout {
-            Some(t) => {
-                rest = EvalOptions {
-                    timeout: Some(t.saturating_sub(routed.elapsed())),
-                    ..options.clone()
-                };
-                &rest
-            }
-            None => options,
+        let options = if options.timeout.is_some() || walked_first {
+            rest = EvalOptions {
+                timeout: options.timeout.map(|t| t.saturating_sub(routed.elapsed())),
+                host_walk: options.host_walk && !walked_first,
+                ..options.clone()
+            };
+            &rest
+        } else {
+            options
         };
         fn cached<'a>(
             d: &'a Device,
@@ -1156,13 +1185,21 @@ impl PathEngines {
         group: &PathGroup,
         scope: &GraphScope,
         deadline: Option<Instant>,
-        run: Run<'_>,
+        mut run: Run<'_>,
     ) -> Result<(), SparqlError> {
         let wants_gpu = match self.choice {
             EngineChoice::Cpu => false,
             EngineChoice::Gpu => true,
             EngineChoice::Auto => self.group_edges(group) >= AUTO_GPU_MIN_EDGES,
         };
+        if wants_gpu && !self.gpus.attempted() {
+            if let Some(done) = self.probe(group, scope, deadline, &mut run) {
+                if let Some(e) = self.dataset.take_error() {
+                    return Err(SparqlError::Store(e));
+                }
+                return done;
+            }
+        }
         let gpus: &[Device] = if wants_gpu {
             self.gpus
                 .get()
@@ -1201,6 +1238,49 @@ impl PathEngines {
             return Err(SparqlError::Store(e));
         }
         done
+    }
+
+    /// Runs `group` against a [`HostProbe`] while no device is set up: its outcome when the
+    /// run needed no device (the constant starts' host walks answered it), `None` when it
+    /// asked for device work and must run on the device. A query whose paths reach a few
+    /// nodes then never pays for setting a device up. Batches of a streamed group are not
+    /// probed: a refused run must not have handed rows over.
+    fn probe(
+        &self,
+        group: &PathGroup,
+        scope: &GraphScope,
+        deadline: Option<Instant>,
+        run: &mut Run<'_>,
+    ) -> Option<Result<(), SparqlError>> {
+        let probe = HostProbe::new();
+        let provider = sparql::PerQueryProvider(&probe);
+        let dataset: &dyn PathDataset = &*self.dataset;
+        let done = match run {
+            Run::Whole(out) => {
+                let mut got = None;
+                let done =
+                    Run::Whole(&mut got).on(&probe, dataset, scope, group, &provider, deadline);
+                if !probe.device_needed() {
+                    **out = got;
+                }
+                done
+            }
+            Run::Small(out) => {
+                let mut got = None;
+                let done =
+                    Run::Small(&mut got).on(&probe, dataset, scope, group, &provider, deadline);
+                if !probe.device_needed() {
+                    **out = got;
+                }
+                done
+            }
+            Run::Batches(_) => return None,
+        };
+        if probe.device_needed() {
+            return None;
+        }
+        self.runs[1].fetch_add(1, Ordering::Relaxed);
+        Some(done)
     }
 
     /// Edges of the relations a group may read, over every graph.

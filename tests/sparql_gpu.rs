@@ -128,6 +128,55 @@ fn database_gpu_matches_cpu() {
     assert_eq!(cpu.path_service_runs().1, 0);
 }
 
+/// The device is set up only once a query needs it: a constant start whose walk reaches a
+/// few nodes is answered (through SPARQL and as a path query) without it, and a var→var
+/// closure sets it up; every answer is the CPU engine's.
+fn device_set_up_on_first_need() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = codex_store(dir.path());
+    let open = |engine| {
+        Database::open(
+            &store,
+            &DatabaseOptions {
+                engine,
+                ..DatabaseOptions::default()
+            },
+        )
+        .expect("open")
+    };
+    let (cpu, gpu) = (open(EngineChoice::Cpu), open(EngineChoice::Gpu));
+    let walked = [QUERIES[0], QUERIES[1], QUERIES[4]];
+    for q in walked {
+        let a = multiset(cpu.query(q).expect("cpu"));
+        assert!(!a.is_empty(), "{q}: empty answer tests nothing");
+        assert_eq!(a, multiset(gpu.query(q).expect("gpu")), "{q}");
+    }
+    let path = k2rpq::rpq::parse_log_line(
+        "<http://www.wikidata.org/entity/Q183> <http://www.wikidata.org/prop/direct/P530>+ ?y",
+    )
+    .expect("path");
+    let options = k2rpq::rpq::EvalOptions::default();
+    let a = cpu.run_log_query(&path, &options).expect("cpu");
+    let b = gpu.run_log_query(&path, &options).expect("gpu");
+    assert!(a.result.count > 0);
+    assert_eq!(a.result.pairs, b.result.pairs);
+    assert!(
+        gpu.gpu_stats().is_none(),
+        "walked queries set the device up"
+    );
+    let closure = QUERIES[2];
+    assert_eq!(
+        multiset(cpu.query(closure).expect("cpu")),
+        multiset(gpu.query(closure).expect("gpu")),
+        "{closure}"
+    );
+    assert!(
+        gpu.gpu_stats().is_some(),
+        "a closure ran without the device"
+    );
+    assert_eq!(gpu.path_service_runs().0, 0);
+}
+
 #[path = "harness/mod.rs"]
 mod harness;
 
@@ -137,6 +186,11 @@ fn main() {
             name: "embedded_gpu_matches_cpu",
             needs: harness::Needs::Gpu,
             run: embedded_gpu_matches_cpu,
+        },
+        harness::GpuTest {
+            name: "device_set_up_on_first_need",
+            needs: harness::Needs::Gpu,
+            run: device_set_up_on_first_need,
         },
         harness::GpuTest {
             name: "database_gpu_matches_cpu",

@@ -13,6 +13,7 @@
 mod bits;
 pub mod cpu;
 pub mod gpu;
+pub mod host_probe;
 mod semiring;
 
 pub use bits::BitMatrix;

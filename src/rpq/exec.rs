@@ -289,7 +289,12 @@ pub fn evaluate_with<E: Engine>(
     if options.traversal == TraversalPolicy::Auto {
         let host = engine.host_resident();
         let walked = match &plan.start {
-            StartNodes::Const(_) if !host && !options.host_walk => None,
+            StartNodes::Const(_) if !host => {
+                return match walk_before_device(graph, plan, options, started) {
+                    Some(result) => Ok(result),
+                    None => run_batches(engine, graph, plan, options, relations, started),
+                };
+            }
             StartNodes::Const(c) => sparse::evaluate_sparse(
                 graph,
                 plan,
@@ -297,7 +302,7 @@ pub fn evaluate_with<E: Engine>(
                 &mut std::iter::once(*c),
                 1,
                 started,
-                (!host).then(|| sparse::device_front_budget(graph.node_count())),
+                None,
             ),
             StartNodes::Candidates(cands) if host && cands.len() <= sparse::MAX_JOINT_STARTS => {
                 let starts: Vec<u32> = cands.iter().collect();
@@ -311,19 +316,68 @@ pub fn evaluate_with<E: Engine>(
             }
             StartNodes::Candidates(_) => None,
         };
-        if let Some(mut result) = walked {
-            result.trace.engine = if host {
-                engine.name().to_string()
-            } else {
-                HOST_WALK.to_string()
-            };
-            if plan.direction == EvalDirection::Backward && !options.count_only {
-                result.pairs.sort_unstable();
-            }
-            result.trace.elapsed = started.elapsed();
-            return Ok(result);
+        if let Some(result) = walked {
+            return Ok(finish_walk(result, plan, options, engine.name(), started));
         }
     }
+    run_batches(engine, graph, plan, options, relations, started)
+}
+
+/// The host walk that runs in front of a device engine when `plan` starts from a constant
+/// and `options` allow it (traversal `Auto`, host walks on): the answer when the walk
+/// stays within a small budget, `None` when it gives up (or is not allowed) and the
+/// device must run the plan. It needs no device, so a caller can try it before setting
+/// one up: a query that reaches a handful of nodes never pays for the driver.
+pub fn walk_before_device(
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    started: Instant,
+) -> Option<PathResult> {
+    let StartNodes::Const(c) = plan.start else {
+        return None;
+    };
+    if options.traversal != TraversalPolicy::Auto || !options.host_walk {
+        return None;
+    }
+    let budget = sparse::device_front_budget(graph.node_count());
+    let result = sparse::evaluate_sparse(
+        graph,
+        plan,
+        options,
+        &mut std::iter::once(c),
+        1,
+        started,
+        Some(budget),
+    )?;
+    Some(finish_walk(result, plan, options, HOST_WALK, started))
+}
+
+/// A walk's answer as the executor returns it: named, in the plan's pair order, timed.
+fn finish_walk(
+    mut result: PathResult,
+    plan: &Plan,
+    options: &EvalOptions,
+    engine: &str,
+    started: Instant,
+) -> PathResult {
+    result.trace.engine = engine.to_string();
+    if plan.direction == EvalDirection::Backward && !options.count_only {
+        result.pairs.sort_unstable();
+    }
+    result.trace.elapsed = started.elapsed();
+    result
+}
+
+/// The batched executor: the plan's start nodes in batches of bit-packed sources.
+fn run_batches<E: Engine>(
+    engine: &E,
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    relations: &mut dyn RelationSource<E>,
+    started: Instant,
+) -> Result<PathResult, RpqError> {
     let mut run = Run::prepare(engine, graph, plan, options, relations, started)?;
     match &plan.start {
         StartNodes::Const(c) => run.batch(0, &[*c], 1)?,

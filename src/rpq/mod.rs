@@ -45,8 +45,8 @@ use std::time::Duration;
 
 pub use automaton::{Automaton, Dir, PredClass, Symbol};
 pub use exec::{
-    evaluate, evaluate_with, execute, Loaded, MatrixHandle, PerQueryRelations, RelationSource,
-    Trace, TraceStep, HOST_WALK,
+    evaluate, evaluate_with, execute, walk_before_device, Loaded, MatrixHandle, PerQueryRelations,
+    RelationSource, Trace, TraceStep, HOST_WALK,
 };
 pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, parse_log_line_with, LogEndpoint, LogQuery, Prefixes};

@@ -92,15 +92,23 @@ impl fmt::Display for GpuSelection {
 /// Number of CUDA devices the driver reports; an error saying why when there is no
 /// driver. Never panics.
 pub fn device_count() -> Result<usize, DevicesError> {
+    check_driver()?;
+    std::panic::catch_unwind(cudarc::driver::CudaContext::device_count)
+        .map_err(|_| DevicesError::Unavailable("the CUDA driver panicked".into()))?
+        .map(|n| n.max(0) as usize)
+        .map_err(|e| DevicesError::Unavailable(format!("{e:?}")))
+}
+
+/// Whether the NVIDIA driver library loads, without initialising the driver (`cuInit`
+/// costs about 0.1 s in a new process): the check of a command line that asks for a GPU
+/// before any query needs one.
+pub fn check_driver() -> Result<(), DevicesError> {
     if !driver_present() {
         return Err(DevicesError::Unavailable(
             "libcuda not found (no NVIDIA driver)".into(),
         ));
     }
-    std::panic::catch_unwind(cudarc::driver::CudaContext::device_count)
-        .map_err(|_| DevicesError::Unavailable("the CUDA driver panicked".into()))?
-        .map(|n| n.max(0) as usize)
-        .map_err(|e| DevicesError::Unavailable(format!("{e:?}")))
+    Ok(())
 }
 
 impl GpuSelection {

@@ -49,7 +49,7 @@ pub use context::{compile_kernels, nvrtc_present, CompiledFile};
 use context::{cuda_err, driver_present, GpuContext};
 use device_tree::{ClearedRows, DeviceGroups, DeviceWindows};
 pub use device_tree::{DeviceTree, TopLevel};
-pub use devices::{device_count, open_or_notice_with, DevicesError, GpuSelection};
+pub use devices::{check_driver, device_count, open_or_notice_with, DevicesError, GpuSelection};
 use frontier::row_windows_size;
 pub use frontier::FrontierLayout;
 pub use hold::{hold_stream, set_timing_hold_ns, timing_hold_ns};
