@@ -295,106 +295,176 @@ fn k2rpq_rows(db: &Database, q: &LogQuery, pairs: &[(u32, u32)]) -> BTreeSet<Str
         .collect()
 }
 
-fn time_runs<T>(
-    options: &BenchOptions,
-    mut run: impl FnMut() -> Result<(T, RunStatus), String>,
-) -> (Option<T>, RunStatus, f64, Vec<f64>, Option<String>) {
-    let t0 = Instant::now();
-    let first = run();
-    let cold = t0.elapsed().as_secs_f64() * 1e3;
-    let (value, status) = match first {
-        Ok(v) => v,
-        Err(e) => return (None, RunStatus::Error, cold, vec![], Some(e)),
-    };
-    // A query that hit the timeout cold is not repeated: it would only hit it again.
-    if status == RunStatus::Timeout {
-        return (Some(value), status, cold, vec![cold], None);
-    }
-    for _ in 0..options.warmup {
-        let _ = run();
-    }
-    let mut times = Vec::with_capacity(options.repeats);
-    for _ in 0..options.repeats.max(1) {
-        let t = Instant::now();
-        let _ = run();
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    (Some(value), status, cold, times, None)
+/// One engine's runs of one query: a cold run, untimed warm-ups, then timed repeats, which
+/// [`run_bench`] interleaves with the other engines' (one repeat of each in turn, the
+/// order rotating every round) so that no engine always runs right after another's
+/// work on the caches.
+struct Runs<'a> {
+    /// One run: its status, or why it failed.
+    run: Box<dyn FnMut() -> Result<RunStatus, String> + 'a>,
+    /// Turns the runs' figures into the report.
+    finish: Box<dyn FnOnce(Timing) -> EngineRun + 'a>,
+    timing: Timing,
 }
 
-fn run_k2rpq(
-    db: &Database,
+/// What the runs of one engine measured.
+struct Timing {
+    status: RunStatus,
+    cold_ms: f64,
+    times_ms: Vec<f64>,
+    error: Option<String>,
+}
+
+impl<'a> Runs<'a> {
+    /// Runs cold: `run` returns the answer, kept for the agreement check, and its status.
+    /// `finish` turns the cold answer (`None` after an error) and the figures into the
+    /// report.
+    fn start<T: 'a>(
+        options: &BenchOptions,
+        mut run: impl FnMut() -> Result<(T, RunStatus), String> + 'a,
+        finish: impl FnOnce(Option<T>, Timing) -> EngineRun + 'a,
+    ) -> Runs<'a> {
+        let t0 = Instant::now();
+        let first = run();
+        let cold_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (value, timing) = match first {
+            Ok((v, status)) => (
+                Some(v),
+                Timing {
+                    status,
+                    cold_ms,
+                    times_ms: Vec::new(),
+                    error: None,
+                },
+            ),
+            Err(e) => (
+                None,
+                Timing {
+                    status: RunStatus::Error,
+                    cold_ms,
+                    times_ms: Vec::new(),
+                    error: Some(e),
+                },
+            ),
+        };
+        let mut runs = Runs {
+            run: Box::new(move || run().map(|(_, status)| status)),
+            finish: Box::new(move |timing| finish(value, timing)),
+            timing,
+        };
+        if runs.repeats() {
+            for _ in 0..options.warmup {
+                let _ = (runs.run)();
+            }
+        }
+        runs
+    }
+
+    /// Whether the query is timed again: not after an error, nor after a cold run that
+    /// hit the timeout (it would only hit it again; its cold time is its figure).
+    fn repeats(&self) -> bool {
+        !matches!(self.timing.status, RunStatus::Error | RunStatus::Timeout)
+    }
+
+    /// One timed repeat.
+    fn repeat(&mut self) {
+        if self.repeats() {
+            let t = Instant::now();
+            let _ = (self.run)();
+            self.timing.times_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+
+    /// The report.
+    fn finish(mut self) -> EngineRun {
+        if self.timing.status == RunStatus::Timeout {
+            self.timing.times_ms = vec![self.timing.cold_ms];
+        }
+        (self.finish)(self.timing)
+    }
+}
+
+fn run_k2rpq<'a>(
+    db: &'a Database,
     engine: BenchEngine,
-    wq: &WorkloadQuery,
+    wq: &'a WorkloadQuery,
     options: &BenchOptions,
-) -> EngineRun {
+) -> Runs<'a> {
     let eval = EvalOptions {
         limit: Some(options.limit),
         timeout: Some(options.timeout),
         host_walk: options.host_walk,
         ..EvalOptions::default()
     };
-    let mut ran_on = String::new();
     // Timed: the evaluation and the terms of the answer's variables (what a caller
     // receives); not timed: the strings of the agreement check, built once from the cold
     // run's pairs.
-    let (answer, status, cold_ms, times, error) = match &wq.kind {
-        QueryKind::Path(q) => time_runs(options, || {
-            let a = db.run_log_query(q, &eval).map_err(|e| e.to_string())?;
-            ran_on = a.engine.to_string();
-            let status = if a.result.timed_out {
-                RunStatus::Timeout
-            } else if a.result.truncated {
-                RunStatus::Limit
-            } else {
-                RunStatus::Ok
-            };
-            // A row binds the query's variables, as Oxigraph's `SELECT *` solutions do: a
-            // constant end is not part of the answer and is not decoded once per row.
-            let (sv, ov) = (
-                matches!(q.subject, LogEndpoint::Var(_)),
-                matches!(q.object, LogEndpoint::Var(_)),
-            );
-            // Each variable's column is decoded at once (`Database::terms`), as a caller
-            // that receives the whole answer would.
-            let pairs = &a.result.pairs;
-            let column = |on: bool, end: fn(&(u32, u32)) -> u32| -> Vec<Option<Term>> {
-                if on {
-                    db.terms(&pairs.iter().map(end).collect::<Vec<u32>>())
+    match &wq.kind {
+        QueryKind::Path(q) => Runs::start(
+            options,
+            move || {
+                let a = db.run_log_query(q, &eval).map_err(|e| e.to_string())?;
+                let status = if a.result.timed_out {
+                    RunStatus::Timeout
+                } else if a.result.truncated {
+                    RunStatus::Limit
                 } else {
-                    vec![None; pairs.len()]
-                }
-            };
-            let terms: Vec<(Option<Term>, Option<Term>)> = column(sv, |p| p.0)
-                .into_iter()
-                .zip(column(ov, |p| p.1))
-                .collect();
-            std::hint::black_box(&terms);
-            Ok((a.result.pairs, status))
-        }),
+                    RunStatus::Ok
+                };
+                // A row binds the query's variables, as Oxigraph's `SELECT *` solutions
+                // do: a constant end is not part of the answer and is not decoded once
+                // per row.
+                let (sv, ov) = (
+                    matches!(q.subject, LogEndpoint::Var(_)),
+                    matches!(q.object, LogEndpoint::Var(_)),
+                );
+                // Each variable's column is decoded at once (`Database::terms`), as a
+                // caller that receives the whole answer would.
+                let pairs = &a.result.pairs;
+                let column = |on: bool, end: fn(&(u32, u32)) -> u32| -> Vec<Option<Term>> {
+                    if on {
+                        db.terms(&pairs.iter().map(end).collect::<Vec<u32>>())
+                    } else {
+                        vec![None; pairs.len()]
+                    }
+                };
+                let terms: Vec<(Option<Term>, Option<Term>)> = column(sv, |p| p.0)
+                    .into_iter()
+                    .zip(column(ov, |p| p.1))
+                    .collect();
+                std::hint::black_box(&terms);
+                Ok(((a.result.pairs, a.engine), status))
+            },
+            move |answer, timing| {
+                let ran_on = answer.as_ref().map(|a| a.1.to_string()).unwrap_or_default();
+                let answer = answer.map(|(pairs, _)| Answer::Set(k2rpq_rows(db, q, &pairs)));
+                finish_run(engine, ran_on, answer, timing)
+            },
+        ),
         QueryKind::Sparql(text) => {
-            let (answer, status, cold_ms, times, error) = time_runs(options, || {
-                let before = db.path_service_runs();
-                let o = run_sparql(db, text, options)?;
-                let after = db.path_service_runs();
-                ran_on = match (after.0 > before.0, after.1 > before.1) {
-                    (_, false) => "cpu",
-                    (false, true) => "gpu",
-                    (true, true) => "cpu+gpu",
-                }
-                .to_string();
-                let status = outcome_status(&o);
-                Ok((o, status))
-            });
-            let answer = answer.map(|o| Answer::Bag(o.bag()));
-            return finish_run(engine, ran_on, answer, status, cold_ms, times, error);
+            let owned = options.clone();
+            Runs::start(
+                options,
+                move || {
+                    let before = db.path_service_runs();
+                    let o = run_sparql(db, text, &owned)?;
+                    let after = db.path_service_runs();
+                    let ran_on = match (after.0 > before.0, after.1 > before.1) {
+                        (_, false) => "cpu",
+                        (false, true) => "gpu",
+                        (true, true) => "cpu+gpu",
+                    };
+                    let status = outcome_status(&o);
+                    Ok(((o, ran_on), status))
+                },
+                move |answer, timing| {
+                    let ran_on = answer.as_ref().map(|a| a.1.to_string()).unwrap_or_default();
+                    let answer = answer.map(|(o, _)| Answer::Bag(o.bag()));
+                    finish_run(engine, ran_on, answer, timing)
+                },
+            )
         }
-    };
-    let answer = match (&wq.kind, answer) {
-        (QueryKind::Path(q), Some(pairs)) => Some(Answer::Set(k2rpq_rows(db, q, &pairs))),
-        _ => None,
-    };
-    finish_run(engine, ran_on, answer, status, cold_ms, times, error)
+    }
 }
 
 /// A SPARQL query on k2rpq, every row read (at most the limit), stopped at the timeout.
@@ -440,49 +510,44 @@ fn finish_run(
     engine: BenchEngine,
     ran_on: String,
     answer: Option<Answer>,
-    status: RunStatus,
-    cold_ms: f64,
-    times_ms: Vec<f64>,
-    error: Option<String>,
+    timing: Timing,
 ) -> EngineRun {
     let answer = answer.unwrap_or_default();
     EngineRun {
         engine,
         ran_on,
-        status,
+        status: timing.status,
         rows: answer.rows(),
         distinct: answer.distinct(),
-        cold_ms,
-        median_ms: Summary::of(&times_ms).median,
-        times_ms,
-        error,
+        cold_ms: timing.cold_ms,
+        median_ms: Summary::of(&timing.times_ms).median,
+        times_ms: timing.times_ms,
+        error: timing.error,
         answer,
     }
 }
 
-fn run_oxigraph(
-    ox: &oxigraph::store::Store,
-    wq: &WorkloadQuery,
+fn run_oxigraph<'a>(
+    ox: &'a oxigraph::store::Store,
+    wq: &'a WorkloadQuery,
     options: &BenchOptions,
-) -> EngineRun {
+) -> Runs<'a> {
     let sparql = wq.sparql();
-    let (answer, status, cold_ms, times, error) = time_runs(options, || {
-        let o = run_query(ox, &sparql, options.limit, options.timeout)?;
-        let status = outcome_status(&o);
-        Ok((o, status))
-    });
-    let answer = answer.map(|o| match wq.kind {
-        QueryKind::Path(_) => Answer::Set(o.distinct()),
-        QueryKind::Sparql(_) => Answer::Bag(o.bag()),
-    });
-    finish_run(
-        BenchEngine::Oxigraph,
-        "oxigraph".into(),
-        answer,
-        status,
-        cold_ms,
-        times,
-        error,
+    let (limit, timeout) = (options.limit, options.timeout);
+    Runs::start(
+        options,
+        move || {
+            let o = run_query(ox, &sparql, limit, timeout)?;
+            let status = outcome_status(&o);
+            Ok((o, status))
+        },
+        move |answer, timing| {
+            let answer = answer.map(|o| match wq.kind {
+                QueryKind::Path(_) => Answer::Set(o.distinct()),
+                QueryKind::Sparql(_) => Answer::Bag(o.bag()),
+            });
+            finish_run(BenchEngine::Oxigraph, "oxigraph".into(), answer, timing)
+        },
     )
 }
 
@@ -526,18 +591,34 @@ pub fn run_bench(
                        ox: Option<&oxigraph::store::Store>,
                        which: &dyn Fn(BenchEngine) -> bool| {
         for (q, wq) in workload.iter().enumerate() {
+            // Each engine's cold run and warm-ups in turn, then the timed repeats, one of
+            // each engine per round, in an order that rotates every round.
+            let mut started: Vec<(usize, Runs<'_>)> = Vec::new();
             for (k, &e) in options.engines.iter().enumerate() {
                 if !which(e) {
                     continue;
                 }
                 bar.set_message(format!("{} on {}", wq.id, e.name()));
-                let run = match e {
-                    BenchEngine::Cpu => run_k2rpq(cpu_db, e, wq, options),
-                    BenchEngine::Gpu => run_k2rpq(gpu_db.unwrap_or(cpu_db), e, wq, options),
-                    BenchEngine::Oxigraph => {
-                        run_oxigraph(ox.expect("loaded before its queries"), wq, options)
-                    }
-                };
+                started.push((
+                    k,
+                    match e {
+                        BenchEngine::Cpu => run_k2rpq(cpu_db, e, wq, options),
+                        BenchEngine::Gpu => run_k2rpq(gpu_db.unwrap_or(cpu_db), e, wq, options),
+                        BenchEngine::Oxigraph => {
+                            run_oxigraph(ox.expect("loaded before its queries"), wq, options)
+                        }
+                    },
+                ));
+            }
+            let n = started.len();
+            for round in 0..options.repeats.max(1) {
+                for i in 0..n {
+                    started[(round + i) % n].1.repeat();
+                }
+            }
+            for (k, timed) in started {
+                let e = options.engines[k];
+                let run = timed.finish();
                 if !options.progress {
                     // Without a bar, a line per finished run: a run cut off by an outer
                     // time limit still leaves every figure measured so far.
