@@ -445,13 +445,26 @@ struct Gpus {
 }
 
 impl Gpus {
-    /// The GPUs `options` ask for, not set up yet. `--engine gpu` checks here that the
-    /// driver's library loads; the driver itself is initialised (about 0.1 s in a new
-    /// process), and an absent device or `--gpus` entry found, when a query first needs a
-    /// device.
+    /// The GPUs `options` ask for, not set up yet. An explicit `--gpus` list is checked
+    /// against the devices the driver reports (no context is made): naming a GPU that is
+    /// absent is an error here, not at the first query. `--engine gpu` alone only checks
+    /// that the driver's library loads: initialising the driver takes about 0.1 s in a
+    /// new process, paid when a query first needs a device (a missing one is an error
+    /// then).
     fn new(options: &DatabaseOptions) -> Result<Gpus, DatabaseError> {
-        if options.engine == EngineChoice::Gpu {
-            check_driver().map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
+        match (options.engine, &options.gpus) {
+            (EngineChoice::Cpu, _) => {}
+            (EngineChoice::Gpu, Some(s @ GpuSelection::List(_))) => {
+                s.ordinals()
+                    .map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
+            }
+            (EngineChoice::Gpu, _) => {
+                check_driver().map_err(|e| DatabaseError::NoGpu(e.to_string()))?;
+            }
+            (EngineChoice::Auto, Some(s @ GpuSelection::List(_))) => {
+                s.ordinals()?;
+            }
+            (EngineChoice::Auto, _) => {}
         }
         Ok(Gpus {
             choice: options.engine,

@@ -281,10 +281,18 @@ fn gpus_errors_and_fallback() {
     assert_eq!(all.has_gpu(), found > 0);
     assert_eq!(all.gpu_ordinals().len(), found);
     if found == 0 {
-        assert!(matches!(
-            Database::open(&store, &opts(EngineChoice::Gpu, None)),
-            Err(DatabaseError::NoGpu(_))
-        ));
+        // Without the driver's library `--engine gpu` fails at open; with it but no device,
+        // at the first query that needs one.
+        match Database::open(&store, &opts(EngineChoice::Gpu, None)) {
+            Err(e) => assert!(matches!(e, DatabaseError::NoGpu(_)), "{e}"),
+            Ok(db) => {
+                let closure =
+                    k2rpq::rpq::parse_log_line("?x <http://www.wikidata.org/prop/direct/P530>+ ?y")
+                        .expect("path");
+                let run = db.run_log_query(&closure, &Default::default());
+                assert!(matches!(run, Err(DatabaseError::NoGpu(_))), "{run:?}");
+            }
+        }
         assert!(Database::open(&store, &opts(EngineChoice::Auto, None))
             .unwrap()
             .gpu_stats()

@@ -116,26 +116,30 @@ mod tests {
     use super::*;
     use crate::rpq::{evaluate, Endpoint, EvalOptions, MemoryGraph, Path};
 
-    /// A walk that stays small answers on the probe; a var→var closure asks for the
-    /// device and is refused.
+    /// Walks that stay small answer on the probe (from a constant, and jointly from a
+    /// few candidates); a closure over a long chain from every node asks for the device
+    /// and is refused.
     #[test]
     fn walks_answer_and_device_work_is_refused() {
         let g = MemoryGraph::from_triples(vec![(0, 7, 1), (1, 7, 2)]);
         let path = Path::OneOrMore(Path::link(7));
         let probe = HostProbe::new();
         let options = EvalOptions::default();
-        let walked = evaluate(
+        for (s, pairs) in [(Endpoint::Const(0), 2), (Endpoint::Var, 3)] {
+            let walked = evaluate(&probe, &g, &path, s, Endpoint::Var, &options)
+                .expect("a walk needs no device");
+            assert_eq!(walked.count, pairs);
+        }
+        assert!(!probe.device_needed());
+        let chain = MemoryGraph::from_triples((0..3000).map(|i| (i, 7, i + 1)).collect());
+        let all = evaluate(
             &probe,
-            &g,
+            &chain,
             &path,
-            Endpoint::Const(0),
+            Endpoint::Var,
             Endpoint::Var,
             &options,
-        )
-        .expect("a walk needs no device");
-        assert_eq!(walked.count, 2);
-        assert!(!probe.device_needed());
-        let all = evaluate(&probe, &g, &path, Endpoint::Var, Endpoint::Var, &options);
+        );
         assert!(all.is_err());
         assert!(probe.device_needed());
     }

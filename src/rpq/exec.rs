@@ -284,72 +284,79 @@ pub fn evaluate_with<E: Engine>(
     }
     // On a host engine, walk sparsely from each start node while the reached sets stay
     // small (no batches, no products, no union trees); past the budget, run the batches.
-    // In front of a device engine, a constant start is first walked on the host under a
-    // small budget: a query that reaches a handful of nodes never pays device round trips.
+    // In front of a device engine, a constant start or a few candidates are first walked
+    // on the host under a small budget: a query that reaches a handful of nodes never
+    // pays device round trips.
     if options.traversal == TraversalPolicy::Auto {
-        let host = engine.host_resident();
-        let walked = match &plan.start {
-            StartNodes::Const(_) if !host => {
-                return match walk_before_device(graph, plan, options, started) {
-                    Some(result) => Ok(result),
-                    None => run_batches(engine, graph, plan, options, relations, started),
-                };
+        if !engine.host_resident() {
+            if let Some(result) = walk_before_device(graph, plan, options, started) {
+                return Ok(result);
             }
-            StartNodes::Const(c) => sparse::evaluate_sparse(
-                graph,
-                plan,
-                options,
-                &mut std::iter::once(*c),
-                1,
-                started,
-                None,
-            ),
-            StartNodes::Candidates(cands) if host && cands.len() <= sparse::MAX_JOINT_STARTS => {
-                let starts: Vec<u32> = cands.iter().collect();
-                sparse::evaluate_sparse_joint(graph, plan, options, &starts, started)
+        } else {
+            let walked = match &plan.start {
+                StartNodes::Const(c) => sparse::evaluate_sparse(
+                    graph,
+                    plan,
+                    options,
+                    &mut std::iter::once(*c),
+                    1,
+                    started,
+                    None,
+                ),
+                StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
+                    let starts: Vec<u32> = cands.iter().collect();
+                    sparse::evaluate_sparse_joint(graph, plan, options, &starts, started, None)
+                }
+                StartNodes::Candidates(cands) => {
+                    let starts: Vec<u32> = cands.iter().collect();
+                    return joint_walk_chunks(
+                        engine, graph, plan, options, relations, &starts, started,
+                    );
+                }
+            };
+            if let Some(result) = walked {
+                return Ok(finish_walk(result, plan, options, engine.name(), started));
             }
-            StartNodes::Candidates(cands) if host => {
-                let starts: Vec<u32> = cands.iter().collect();
-                return joint_walk_chunks(
-                    engine, graph, plan, options, relations, &starts, started,
-                );
-            }
-            StartNodes::Candidates(_) => None,
-        };
-        if let Some(result) = walked {
-            return Ok(finish_walk(result, plan, options, engine.name(), started));
         }
     }
     run_batches(engine, graph, plan, options, relations, started)
 }
 
-/// The host walk that runs in front of a device engine when `plan` starts from a constant
-/// and `options` allow it (traversal `Auto`, host walks on): the answer when the walk
-/// stays within a small budget, `None` when it gives up (or is not allowed) and the
-/// device must run the plan. It needs no device, so a caller can try it before setting
-/// one up: a query that reaches a handful of nodes never pays for the driver.
+/// The host walk that runs in front of a device engine when `options` allow it (traversal
+/// `Auto`, host walks on): from a constant start, or jointly from at most
+/// [`sparse::MAX_JOINT_STARTS`] candidates (the later links of a sequence bound by the
+/// earlier ones). The answer when the walk stays within a small budget; `None` when it
+/// gives up (or is not allowed) and the device must run the plan. A device batch pays
+/// per step for bit batches of a row per node, however few nodes it reaches: on CoDEx-M
+/// a group of a few dozen candidates took 0.7 ms on the GPU against 0.1 ms walked. The
+/// walk needs no device, so a caller can try it before setting one up: a query that
+/// reaches a handful of nodes never pays for the driver.
 pub fn walk_before_device(
     graph: &dyn PathGraph,
     plan: &Plan,
     options: &EvalOptions,
     started: Instant,
 ) -> Option<PathResult> {
-    let StartNodes::Const(c) = plan.start else {
-        return None;
-    };
     if options.traversal != TraversalPolicy::Auto || !options.host_walk {
         return None;
     }
-    let budget = sparse::device_front_budget(graph.node_count());
-    let result = sparse::evaluate_sparse(
-        graph,
-        plan,
-        options,
-        &mut std::iter::once(c),
-        1,
-        started,
-        Some(budget),
-    )?;
+    let budget = Some(sparse::device_front_budget(graph.node_count()));
+    let result = match &plan.start {
+        StartNodes::Const(c) => sparse::evaluate_sparse(
+            graph,
+            plan,
+            options,
+            &mut std::iter::once(*c),
+            1,
+            started,
+            budget,
+        )?,
+        StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
+            let starts: Vec<u32> = cands.iter().collect();
+            sparse::evaluate_sparse_joint(graph, plan, options, &starts, started, budget)?
+        }
+        StartNodes::Candidates(_) => return None,
+    };
     Some(finish_walk(result, plan, options, HOST_WALK, started))
 }
 
@@ -467,7 +474,7 @@ fn joint_walk_chunks<E: Engine>(
         starts_walked += wave.iter().map(|c| c.len() as u64).sum::<u64>();
         let walked: Vec<Option<PathResult>> = wave
             .par_iter()
-            .map(|c| sparse::evaluate_sparse_joint(graph, plan, options, c, started))
+            .map(|c| sparse::evaluate_sparse_joint(graph, plan, options, c, started, None))
             .collect();
         for (c, w) in wave.iter().zip(walked) {
             let part = match w {

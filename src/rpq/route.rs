@@ -308,7 +308,7 @@ pub fn route_candidates(
         ..options.clone()
     };
     let t0 = Instant::now();
-    let walked = sparse::evaluate_sparse_joint(graph, plan, &capped, &starts, t0);
+    let walked = sparse::evaluate_sparse_joint(graph, plan, &capped, &starts, t0, None);
     let elapsed = t0.elapsed();
     let sample = match &walked {
         Some(r) => HostSample {

@@ -318,14 +318,15 @@ pub(super) const MAX_JOINT_STARTS: u64 = 4096;
 /// Evaluates `plan` from all of `starts` (ascending, each `< node_count`) at once: one
 /// walk over (state, node, start) triples whose every step expands the frontier nodes of
 /// all starts by one shared descent per tree, so a few hundred starts with small answers
-/// cost about one walk rather than one each. Returns `None` past the budget, as
-/// [`evaluate_sparse`] does.
+/// cost about one walk rather than one each. Returns `None` past the budget (at most
+/// `cap` when given), as [`evaluate_sparse`] does.
 pub(super) fn evaluate_sparse_joint(
     graph: &dyn PathGraph,
     plan: &Plan,
     options: &EvalOptions,
     starts: &[u32],
     started: Instant,
+    cap: Option<u64>,
 ) -> Option<PathResult> {
     let a = &plan.automaton;
     let states = a.states();
@@ -334,7 +335,8 @@ pub(super) fn evaluate_sparse_joint(
         return None;
     }
     let rels = relations_of(graph, plan);
-    let budget = budget(n, tree_nodes(&rels), starts.len() as u64, states);
+    let budget =
+        budget(n, tree_nodes(&rels), starts.len() as u64, states).min(cap.unwrap_or(u64::MAX));
     let sources_of = a.sources();
     let deadline = options.timeout.map(|t| started + t);
     let limit = options.limit.unwrap_or(u64::MAX);
