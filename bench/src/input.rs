@@ -1,5 +1,5 @@
 //! Edge-list readers: TSV (`src<TAB>dst`) and Matrix Market coordinate files, plain or
-//! gzip-compressed.
+//! compressed (`.gz`, `.bz2`).
 //!
 //! Cells are returned as Morton codes (8 bytes per edge, what construction consumes), so
 //! reading a billion-edge file needs no second edge-sized buffer.
@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 
 use k2rpq::k2tree::{morton, InvalidTree, K2Tree};
+use k2rpq::store::Compression;
 
 /// A file format for edge lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -24,11 +25,14 @@ pub enum InputFormat {
 }
 
 impl InputFormat {
-    /// The format a file name suggests: `.mtx` / `.mtx.gz` are Matrix Market, anything
-    /// else TSV.
+    /// The format a file name suggests: `.mtx`, `.mtx.gz` and `.mtx.bz2` are Matrix
+    /// Market, anything else TSV.
     pub fn from_path(path: &Path) -> Self {
         let name = path.to_string_lossy().to_ascii_lowercase();
-        if name.ends_with(".mtx") || name.ends_with(".mtx.gz") {
+        if [".mtx", ".mtx.gz", ".mtx.bz2"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
             InputFormat::Mtx
         } else {
             InputFormat::Tsv
@@ -128,7 +132,7 @@ pub struct TooManyCopies(pub u32);
 /// Errors reading an edge list; each names the file, and parse errors the line.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    /// The file could not be opened or read (also: corrupt gzip data).
+    /// The file could not be opened or read (also: corrupt compressed data).
     #[error("{path}: {error}")]
     Io {
         /// The file.
@@ -148,7 +152,7 @@ pub enum InputError {
     },
 }
 
-/// Reads an edge list, decompressing `.gz` files; `progress` (if any) advances by the
+/// Reads an edge list, decompressing `.gz` and `.bz2` files; `progress` (if any) advances by the
 /// bytes read from disk.
 pub fn read_edges(
     path: &Path,
@@ -163,21 +167,14 @@ pub fn read_edges(
     if let Some(pb) = progress {
         pb.set_length(file.metadata().map_err(io)?.len());
     }
-    let raw: Box<dyn Read> = match progress {
+    let raw: Box<dyn Read + Send> = match progress {
         Some(pb) => Box::new(pb.wrap_read(file)),
         None => Box::new(file),
     };
-    let gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    let reader: Box<dyn BufRead> = if gz {
-        Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, raw)),
-        ))
-    } else {
-        Box::new(BufReader::with_capacity(1 << 20, raw))
-    };
+    let reader = BufReader::with_capacity(
+        1 << 20,
+        Compression::of_path(path).decoder(BufReader::with_capacity(1 << 20, raw)),
+    );
     match format {
         InputFormat::Tsv => read_tsv(reader, path),
         InputFormat::Mtx => read_mtx(reader, path),
@@ -517,7 +514,7 @@ mod tests {
     }
 
     #[test]
-    fn gzip_files_are_decompressed() {
+    fn compressed_files_are_decompressed() {
         use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("g.tsv.gz");
@@ -533,6 +530,17 @@ mod tests {
         assert!(matches!(err, InputError::Io { .. }) && err.to_string().contains("bad.tsv.gz"));
         assert_eq!(
             InputFormat::from_path(Path::new("a.MTX.gz")),
+            InputFormat::Mtx
+        );
+        // bzip2 too.
+        let b = dir.path().join("g.tsv.bz2");
+        let mut z = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+        z.write_all(b"4\t5\n").unwrap();
+        std::fs::write(&b, z.finish().unwrap()).unwrap();
+        let e = read_edges(&b, InputFormat::from_path(&b), None).unwrap();
+        assert_eq!(e.edges().collect::<Vec<_>>(), vec![(4, 5)]);
+        assert_eq!(
+            InputFormat::from_path(Path::new("a.mtx.bz2")),
             InputFormat::Mtx
         );
     }

@@ -11,10 +11,11 @@ use k2rpq::rpq::PathGraph;
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
 pub struct SourceArgs {
-    /// An N-Triples (`.nt`) or Turtle (`.ttl`) file, optionally `.gz`, loaded in memory.
+    /// An N-Triples (`.nt`) or Turtle (`.ttl`) file, optionally `.gz` or `.bz2`, loaded in
+    /// memory.
     #[arg(long)]
     pub nt: Option<PathBuf>,
-    /// An edge list (`src<TAB>dst` per line, optionally `.gz`) as one predicate
+    /// An edge list (`src<TAB>dst` per line, optionally `.gz` or `.bz2`) as one predicate
     /// `<urn:k2rpq:p>` over nodes `<urn:k2rpq:n:ID>`.
     #[arg(long)]
     pub tsv: Option<PathBuf>,

@@ -86,6 +86,19 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// The compression a file name's suffix names (`.gz`, `.bz2`, in any case); none
+    /// otherwise.
+    pub fn of_path(path: &Path) -> Compression {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase());
+        match name.as_deref() {
+            Some(n) if n.ends_with(".gz") => Compression::Gzip,
+            Some(n) if n.ends_with(".bz2") => Compression::Bzip2,
+            _ => Compression::None,
+        }
+    }
+
     /// `reader`'s bytes decompressed.
     pub fn decoder<'r>(self, reader: impl BufRead + Send + 'r) -> Box<dyn Read + Send + 'r> {
         match self {
@@ -112,12 +125,11 @@ impl Format {
     /// Format and compression from a file name such as `dump.nt.gz`.
     pub fn guess(path: &Path) -> Option<(Format, Compression)> {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
-        let (stem, compression) = if let Some(s) = name.strip_suffix(".gz") {
-            (s, Compression::Gzip)
-        } else if let Some(s) = name.strip_suffix(".bz2") {
-            (s, Compression::Bzip2)
-        } else {
-            (name.as_str(), Compression::None)
+        let compression = Compression::of_path(path);
+        let stem = match compression {
+            Compression::None => name.as_str(),
+            Compression::Gzip => &name[..name.len() - ".gz".len()],
+            Compression::Bzip2 => &name[..name.len() - ".bz2".len()],
         };
         let ext = stem.rsplit_once('.')?.1;
         Some((Format::from_name(ext)?, compression))
@@ -1300,6 +1312,10 @@ mod tests {
         assert_eq!(g("a.trig"), Some((Format::TriG, Compression::None)));
         assert_eq!(g("a.txt"), None);
         assert_eq!(g("nt"), None);
+        let c = |s: &str| Compression::of_path(Path::new(s));
+        assert_eq!(c("x/a.NT.GZ"), Compression::Gzip);
+        assert_eq!(c("edges.tsv.bz2"), Compression::Bzip2);
+        assert_eq!(c("a.gz/b.nt"), Compression::None);
     }
 
     #[test]

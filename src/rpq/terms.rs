@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path as FsPath;
 
 use super::{MemoryGraph, RpqError};
+use crate::rdf::parse::{Compression, Format};
 
 /// IRI prefix of the nodes of an edge list loaded with [`load_tsv`]: node `i` is
 /// `<urn:k2rpq:n:i>`.
@@ -66,24 +67,22 @@ impl TermDict {
     }
 }
 
-fn open(path: &FsPath) -> Result<Box<dyn Read>, RpqError> {
+/// `path` opened and decompressed as its suffix says (`.gz`, `.bz2`).
+fn open(path: &FsPath) -> Result<Box<dyn Read + Send>, RpqError> {
     let f = File::open(path).map_err(|e| RpqError::Load {
         file: path.display().to_string(),
         line: None,
         reason: e.to_string(),
     })?;
-    Ok(if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))
-    } else {
-        Box::new(BufReader::new(f))
-    })
+    Ok(Compression::of_path(path).decoder(BufReader::new(f)))
 }
 
-/// Loads an N-Triples (`.nt`) or Turtle (`.ttl`) file, optionally gzipped, into a graph
+/// Loads an N-Triples (`.nt`) or Turtle (`.ttl`) file, optionally compressed (`.gz`,
+/// `.bz2`), into a graph
 /// and its dictionary (one id space for all terms).
 pub fn load_rdf(path: &FsPath) -> Result<(MemoryGraph, TermDict), RpqError> {
     let name = path.display().to_string();
-    let stem = path.to_string_lossy().trim_end_matches(".gz").to_string();
+    let turtle = matches!(Format::guess(path), Some((Format::Turtle, _)));
     let reader = open(path)?;
     let mut dict = TermDict::new();
     let mut triples = Vec::new();
@@ -101,7 +100,7 @@ pub fn load_rdf(path: &FsPath) -> Result<(MemoryGraph, TermDict), RpqError> {
         },
         reason: e.to_string(),
     };
-    if stem.ends_with(".ttl") {
+    if turtle {
         for t in oxttl::TurtleParser::new().for_reader(reader) {
             add(t.map_err(err)?, &mut dict);
         }
@@ -115,7 +114,7 @@ pub fn load_rdf(path: &FsPath) -> Result<(MemoryGraph, TermDict), RpqError> {
 }
 
 /// Loads an edge list, `src<TAB>dst` per line (numeric ids, `#` comments, optionally
-/// gzipped), as one predicate [`TSV_PREDICATE`] over nodes `<urn:k2rpq:n:ID>`; node `i`
+/// compressed: `.gz`, `.bz2`), as one predicate [`TSV_PREDICATE`] over nodes `<urn:k2rpq:n:ID>`; node `i`
 /// keeps id `i`.
 pub fn load_tsv(path: &FsPath) -> Result<(MemoryGraph, TermDict), RpqError> {
     let name = path.display().to_string();

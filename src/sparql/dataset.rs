@@ -11,6 +11,7 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use oxrdf::{GraphNameRef, QuadRef, Term, TermRef};
 
 use super::SparqlError;
+use crate::rdf::parse::{Compression, Format};
 use crate::rdf::terms;
 use crate::rpq::{MemoryGraph, PathGraph};
 
@@ -297,10 +298,9 @@ impl MemoryDataset {
 }
 
 /// Reads the quads of an RDF file: N-Triples (`.nt`), N-Quads (`.nq`), Turtle (`.ttl`) or
-/// TriG (`.trig`), each optionally gzipped (`.gz`); triples are in the default graph. A
-/// syntax error names the file and line.
+/// TriG (`.trig`), each optionally compressed (`.gz`, `.bz2`); triples are in the default
+/// graph. A syntax error names the file and line.
 pub fn read_quads(path: &std::path::Path) -> Result<Vec<oxrdf::Quad>, SparqlError> {
-    use std::io::Read;
     let file = path.display().to_string();
     let io_err = |e: std::io::Error| SparqlError::Load {
         file: file.clone(),
@@ -308,14 +308,9 @@ pub fn read_quads(path: &std::path::Path) -> Result<Vec<oxrdf::Quad>, SparqlErro
         reason: e.to_string(),
     };
     let raw = std::fs::File::open(path).map_err(io_err)?;
-    let name = path.to_string_lossy();
-    let stem = name.strip_suffix(".gz").unwrap_or(&name).to_owned();
-    let reader: Box<dyn Read> = if name.ends_with(".gz") {
-        Box::new(flate2::read::MultiGzDecoder::new(raw))
-    } else {
-        Box::new(raw)
-    };
-    let reader = std::io::BufReader::new(reader);
+    let (format, compression) =
+        Format::guess(path).unwrap_or((Format::NTriples, Compression::of_path(path)));
+    let reader = std::io::BufReader::new(compression.decoder(std::io::BufReader::new(raw)));
     let err = |e: oxttl::TurtleParseError| SparqlError::Load {
         file: file.clone(),
         line: match &e {
@@ -324,28 +319,25 @@ pub fn read_quads(path: &std::path::Path) -> Result<Vec<oxrdf::Quad>, SparqlErro
         },
         reason: e.to_string(),
     };
-    let quads: Vec<oxrdf::Quad> = if stem.ends_with(".nq") {
-        oxttl::NQuadsParser::new()
+    let quads: Vec<oxrdf::Quad> = match format {
+        Format::NQuads => oxttl::NQuadsParser::new()
             .for_reader(reader)
             .collect::<Result<_, _>>()
-            .map_err(err)?
-    } else if stem.ends_with(".trig") {
-        oxttl::TriGParser::new()
+            .map_err(err)?,
+        Format::TriG => oxttl::TriGParser::new()
             .for_reader(reader)
             .collect::<Result<_, _>>()
-            .map_err(err)?
-    } else if stem.ends_with(".ttl") {
-        oxttl::TurtleParser::new()
+            .map_err(err)?,
+        Format::Turtle => oxttl::TurtleParser::new()
             .for_reader(reader)
             .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
             .collect::<Result<_, _>>()
-            .map_err(err)?
-    } else {
-        oxttl::NTriplesParser::new()
+            .map_err(err)?,
+        Format::NTriples => oxttl::NTriplesParser::new()
             .for_reader(reader)
             .map(|t| t.map(|t| t.in_graph(oxrdf::GraphName::DefaultGraph)))
             .collect::<Result<_, _>>()
-            .map_err(err)?
+            .map_err(err)?,
     };
     Ok(quads)
 }
@@ -369,6 +361,41 @@ impl PathDataset for MemoryDataset {
 mod tests {
     use super::*;
     use oxrdf::{Literal, NamedNode};
+
+    /// Files are read as their names say: format, and gzip or bzip2 compression.
+    #[test]
+    fn quads_are_read_in_any_format_and_compression() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let text = "<http://e/a> <http://e/p> <http://e/b> .\n";
+        let gz = dir.path().join("a.nt.gz");
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, z.finish().unwrap()).unwrap();
+        let bz = dir.path().join("a.ttl.bz2");
+        let mut z = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+        z.write_all(b"@prefix e: <http://e/> . e:a e:p e:b .")
+            .unwrap();
+        std::fs::write(&bz, z.finish().unwrap()).unwrap();
+        let nq = dir.path().join("a.nq");
+        std::fs::write(
+            &nq,
+            "<http://e/a> <http://e/p> <http://e/b> <http://e/g> .\n",
+        )
+        .unwrap();
+        let a = read_quads(&gz).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(read_quads(&bz).unwrap(), a);
+        let g = read_quads(&nq).unwrap();
+        assert_eq!(g[0].graph_name.to_string(), "<http://e/g>");
+        // A file that claims gzip but is not: an error naming the file.
+        let bad = dir.path().join("bad.nt.gz");
+        std::fs::write(&bad, text).unwrap();
+        assert!(read_quads(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("bad.nt.gz"));
+    }
 
     #[test]
     fn keys_tell_terms_apart_and_carry_over_to_siblings() {
