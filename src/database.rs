@@ -65,7 +65,9 @@ pub enum EngineChoice {
     Auto,
     /// Always the CPU engine.
     Cpu,
-    /// The GPU engine; an error when no GPU is usable. A var→var query whose sampled
+    /// The GPU engine; an error when no GPU is usable and a query needs one. A
+    /// constant start, or up to 4,096 bound start nodes, that the host walks in front of
+    /// the device under a small budget needs none. A var→var query whose sampled
     /// host walk and the device's cost model say the CPU engine's sparse walks win
     /// ([`crate::rpq::route`]) runs on those walks, unless
     /// [`EvalOptions::host_walk`] is off, which keeps every query on the device.
@@ -550,8 +552,10 @@ pub struct Database {
 
 impl Database {
     /// Opens the store in `dir`; the GPU engine, unless the CPU is asked for, is set up
-    /// when a query first needs it. With [`EngineChoice::Gpu`] a missing GPU is an error
-    /// here; with `Auto` an unusable one is a one-line notice once a query asks for it.
+    /// when a query first needs it (a query the host walks answer never does). With
+    /// [`EngineChoice::Gpu`] a missing driver is an error here and a missing device an
+    /// error of the first query that needs it; with `Auto` an unusable GPU is a one-line
+    /// notice once a query asks for it.
     pub fn open(dir: &FsPath, options: &DatabaseOptions) -> Result<Database, DatabaseError> {
         // A budget that grants nothing is an error even where no GPU will use it (`auto`
         // on a host without one), so that a command line means the same on every host.
