@@ -73,9 +73,11 @@ fn split_on_gpus_equals_cpu() {
     for text in &queries {
         let rq = resolve_log_query(&parse_log_line(text).unwrap(), &dict);
         for traversal in [TraversalPolicy::Auto, TraversalPolicy::Dense] {
+            // No host walk in front of the GPUs: they run the plan's batches.
             let o = EvalOptions {
                 traversal,
                 batch_words: 1,
+                host_walk: false,
                 ..EvalOptions::default()
             };
             let p = plan(&graph, &rq.path, rq.subject, rq.object, &o);

@@ -143,4 +143,38 @@ mod tests {
         assert!(all.is_err());
         assert!(probe.device_needed());
     }
+
+    /// A plan split over several device engines walks a few candidates in front of them
+    /// as one engine does: the CPU engine's pairs, no device work.
+    #[test]
+    fn a_split_walks_few_candidates_first() {
+        use crate::engine::{cpu::CpuEngine, MatrixConfig};
+        use crate::rpq::{evaluate_split, execute, plan, PerQueryRelations, Share};
+        // A binary tree, each node linked to its parent: 255 start nodes in 4 batches.
+        let g = MemoryGraph::from_triples((1..256).map(|i| (i, 7, i / 2)).collect());
+        let path = Path::OneOrMore(Path::link(7));
+        let options = EvalOptions {
+            batch_words: 1,
+            ..EvalOptions::default()
+        };
+        let p = plan(&g, &path, Endpoint::Var, Endpoint::Var, &options);
+        assert!(p.batches() > 1);
+        let want = execute(&CpuEngine::new(), &g, &p, &options).unwrap();
+        let (a, b) = (HostProbe::new(), HostProbe::new());
+        let mut ra = PerQueryRelations::new(&a, &g, MatrixConfig::default());
+        let mut rb = PerQueryRelations::new(&b, &g, MatrixConfig::default());
+        let mut shares = [
+            Share {
+                engine: &a,
+                relations: &mut ra,
+            },
+            Share {
+                engine: &b,
+                relations: &mut rb,
+            },
+        ];
+        let got = evaluate_split(&g, &p, &options, &mut shares).expect("walked");
+        assert_eq!(got.pairs, want.pairs);
+        assert!(!a.device_needed() && !b.device_needed());
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::exec::{evaluate_with, RelationSource, Run, Trace};
+use super::exec::{evaluate_with, walk_before_device, RelationSource, Run, Trace};
 use super::graph::PathGraph;
 use super::plan::{EvalDirection, Plan, StartNodes};
 use super::sparse::MAX_JOINT_STARTS;
@@ -86,6 +86,21 @@ pub fn evaluate_split<E: Engine>(
         return Err(RpqError::Options(
             "a split evaluation needs an engine".into(),
         ));
+    };
+    // A few candidates in front of device engines are walked on the host first, as one
+    // device engine walks them; a walk that gave up is not walked again.
+    let walked;
+    let options = if !first.engine.host_resident() && options.host_walk {
+        if let Some(result) = walk_before_device(graph, plan, options, started) {
+            return Ok(result);
+        }
+        walked = EvalOptions {
+            host_walk: false,
+            ..options.clone()
+        };
+        &walked
+    } else {
+        options
     };
     let cands = match &plan.start {
         StartNodes::Candidates(c) if !runs_on_one(first.engine, plan, options) => c,
