@@ -1272,25 +1272,23 @@ impl PathEngines {
         let probe = HostProbe::new();
         let provider = sparql::PerQueryProvider(&probe);
         let dataset: &dyn PathDataset = &*self.dataset;
+        // The run's answer goes to `out` only when it needed no device.
+        fn kept<T>(
+            probe: &HostProbe,
+            out: &mut Option<T>,
+            run: impl FnOnce(&mut Option<T>) -> Result<(), SparqlError>,
+        ) -> Result<(), SparqlError> {
+            let mut got = None;
+            let done = run(&mut got);
+            if !probe.device_needed() {
+                *out = got;
+            }
+            done
+        }
+        let on = |run: Run<'_>| run.on(&probe, dataset, scope, group, &provider, deadline);
         let done = match run {
-            Run::Whole(out) => {
-                let mut got = None;
-                let done =
-                    Run::Whole(&mut got).on(&probe, dataset, scope, group, &provider, deadline);
-                if !probe.device_needed() {
-                    **out = got;
-                }
-                done
-            }
-            Run::Small(out) => {
-                let mut got = None;
-                let done =
-                    Run::Small(&mut got).on(&probe, dataset, scope, group, &provider, deadline);
-                if !probe.device_needed() {
-                    **out = got;
-                }
-                done
-            }
+            Run::Whole(out) => kept(&probe, out, |got| on(Run::Whole(got))),
+            Run::Small(out) => kept(&probe, out, |got| on(Run::Small(got))),
             Run::Batches(_) => return None,
         };
         if probe.device_needed() {

@@ -293,28 +293,15 @@ pub fn evaluate_with<E: Engine>(
                 return Ok(result);
             }
         } else {
-            let walked = match &plan.start {
-                StartNodes::Const(c) => sparse::evaluate_sparse(
-                    graph,
-                    plan,
-                    options,
-                    &mut std::iter::once(*c),
-                    1,
-                    started,
-                    None,
-                ),
-                StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
-                    let starts: Vec<u32> = cands.iter().collect();
-                    sparse::evaluate_sparse_joint(graph, plan, options, &starts, started, None)
-                }
-                StartNodes::Candidates(cands) => {
+            if let StartNodes::Candidates(cands) = &plan.start {
+                if cands.len() > sparse::MAX_JOINT_STARTS {
                     let starts: Vec<u32> = cands.iter().collect();
                     return joint_walk_chunks(
                         engine, graph, plan, options, relations, &starts, started,
                     );
                 }
-            };
-            if let Some(result) = walked {
+            }
+            if let Some(result) = walk(graph, plan, options, started, None) {
                 return Ok(finish_walk(result, plan, options, engine.name(), started));
             }
         }
@@ -341,8 +328,22 @@ pub fn walk_before_device(
     if options.traversal != TraversalPolicy::Auto || !options.host_walk {
         return None;
     }
-    let budget = Some(sparse::device_front_budget(graph.node_count()));
-    let result = match &plan.start {
+    let budget = sparse::device_front_budget(graph.node_count());
+    let result = walk(graph, plan, options, started, Some(budget))?;
+    Some(finish_walk(result, plan, options, HOST_WALK, started))
+}
+
+/// Sparse walks of `plan`: from its constant start, or jointly from at most
+/// [`sparse::MAX_JOINT_STARTS`] candidates, within their budget (at most `cap` work when
+/// given); `None` when they give up or there are more candidates.
+fn walk(
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    options: &EvalOptions,
+    started: Instant,
+    cap: Option<u64>,
+) -> Option<PathResult> {
+    match &plan.start {
         StartNodes::Const(c) => sparse::evaluate_sparse(
             graph,
             plan,
@@ -350,15 +351,14 @@ pub fn walk_before_device(
             &mut std::iter::once(*c),
             1,
             started,
-            budget,
-        )?,
+            cap,
+        ),
         StartNodes::Candidates(cands) if cands.len() <= sparse::MAX_JOINT_STARTS => {
             let starts: Vec<u32> = cands.iter().collect();
-            sparse::evaluate_sparse_joint(graph, plan, options, &starts, started, budget)?
+            sparse::evaluate_sparse_joint(graph, plan, options, &starts, started, cap)
         }
-        StartNodes::Candidates(_) => return None,
-    };
-    Some(finish_walk(result, plan, options, HOST_WALK, started))
+        StartNodes::Candidates(_) => None,
+    }
 }
 
 /// A walk's answer as the executor returns it: named, in the plan's pair order, timed.
