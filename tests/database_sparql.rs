@@ -80,3 +80,65 @@ fn database_query_matches_oxigraph_on_codex_m() {
         Ok(_) => panic!("an invalid query was accepted"),
     }
 }
+
+#[test]
+fn lone_paths_are_answered_from_the_path_rows_as_oxigraph_answers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = codex_database(dir.path());
+    let oxigraph = codex_oxigraph();
+    let prefixes = "PREFIX wd: <http://www.wikidata.org/entity/> \
+                    PREFIX wdt: <http://www.wikidata.org/prop/direct/> ";
+    let parse = |q: &str| k2rpq::sparql::parse_query(&format!("{prefixes}{q}"), None).unwrap();
+    let alone = |q: &str| {
+        db.explain(&parse(q))
+            .unwrap()
+            .contains("its rows are the answer")
+    };
+    // One path group with its projection, DISTINCT and slice around it (in any order of
+    // columns, some unbound), or in an ASK: the path rows are the answer.
+    let lone = [
+        "SELECT ?a WHERE { wd:Q131324 ^wdt:P40+ ?a }",
+        "SELECT ?y ?x WHERE { ?x wdt:P530/wdt:P530 ?y }",
+        "SELECT ?y ?nothing WHERE { wd:Q183 wdt:P530+ ?y }",
+        "SELECT DISTINCT ?y WHERE { wd:Q183 wdt:P530/wdt:P530 ?y }",
+        "SELECT ?y WHERE { wd:Q183 wdt:P530+ ?y } LIMIT 0",
+        "SELECT ?y WHERE { wd:Q183 wdt:P530+ ?y } OFFSET 1000000",
+        "SELECT ?x WHERE { ?x wdt:P27 wd:Q183 . ?x wdt:P19/wdt:P17 ?c }",
+        "ASK { wd:Q183 wdt:P530/wdt:P530 wd:Q142 }",
+        "ASK { ?x wdt:P40+ ?x }",
+        "ASK { wd:Q183 wdt:P530+ ?y . ?y wdt:P463 ?o }",
+    ];
+    for q in lone {
+        assert!(alone(q), "{q}");
+        let q = format!("{prefixes}{q}");
+        let expected = oxigraph_answer(&oxigraph, &q);
+        let got = named_multiset(db.query(&q).unwrap_or_else(|e| panic!("{q}: {e}")));
+        assert_eq!(got, expected, "{q}");
+    }
+    // A LIMIT keeps that many rows of the whole answer.
+    let whole = named_multiset(
+        db.query(&format!(
+            "{prefixes}SELECT ?y WHERE {{ wd:Q183 wdt:P530+ ?y }}"
+        ))
+        .unwrap(),
+    );
+    let some = named_multiset(
+        db.query(&format!(
+            "{prefixes}SELECT ?y WHERE {{ wd:Q183 wdt:P530+ ?y }} OFFSET 2 LIMIT 5"
+        ))
+        .unwrap(),
+    );
+    assert_eq!(some.values().sum::<usize>(), 5);
+    assert!(some.keys().all(|k| whole.contains_key(k)), "{some:?}");
+    // What Oxigraph's evaluator must do around the group.
+    for q in [
+        "SELECT ?x WHERE { wd:Q61078 wdt:P19/^wdt:P19 ?x FILTER(?x != wd:Q61078) }",
+        "SELECT ?y WHERE { wd:Q183 wdt:P530+ ?y } ORDER BY ?y",
+        "SELECT (STR(?y) AS ?s) WHERE { wd:Q183 wdt:P530+ ?y }",
+        "SELECT ?y FROM <http://e/g> WHERE { wd:Q183 wdt:P530+ ?y }",
+        "CONSTRUCT { ?y <http://e/r> wd:Q183 } WHERE { wd:Q183 wdt:P530+ ?y }",
+        "SELECT ?x WHERE { ?x wdt:P27 wd:Q183 }",
+    ] {
+        assert!(!alone(q), "{q}");
+    }
+}

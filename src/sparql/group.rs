@@ -604,18 +604,53 @@ impl GroupSolutions {
         decode: impl Fn(u32) -> Option<Term> + 'static,
         deadline: Deadline,
     ) -> spareval::QuerySolutionIter<'static> {
-        let mut decoded: HashMap<u32, Term> = HashMap::default();
-        self.into_terms(
-            move |id| {
-                if let Some(t) = decoded.get(&id) {
-                    return Some(t.clone());
+        let GroupSolutions {
+            variables,
+            rows,
+            query_terms,
+        } = self;
+        solutions_of(variables, rows, query_terms, kept(decode), deadline)
+    }
+
+    /// The solutions of `variables`, each the column of these rows of the same name
+    /// (unbound where there is none), rows `offset` to `offset + length`: a query's
+    /// answer when the rows are its one path service call's ([`super::rewrite::LoneService`]).
+    /// Decoded and ended as [`GroupSolutions::into_solutions`]'s.
+    pub fn into_projected_solutions(
+        self,
+        variables: Vec<Variable>,
+        offset: usize,
+        length: Option<usize>,
+        decode: impl Fn(u32) -> Option<Term> + 'static,
+        deadline: Deadline,
+    ) -> spareval::QuerySolutionIter<'static> {
+        let columns: Vec<Option<usize>> = variables
+            .iter()
+            .map(|v| self.variables.iter().position(|c| c == v))
+            .collect();
+        let (mut rows, mut skip, mut left) = (self.rows, offset, length.unwrap_or(usize::MAX));
+        let projected = std::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
+            loop {
+                match rows.next()? {
+                    // Skipped rows still end the stream where they fail.
+                    Ok(_) if skip > 0 => skip -= 1,
+                    row => {
+                        left -= 1;
+                        return Some(
+                            row.map(|row| columns.iter().map(|c| c.and_then(|c| row[c])).collect()),
+                        );
+                    }
                 }
-                let t = decode(id)?;
-                if decoded.len() < DECODED_TERMS {
-                    decoded.insert(id, t.clone());
-                }
-                Some(t)
-            },
+            }
+        });
+        solutions_of(
+            variables,
+            projected,
+            self.query_terms,
+            kept(decode),
             deadline,
         )
     }
@@ -624,50 +659,69 @@ impl GroupSolutions {
     /// evaluator over [`super::StoreQuads`], which reads the id back: no term is decoded.
     /// Past `deadline` the stream ends as [`GroupSolutions::into_solutions`]'s does.
     pub fn into_id_solutions(self, deadline: Deadline) -> spareval::QuerySolutionIter<'static> {
-        self.into_terms(|id| Some(id_term(id)), deadline)
+        solutions_of(
+            self.variables,
+            self.rows,
+            self.query_terms,
+            |id| Some(id_term(id)),
+            deadline,
+        )
     }
+}
 
-    /// The solutions with each store id as `term` gives it.
-    fn into_terms(
-        self,
-        mut term: impl FnMut(u32) -> Option<Term> + 'static,
-        deadline: Deadline,
-    ) -> spareval::QuerySolutionIter<'static> {
-        let GroupSolutions {
-            variables,
-            rows,
-            query_terms,
-        } = self;
-        let mut cell = move |id: u32| -> Result<Term, SparqlError> {
-            if id >= QUERY_TERM_BASE {
-                return query_terms
-                    .get((id - QUERY_TERM_BASE) as usize)
-                    .cloned()
-                    .ok_or(SparqlError::MissingTerm(id));
-            }
-            term(id).ok_or(SparqlError::MissingTerm(id))
-        };
-        let (mut failed, mut count) = (false, 0usize);
-        let rows = rows.map_while(move |row| {
-            if failed {
-                return None;
-            }
-            count += 1;
-            let on_time = if count % 64 == 1 {
-                deadline.check()
-            } else {
-                Ok(())
-            };
-            let row = on_time.and(row).and_then(|row| {
-                row.into_iter()
-                    .map(|id| id.map(&mut cell).transpose())
-                    .collect::<Result<Vec<_>, _>>()
-            });
-            failed = row.is_err();
-            Some(row.map_err(|e| spareval::QueryEvaluationError::Service(Box::new(e))))
-        });
-        spareval::QuerySolutionIter::from_tuples(variables.into(), rows)
+/// `decode` with each distinct term decoded once (up to [`DECODED_TERMS`] of them).
+fn kept(decode: impl Fn(u32) -> Option<Term>) -> impl FnMut(u32) -> Option<Term> {
+    let mut decoded: HashMap<u32, Term> = HashMap::default();
+    move |id| {
+        if let Some(t) = decoded.get(&id) {
+            return Some(t.clone());
+        }
+        let t = decode(id)?;
+        if decoded.len() < DECODED_TERMS {
+            decoded.insert(id, t.clone());
+        }
+        Some(t)
     }
+}
+
+/// `rows` as Oxigraph's solutions of `variables`, with each store id as `term` gives it
+/// and ids from [`QUERY_TERM_BASE`] up taken from `query_terms`.
+fn solutions_of(
+    variables: Vec<Variable>,
+    rows: impl Iterator<Item = Result<IdRow, SparqlError>> + 'static,
+    query_terms: Vec<Term>,
+    mut term: impl FnMut(u32) -> Option<Term> + 'static,
+    deadline: Deadline,
+) -> spareval::QuerySolutionIter<'static> {
+    let mut cell = move |id: u32| -> Result<Term, SparqlError> {
+        if id >= QUERY_TERM_BASE {
+            return query_terms
+                .get((id - QUERY_TERM_BASE) as usize)
+                .cloned()
+                .ok_or(SparqlError::MissingTerm(id));
+        }
+        term(id).ok_or(SparqlError::MissingTerm(id))
+    };
+    let (mut failed, mut count) = (false, 0usize);
+    let rows = rows.map_while(move |row| {
+        if failed {
+            return None;
+        }
+        count += 1;
+        let on_time = if count % 64 == 1 {
+            deadline.check()
+        } else {
+            Ok(())
+        };
+        let row = on_time.and(row).and_then(|row| {
+            row.into_iter()
+                .map(|id| id.map(&mut cell).transpose())
+                .collect::<Result<Vec<_>, _>>()
+        });
+        failed = row.is_err();
+        Some(row.map_err(|e| spareval::QueryEvaluationError::Service(Box::new(e))))
+    });
+    spareval::QuerySolutionIter::from_tuples(variables.into(), rows)
 }
 
 /// Evaluates `group` over `dataset` (restricted to `scope`) with `engine`, loading

@@ -989,6 +989,107 @@ pub(crate) fn path_predicates(path: &PropertyPathExpression, out: &mut Vec<Strin
     }
 }
 
+/// A query that [`wrap_paths_and_small_subqueries_in_service`] makes one path service
+/// call with nothing around it but its projection and slice: a lone property path (or a
+/// group of paths and triples) in a SELECT, with DISTINCT, LIMIT and OFFSET as the query
+/// has them, or in an ASK. Oxigraph's evaluator would only pass the service's rows
+/// through, so the path engines' rows are the answer.
+#[derive(Clone, Debug)]
+pub struct LoneService {
+    /// The service's pattern, as [`crate::database::Database::evaluate_path_service`]
+    /// takes it.
+    pub pattern: GraphPattern,
+    /// The query's columns (an ASK's: the variables of its pattern).
+    pub variables: Vec<Variable>,
+    /// Rows skipped first (`OFFSET`).
+    pub offset: usize,
+    /// The most rows returned (`LIMIT`; an ASK's: 1).
+    pub length: Option<usize>,
+}
+
+/// `query` as one path service call, when it is one (a query with `FROM` never is).
+///
+/// ```
+/// use k2rpq::sparql::rewrite::lone_service;
+/// let q = |s: &str| spargebra::SparqlParser::new().parse_query(s).unwrap();
+/// let lone = lone_service(&q("SELECT ?y WHERE { <http://e/a> <http://e/p>+ ?y } LIMIT 5")).unwrap();
+/// assert_eq!((lone.variables.len(), lone.length), (1, Some(5)));
+/// assert!(lone_service(&q("ASK { <http://e/a> <http://e/p>+ <http://e/b> }")).is_some());
+/// // A FILTER around the path is evaluated by Oxigraph's evaluator.
+/// assert!(lone_service(&q("SELECT ?y WHERE { <http://e/a> <http://e/p>+ ?y FILTER(?y != <http://e/a>) }")).is_none());
+/// ```
+pub fn lone_service(query: &Query) -> Option<LoneService> {
+    let ask;
+    let query = match query {
+        Query::Select { dataset: None, .. } => query,
+        Query::Ask {
+            dataset: None,
+            pattern,
+            base_iri,
+        } => {
+            // An ASK is the first row of a SELECT of its pattern's variables.
+            let mut variables = Vec::new();
+            pattern.on_in_scope_variable(|v| {
+                if !variables.contains(v) {
+                    variables.push(v.clone());
+                }
+            });
+            ask = Query::Select {
+                dataset: None,
+                pattern: GraphPattern::Slice {
+                    inner: Box::new(GraphPattern::Project {
+                        inner: Box::new(pattern.clone()),
+                        variables,
+                    }),
+                    start: 0,
+                    length: Some(1),
+                },
+                base_iri: base_iri.clone(),
+            };
+            &ask
+        }
+        _ => return None,
+    };
+    let Query::Select { pattern, .. } = query else {
+        return None;
+    };
+    // The columns are those of the outermost projection, under the slice and DISTINCT.
+    let mut p = pattern;
+    let variables = loop {
+        match p {
+            GraphPattern::Slice { inner, .. }
+            | GraphPattern::Distinct { inner }
+            | GraphPattern::Reduced { inner } => p = inner,
+            GraphPattern::Project { variables, .. } => break variables.clone(),
+            _ => return None,
+        }
+    };
+    let Query::Select { pattern, .. } = wrap_paths_and_small_subqueries_in_service(query) else {
+        return None;
+    };
+    let (inner, offset, length) = match pattern {
+        GraphPattern::Slice {
+            inner,
+            start,
+            length,
+        } => (*inner, start, length),
+        p => (p, 0, None),
+    };
+    match inner {
+        GraphPattern::Service {
+            name: NamedNodePattern::NamedNode(name),
+            inner,
+            silent: false,
+        } if name.as_str() == SERVICE_IRI => Some(LoneService {
+            pattern: *inner,
+            variables,
+            offset,
+            length,
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -16,10 +16,9 @@
 
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use oxrdf::Term;
-use rustc_hash::FxHashMap;
 use spareval::{ExpressionTerm, InternalQuad, QueryableDataset};
 
 use super::SparqlError;
@@ -146,38 +145,6 @@ pub struct StoreQuads {
     store: Arc<Store>,
     /// `(name id, graph)` of every named graph, by name id.
     named: Arc<[(u32, GraphId)]>,
-    /// Terms decoded for this query, by id (at most [`DECODED_TERMS`]): a query's rows
-    /// repeat their terms (CoDEx-M's 6,225 `P530` cells hold 400 terms), and `ORDER BY`
-    /// reads both terms of every comparison of its sort: a look-up per comparison, so
-    /// the map hashes with Fx rather than SipHash.
-    decoded: Arc<Mutex<FxHashMap<u32, Term>>>,
-    /// Store ids (or none) of the terms the evaluator handed in that are not
-    /// [`id_term`]s: the counts a path service returns repeat their values, and each
-    /// look-up in the front-coded dictionary costs a binary search and a decode.
-    looked_up: Arc<Mutex<FxHashMap<Term, Option<u32>>>>,
-}
-
-/// Terms a query keeps decoded; past that the kept ones are dropped and the count starts
-/// again, so that a long answer's memory stays bounded.
-const DECODED_TERMS: usize = 1 << 14;
-
-/// The value `map` keeps for `key`, made by `make` (and kept) the first time; a map that
-/// holds [`DECODED_TERMS`] values is emptied first.
-fn kept<K: Hash + Eq + Clone, V: Clone, E>(
-    map: &Mutex<FxHashMap<K, V>>,
-    key: &K,
-    make: impl FnOnce() -> Result<V, E>,
-) -> Result<V, E> {
-    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(v) = map.get(key) {
-        return Ok(v.clone());
-    }
-    let v = make()?;
-    if map.len() >= DECODED_TERMS {
-        map.clear();
-    }
-    map.insert(key.clone(), v.clone());
-    Ok(v)
 }
 
 impl StoreQuads {
@@ -194,27 +161,20 @@ impl StoreQuads {
         StoreQuads {
             store,
             named: named.into(),
-            decoded: Arc::default(),
-            looked_up: Arc::default(),
         }
     }
 
-    /// The store id of `term`, looked up once per query (up to [`DECODED_TERMS`] terms).
+    /// The store id of `term`: the counts a path service returns repeat their values,
+    /// and the store keeps what it looked up ([`Store::kept_id`]).
     fn look_up(&self, term: &Term) -> Option<u32> {
-        let Ok(id) = kept(&self.looked_up, term, || {
-            Ok::<_, std::convert::Infallible>(self.store.dictionary().id(term.as_ref()))
-        });
-        id
+        self.store.kept_id(term)
     }
 
-    /// The term of id `id`, decoded once per query (up to [`DECODED_TERMS`] of them).
+    /// The term of id `id`: rows repeat their terms (CoDEx-M's 6,225 `P530` cells hold
+    /// 400), and `ORDER BY` decodes both terms of every comparison of its sort
+    /// ([`Store::kept_term`]).
     fn decode(&self, id: u32) -> Result<Term, SparqlError> {
-        kept(&self.decoded, &id, || {
-            self.store
-                .dictionary()
-                .term(id)
-                .ok_or(SparqlError::MissingTerm(id))
-        })
+        self.store.kept_term(id).ok_or(SparqlError::MissingTerm(id))
     }
 
     /// The store.

@@ -20,10 +20,10 @@ mod key_sort;
 mod lines;
 mod load;
 mod prefetch;
+mod term_cache;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 
 use oxrdf::{BlankNode, NamedNode, NamedOrBlankNode, Term};
 use roaring::RoaringBitmap;
@@ -209,9 +209,14 @@ pub struct Store {
     manifest: Manifest,
     dictionary: Dictionary,
     graphs: Vec<GraphInfo>,
-    trees: Mutex<HashMap<(GraphId, u32), Arc<K2Tree>>>,
+    /// The relations mapped so far, by graph and by position among the graph's
+    /// predicates: a read takes no lock (every triple pattern of a query reads one, and
+    /// an endpoint's requests read them at once).
+    trees: Vec<Vec<OnceLock<Arc<K2Tree>>>>,
     /// Host memory for the line lists of the store's relations (each tree counts against it).
     line_budget: Arc<LineBudget>,
+    /// Terms and ids that queries decoded and looked up, for the queries after them.
+    kept_terms: term_cache::TermCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -325,13 +330,19 @@ impl Store {
                 nodes: g.nodes,
             });
         }
+        let trees = manifest
+            .graphs
+            .iter()
+            .map(|g| g.predicates.iter().map(|_| OnceLock::new()).collect())
+            .collect();
         Ok(Store {
             dir: dir.to_path_buf(),
             manifest,
             dictionary,
             graphs,
-            trees: Mutex::new(HashMap::new()),
+            trees,
             line_budget: Arc::new(LineBudget::with_default_limit()),
+            kept_terms: term_cache::TermCache::new(),
         })
     }
 
@@ -343,6 +354,18 @@ impl Store {
     /// Term ↔ id.
     pub fn dictionary(&self) -> &Dictionary {
         &self.dictionary
+    }
+
+    /// [`Dictionary::term`], kept for later calls: a query decodes the same terms at many
+    /// rows, and queries after it decode them again (at most 65,536 kept).
+    pub fn kept_term(&self, id: u32) -> Option<Term> {
+        self.kept_terms.term(id, || self.dictionary.term(id))
+    }
+
+    /// [`Dictionary::id`], kept for later calls as [`Store::kept_term`] is.
+    pub fn kept_id(&self, term: &Term) -> Option<u32> {
+        self.kept_terms
+            .id(term, || self.dictionary.id(term.as_ref()))
     }
 
     /// Graphs; index 0 is the default graph (present even when empty).
@@ -386,7 +409,7 @@ impl Store {
         let Ok(i) = g.predicates.binary_search_by_key(&predicate, |p| p.id) else {
             return Ok(None);
         };
-        if let Some(t) = self.trees.lock().unwrap().get(&(graph, predicate)) {
+        if let Some(t) = self.trees[graph][i].get() {
             return Ok(Some(t.clone()));
         }
         let info = &g.predicates[i];
@@ -428,12 +451,10 @@ impl Store {
         for l in &info.lines {
             tree.set_line_file(l.by_column, self.dir.join(&l.file), info.crc32);
         }
-        let tree = Arc::new(tree);
-        self.trees
-            .lock()
-            .unwrap()
-            .insert((graph, predicate), tree.clone());
-        Ok(Some(tree))
+        // Two threads that map the same tree at once keep the first mapping.
+        Ok(Some(
+            self.trees[graph][i].get_or_init(|| Arc::new(tree)).clone(),
+        ))
     }
 
     /// The host memory budget of the line lists of this store's relations
@@ -445,11 +466,17 @@ impl Store {
     /// The relations mapped so far, with their graph and predicate, by predicate.
     pub fn mapped_relations(&self) -> Vec<(GraphId, u32, Arc<K2Tree>)> {
         let mut v: Vec<_> = self
-            .trees
-            .lock()
-            .unwrap()
+            .manifest
+            .graphs
             .iter()
-            .map(|(&(g, p), t)| (g, p, t.clone()))
+            .zip(&self.trees)
+            .enumerate()
+            .flat_map(|(g, (info, trees))| {
+                info.predicates
+                    .iter()
+                    .zip(trees)
+                    .filter_map(move |(p, t)| Some((g, p.id, t.get()?.clone())))
+            })
             .collect();
         v.sort_by_key(|&(g, p, _)| (g, p));
         v

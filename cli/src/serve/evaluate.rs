@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 
 use k2rpq::database::{Database, QueryOptions};
 use k2rpq::sparql::group::{IdRow, IdRows, QUERY_TERM_BASE};
-use k2rpq::sparql::rewrite::{wrap_paths_and_small_subqueries_in_service, SERVICE_IRI};
+use k2rpq::sparql::rewrite::{lone_service, LoneService};
 use k2rpq::sparql::{with_row_limit, QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
-use spargebra::algebra::GraphPattern;
-use spargebra::term::NamedNodePattern;
 use spargebra::Query;
 
 /// One row of a SELECT answer: a value (or `None`, unbound) per variable.
@@ -190,13 +188,21 @@ impl StoreEvaluator {
 
     /// Whether `query` takes the direct route.
     pub fn answers_directly(&self, query: &Query) -> bool {
-        self.direct && service_query(query).is_some()
+        self.service_query(query).is_some()
+    }
+
+    /// The SELECT `query` as one path service call, when it is one and the direct route
+    /// is taken. (A lone ASK is [`Database::evaluate`]'s: its answer is no rows.)
+    fn service_query(&self, query: &Query) -> Option<LoneService> {
+        (self.direct && matches!(query, Query::Select { .. }))
+            .then(|| lone_service(query))
+            .flatten()
     }
 
     /// Answers a query that is one path service call from the service's rows.
     fn evaluate_service(
         &self,
-        service: ServiceQuery,
+        service: LoneService,
         control: &Control,
     ) -> Result<Answer, EvaluationError> {
         let solutions = self
@@ -262,7 +268,7 @@ impl Evaluator for StoreEvaluator {
             }
             None => query,
         };
-        if let Some(service) = self.direct.then(|| service_query(query)).flatten() {
+        if let Some(service) = self.service_query(query) {
             match self.evaluate_service(service, control) {
                 // The general route names what it does not support as it always has.
                 Err(EvaluationError::Unsupported(_)) => {}
@@ -315,70 +321,6 @@ const DECODE_BATCH: usize = 1024;
 /// Terms an answer keeps decoded for its later rows: answers repeat their terms (the 46,214
 /// rows of `?x wdt:P530+ ?y` on CoDEx-M hold 222 distinct terms).
 const DECODED_TERMS: usize = 1 << 16;
-
-/// A SELECT that the query rewrite turns into one path service call with nothing around
-/// it but the query's projection and slice (a lone property path pattern, or a group of
-/// paths and triples, with DISTINCT, LIMIT and OFFSET as the query has them): the
-/// evaluator would only pass the service's rows through, so they go to the client
-/// straight from the path engines.
-struct ServiceQuery {
-    /// The service's pattern, as [`Database::evaluate_path_service`] takes it.
-    pattern: GraphPattern,
-    /// The query's columns.
-    variables: Vec<Variable>,
-    /// Rows skipped first (`OFFSET`).
-    offset: usize,
-    /// The most rows returned (`LIMIT`).
-    length: Option<usize>,
-}
-
-/// The query as one path service call, when it is one.
-fn service_query(query: &Query) -> Option<ServiceQuery> {
-    let Query::Select {
-        dataset: None,
-        pattern,
-        ..
-    } = query
-    else {
-        return None;
-    };
-    // The columns are those of the outermost projection, under the slice and DISTINCT.
-    let mut p = pattern;
-    let variables = loop {
-        match p {
-            GraphPattern::Slice { inner, .. }
-            | GraphPattern::Distinct { inner }
-            | GraphPattern::Reduced { inner } => p = inner,
-            GraphPattern::Project { variables, .. } => break variables.clone(),
-            _ => return None,
-        }
-    };
-    let rewritten = wrap_paths_and_small_subqueries_in_service(query);
-    let Query::Select { pattern, .. } = rewritten else {
-        return None;
-    };
-    let (inner, offset, length) = match pattern {
-        GraphPattern::Slice {
-            inner,
-            start,
-            length,
-        } => (*inner, start, length),
-        p => (p, 0, None),
-    };
-    match inner {
-        GraphPattern::Service {
-            name: NamedNodePattern::NamedNode(name),
-            inner,
-            silent: false,
-        } if name.as_str() == SERVICE_IRI => Some(ServiceQuery {
-            pattern: *inner,
-            variables,
-            offset,
-            length,
-        }),
-        _ => None,
-    }
-}
 
 /// Decodes store ids (below [`QUERY_TERM_BASE`]) to terms, in order: [`Database::terms`].
 pub type Decoder = Box<dyn Fn(&[u32]) -> Vec<Option<Term>>>;
