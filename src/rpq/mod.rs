@@ -51,6 +51,7 @@ pub use exec::{
 pub use graph::{union_tree, MemoryGraph, PathGraph};
 pub use log::{parse_log_line, parse_log_line_with, LogEndpoint, LogQuery, Prefixes};
 pub use path::{parse_path_expr, path_iris, Path, UNKNOWN_PREDICATE};
+pub(crate) use plan::starting_nodes;
 pub use plan::{plan, subject_candidates, EvalDirection, Plan, RelKey, StartNodes};
 pub use split::{evaluate_split, runs_on_one, Share};
 

@@ -272,6 +272,38 @@ fn candidates(
     out
 }
 
+/// Edges of a path's first relations per bound start node up to which
+/// [`starting_nodes`] lists their nodes: listing costs a pass over those edges, and a
+/// start with no first edge would otherwise still ride in a batch (on a device, 512
+/// starts cost a fixed point of launches whatever they find).
+const LISTED_EDGES_PER_START: u64 = 4;
+
+/// `starts` without the nodes where no match of `plan`'s automaton can begin, those with
+/// no edge for a first symbol, when the first relations hold at most
+/// [`LISTED_EDGES_PER_START`] edges per start; `starts` unchanged otherwise, or when the
+/// path accepts the empty word (every start then matches itself).
+pub(crate) fn starting_nodes(
+    graph: &dyn PathGraph,
+    plan: &Plan,
+    starts: RoaringBitmap,
+) -> RoaringBitmap {
+    let a = &plan.automaton;
+    if a.accepts_empty() {
+        return starts;
+    }
+    let first_edges: u64 = a.targets[0]
+        .iter()
+        .filter_map(|&t| plan.relations[t].as_ref())
+        .flat_map(|(key, _)| preds_of(key))
+        .filter_map(|p| graph.relation(p))
+        .map(|tree| tree.nnz())
+        .sum();
+    if first_edges > starts.len().saturating_mul(LISTED_EDGES_PER_START) {
+        return starts;
+    }
+    starts & candidates(graph, a, &plan.relations)
+}
+
 /// Plans `subject path object` on `graph`: builds the automaton, picks the direction of
 /// evaluation and the start nodes.
 ///
@@ -387,5 +419,49 @@ pub fn plan(
         start,
         target,
         batch_words: words,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpq::graph::MemoryGraph;
+
+    #[test]
+    fn bound_starts_without_a_first_edge_are_dropped_where_listing_is_cheap() {
+        // p: 1→2→3 and 5→6; q: a long chain over 100..200.
+        let mut triples = vec![(1, 7, 2), (2, 7, 3), (5, 7, 6)];
+        triples.extend((100..200).map(|i| (i, 8, i + 1)));
+        let g = MemoryGraph::from_triples(triples);
+        let starts: RoaringBitmap = (0..10).collect();
+        let from = |path: Path| {
+            plan(
+                &g,
+                &path,
+                Endpoint::Const(1),
+                Endpoint::Var,
+                &EvalOptions::default(),
+            )
+        };
+        let plus = Path::OneOrMore(Box::new(Path::Link(7)));
+        let kept = starting_nodes(&g, &from(plus.clone()), starts.clone());
+        assert_eq!(kept.iter().collect::<Vec<_>>(), vec![1, 2, 5]);
+        // Backwards (the plan of an inverse path): the nodes with an incoming edge.
+        let back = plan(
+            &g,
+            &plus,
+            Endpoint::Var,
+            Endpoint::Const(3),
+            &EvalOptions::default(),
+        );
+        let kept = starting_nodes(&g, &back, starts.clone());
+        assert_eq!(kept.iter().collect::<Vec<_>>(), vec![2, 3, 6]);
+        // Every start matches itself through `*`.
+        let star = Path::ZeroOrMore(Box::new(Path::Link(7)));
+        assert_eq!(starting_nodes(&g, &from(star), starts.clone()), starts);
+        // A first relation far larger than the starts is not listed.
+        let long = Path::OneOrMore(Box::new(Path::Link(8)));
+        let few: RoaringBitmap = [0, 150].into_iter().collect();
+        assert_eq!(starting_nodes(&g, &from(long), few.clone()), few);
     }
 }

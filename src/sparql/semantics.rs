@@ -489,11 +489,12 @@ impl<E: Engine> Evaluator<'_, '_, E> {
                 options,
             )
         };
-        plan.start = StartNodes::Candidates(ids.iter().copied().collect());
+        let starts = rpq::starting_nodes(self.graph, &plan, ids.iter().copied().collect());
         plan.batch_words = options
             .batch_words
             .max(1)
-            .min(ids.len().div_ceil(64).max(1));
+            .min((starts.len().div_ceil(64) as usize).max(1));
+        plan.start = StartNodes::Candidates(starts);
         (plan, set(other).map(|f| (f, from_object)))
     }
 
