@@ -64,6 +64,14 @@ fn any_query_runs_over_a_store_and_over_a_file() {
     let tsv = succeeded(&k2rpq(&args, dir.path()));
     assert!(tsv.ends_with('4') || tsv.ends_with("4\n"), "{tsv:?}");
     assert!(!tsv.ends_with("\n\n"), "{tsv:?}");
+    // An ASK answer is a line of its own, as rows are.
+    let ask = "ASK { <http://e/a> <http://e/parent>+ ?y }";
+    for (format, line) in [("csv", "true\r\n"), ("tsv", "true\n")] {
+        let args = [
+            "query", "--engine", "cpu", "--store", "s", "--format", format, ask,
+        ];
+        assert_eq!(succeeded(&k2rpq(&args, dir.path())), line);
+    }
     // `SELECT *` lists the variables as they appear.
     let star = "SELECT * WHERE { ?z <http://e/parent> ?a . ?a <http://e/name> ?m }";
     let args = [

@@ -153,6 +153,9 @@ const TABLE_SAMPLE: usize = 1000;
 /// let mut out = Vec::new();
 /// write_results(QueryResults::Boolean(true), ResultFormat::Json, None, &mut out).unwrap();
 /// assert_eq!(String::from_utf8(out).unwrap(), r#"{"head":{},"boolean":true}"#);
+/// let mut out = Vec::new();
+/// write_results(QueryResults::Boolean(false), ResultFormat::Tsv, None, &mut out).unwrap();
+/// assert_eq!(String::from_utf8(out).unwrap(), "false\n");
 /// ```
 pub fn write_results(
     results: QueryResults<'_>,
@@ -175,6 +178,13 @@ pub fn write_results(
                     QueryResultsSerializer::from_format(results_format(f))
                         .serialize_boolean_to_writer(&mut *out, b)
                         .map_err(io)?;
+                    // CSV and TSV lines end with a newline, the boolean's too (sparesults
+                    // writes the word alone); JSON and XML documents end without one.
+                    match f {
+                        ResultFormat::Csv => out.write_all(b"\r\n").map_err(io)?,
+                        ResultFormat::Tsv => out.write_all(b"\n").map_err(io)?,
+                        _ => {}
+                    }
                 }
             }
             Ok(WrittenResults {

@@ -192,7 +192,8 @@ impl StoreEvaluator {
     }
 
     /// The SELECT `query` as one path service call, when it is one and the direct route
-    /// is taken. (A lone ASK is [`Database::evaluate`]'s: its answer is no rows.)
+    /// is taken. A lone ASK, whose answer is a boolean, goes to [`Database::evaluate`],
+    /// which answers it from the same service's first row.
     fn service_query(&self, query: &Query) -> Option<LoneService> {
         (self.direct && matches!(query, Query::Select { .. }))
             .then(|| lone_service(query))
