@@ -107,6 +107,10 @@ fn lone_paths_are_answered_from_the_path_rows_as_oxigraph_answers_them() {
         "ASK { wd:Q183 wdt:P530/wdt:P530 wd:Q142 }",
         "ASK { ?x wdt:P40+ ?x }",
         "ASK { wd:Q183 wdt:P530+ ?y . ?y wdt:P463 ?o }",
+        // Blank nodes: no column of their own.
+        "ASK { wd:Q183 wdt:P530+ [] }",
+        "ASK { wd:Q183 wdt:P530+ _:b . _:b wdt:P463 wd:Q458 }",
+        "SELECT * WHERE { wd:Q183 wdt:P530 _:b . _:b wdt:P530 ?y }",
     ];
     for q in lone {
         assert!(alone(q), "{q}");
