@@ -928,6 +928,30 @@ impl Database {
     }
 }
 
+/// A query rewritten for a database's path service ([`Database::prepare`]): each group of
+/// paths and the patterns joined to them is a `SERVICE <urn:k2rpq:paths>` call.
+#[derive(Clone, Debug)]
+pub struct PreparedQuery {
+    rewritten: spargebra::Query,
+    /// The query's dataset as the path service sees it; `None` where the default graph
+    /// merges several graphs and the query is evaluated without the service.
+    scope: Option<GraphScope>,
+    lone: Option<sparql::rewrite::LoneService>,
+}
+
+impl PreparedQuery {
+    /// The query as Oxigraph's evaluator receives it.
+    pub fn rewritten(&self) -> &spargebra::Query {
+        &self.rewritten
+    }
+
+    /// The one path service call that is the whole query, when it is
+    /// ([`sparql::rewrite::lone_service`]): its rows are the answer.
+    pub fn lone(&self) -> Option<&sparql::rewrite::LoneService> {
+        self.lone.as_ref()
+    }
+}
+
 /// Options of one SPARQL query ([`Database::query_with`]).
 #[derive(Clone, Debug, Default)]
 pub struct QueryOptions {
@@ -982,46 +1006,69 @@ impl Database {
         query: &spargebra::Query,
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>, SparqlError> {
-        let started = Instant::now();
-        let token = CancellationToken::new();
-        // A limit too far away to be an instant is no limit.
-        let deadline = options.timeout.and_then(|t| started.checked_add(t));
-        if let Some(lone) = sparql::rewrite::lone_service(query) {
-            match self.evaluate_lone(query, lone, deadline) {
-                // Oxigraph's evaluator names what it does not support as it always has.
-                Err(SparqlError::Unsupported(_)) => {}
-                answer => return answer,
+        self.evaluate_prepared(self.prepare(query), options)
+    }
+
+    /// `query` rewritten for this database's path service, once: what
+    /// [`Database::evaluate_prepared`] answers and [`Database::explain`] shows.
+    pub fn prepare(&self, query: &spargebra::Query) -> PreparedQuery {
+        let scope = self.scope_of(query);
+        let rewritten = match &scope {
+            // A subquery in the service is evaluated over the store's own dataset: only
+            // where the query names none.
+            Some(_) if query.dataset().is_none() => {
+                wrap_paths_and_small_subqueries_in_service(query)
             }
-        }
-        if let Some(d) = deadline {
-            watchdog::cancel_at(d, token.clone());
-        }
-        let quads = StoreQuads::new(self.store.clone());
-        let mut evaluator = QueryEvaluator::new().with_cancellation_token(token);
-        let query = match self.scope_of(query) {
-            Some(scope) => {
-                evaluator = evaluator.with_service_handler(
-                    NamedNode::new_unchecked(SERVICE_IRI),
-                    StorePathService {
-                        engines: self.path_engines(),
-                        scope,
-                        deadline,
-                    },
-                );
-                // A subquery in the service is evaluated over the store's own dataset:
-                // only where the query names none.
-                if query.dataset().is_none() {
-                    wrap_paths_and_small_subqueries_in_service(query)
-                } else {
-                    wrap_paths_in_service(query)
-                }
-            }
+            Some(_) => wrap_paths_in_service(query),
             // The default graph merges several graphs: paths cross them, which the
             // engines' per-graph relations cannot follow; Oxigraph's evaluator answers
             // them from the scans.
             None => query.clone(),
         };
-        let results = evaluator.prepare(&query).execute(quads)?;
+        let lone = scope
+            .is_some()
+            .then(|| sparql::rewrite::lone_service(&rewritten))
+            .flatten();
+        PreparedQuery {
+            rewritten,
+            scope,
+            lone,
+        }
+    }
+
+    /// Answers a query as [`Database::prepare`] rewrote it (see [`Database::evaluate`]).
+    pub fn evaluate_prepared(
+        &self,
+        prepared: PreparedQuery,
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>, SparqlError> {
+        let started = Instant::now();
+        // A limit too far away to be an instant is no limit.
+        let deadline = options.timeout.and_then(|t| started.checked_add(t));
+        if let Some(lone) = &prepared.lone {
+            match self.evaluate_lone(&prepared.rewritten, lone.clone(), deadline) {
+                // Oxigraph's evaluator names what it does not support as it always has.
+                Err(SparqlError::Unsupported(_)) => {}
+                answer => return answer,
+            }
+        }
+        let token = CancellationToken::new();
+        if let Some(d) = deadline {
+            watchdog::cancel_at(d, token.clone());
+        }
+        let quads = StoreQuads::new(self.store.clone());
+        let mut evaluator = QueryEvaluator::new().with_cancellation_token(token);
+        if let Some(scope) = prepared.scope {
+            evaluator = evaluator.with_service_handler(
+                NamedNode::new_unchecked(SERVICE_IRI),
+                StorePathService {
+                    engines: self.path_engines(),
+                    scope,
+                    deadline,
+                },
+            );
+        }
+        let results = evaluator.prepare(&prepared.rewritten).execute(quads)?;
         Ok(match deadline {
             Some(d) => watchdog::end_at(results, d),
             None => results,
@@ -1062,19 +1109,19 @@ impl Database {
     /// the estimates behind it ([`sparql::group::explain_group`]).
     pub fn explain(&self, query: &spargebra::Query) -> Result<String, SparqlError> {
         use std::fmt::Write;
-        let Some(scope) = self.scope_of(query) else {
+        let PreparedQuery {
+            rewritten,
+            scope,
+            lone,
+        } = self.prepare(query);
+        let Some(scope) = scope else {
             return Ok(format!(
                 "{query}\n\nthe default graph merges several graphs: Oxigraph's evaluator \
                  answers every path from its scans\n"
             ));
         };
-        let rewritten = if query.dataset().is_none() {
-            wrap_paths_and_small_subqueries_in_service(query)
-        } else {
-            wrap_paths_in_service(query)
-        };
         let mut out = format!("{rewritten}\n");
-        if query.dataset().is_none() && sparql::rewrite::lone_service(query).is_some() {
+        if lone.is_some() {
             out.push_str(
                 "\none path group and nothing around it: its rows are the answer, without \
                  Oxigraph's evaluator\n",

@@ -690,6 +690,40 @@ fn a_limit_stops_the_batched_fixed_point_within_a_batch() {
 }
 
 #[test]
+fn a_limit_counts_only_the_target_between_two_constants() {
+    use k2rpq::rpq::TraversalPolicy::{Auto, Dense};
+    // 0 reaches 99, the target, three steps away, through a fan of 50 nodes on either
+    // side (so from whichever end the plan starts): the nodes reached on the way are not
+    // answers, so a limit of 1 must not end the walk or the batch there.
+    let mut triples: Vec<(u32, u32, u32)> = (1..=50u32).map(|i| (0, 10, i)).collect();
+    triples.extend((200..250u32).map(|j| (j, 10, 99)));
+    triples.push((50, 10, 200));
+    let g = MemoryGraph::from_triples(triples);
+    let path = Path::OneOrMore(Path::link(10));
+    let cpu = CpuEngine::new();
+    for traversal in [Auto, Dense] {
+        for (limit, target, expected) in [(1, 99, 1), (1, 25, 1), (0, 99, 0), (1, 98, 0)] {
+            let opts = EvalOptions {
+                traversal,
+                limit: Some(limit),
+                ..EvalOptions::default()
+            };
+            let r = evaluate(
+                &cpu,
+                &g,
+                &path,
+                Endpoint::Const(0),
+                Endpoint::Const(target),
+                &opts,
+            )
+            .unwrap();
+            assert_eq!(r.count, expected, "{traversal:?} limit {limit} to {target}");
+            assert_eq!(r.pairs.len() as u64, expected, "{traversal:?} to {target}");
+        }
+    }
+}
+
+#[test]
 fn a_sparse_closure_over_many_node_ids_routes_to_host_walks() {
     use k2rpq::rpq::route::{route_candidates, DeviceModel, Route};
     // A binary in-tree on 12 000 of 200 M node ids: ~13 ancestors per start, while every

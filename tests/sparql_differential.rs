@@ -384,8 +384,10 @@ fn sub_bag(part: &HashMap<Row, usize>, whole: &HashMap<Row, usize>) -> bool {
 fn limits_over_lone_paths_give_enough_rows_of_the_answer() {
     // A LIMIT over a lone path pattern stops the engines early: the rows must still be
     // min(limit, rows left after the offset) of the whole answer, for every path shape
-    // (bags of sequences and alternatives, sets of closures) and for `?s path ?s`, whose
-    // pairs are filtered after the engine.
+    // (bags of sequences and alternatives, sets of closures), for `?s path ?s`, whose
+    // pairs are filtered after the engine, and between two constants, where the nodes
+    // passed on the way are not answers. An ASK of each pattern holds when its whole
+    // answer has a row (it is answered from a first row).
     let preds = [iri("p"), iri("q"), iri("r")];
     let mut rng = StdRng::seed_from_u64(31);
     let mut cut = 0;
@@ -395,13 +397,19 @@ fn limits_over_lone_paths_give_enough_rows_of_the_answer() {
         for _ in 0..6 {
             let path = random_path(&mut rng, &preds, 2);
             let node = iri(&format!("n{}", rng.random_range(0..10)));
-            let (vars, pattern) = match rng.random_range(0..4) {
+            let other = iri(&format!("n{}", rng.random_range(0..10)));
+            let (vars, pattern) = match rng.random_range(0..5) {
                 0 => ("?s", format!("?s {path} ?s")),
                 1 => ("?o", format!("{node} {path} ?o")),
+                2 => ("*", format!("{node} {path} {other}")),
                 _ => ("?s ?o", format!("?s {path} ?o")),
             };
             let whole = f.on_store(&format!("SELECT {vars} WHERE {{ {pattern} }}"));
             let total: usize = whole.values().sum();
+            let ask = format!("ASK {{ {pattern} }}");
+            let holds = bag(vec![vec![Some(Literal::from(total > 0).into())]]);
+            assert_eq!(f.on_store(&ask), holds, "store: {ask}");
+            assert_eq!(f.embedded(&ask), holds, "embedded: {ask}");
             for (limit, offset) in [(0, 0), (1, 0), (2, 1), (5, 0), (3, 4)] {
                 let q =
                     format!("SELECT {vars} WHERE {{ {pattern} }} LIMIT {limit} OFFSET {offset}");

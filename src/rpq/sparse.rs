@@ -189,12 +189,17 @@ pub(super) fn evaluate_sparse(
                 break;
             }
             // Every node of an accepting visited set is an answer: stop once one set alone
-            // passes the limit.
-            let lower = (0..states)
-                .filter(|&j| a.accepting[j])
-                .map(|j| visited[j].len())
-                .max()
-                .unwrap_or(0);
+            // passes the limit. With a target only the target is, and reaching it ends
+            // the walk.
+            let lower = if plan.target.is_some() {
+                0
+            } else {
+                (0..states)
+                    .filter(|&j| a.accepting[j])
+                    .map(|j| visited[j].len())
+                    .max()
+                    .unwrap_or(0)
+            };
             if result.count.saturating_add(lower) > limit {
                 result.truncated = true;
                 break;

@@ -99,7 +99,7 @@ fn rewrite_query(query: &Query, subqueries: bool) -> Query {
             base_iri,
         } => Query::Ask {
             dataset: dataset.clone(),
-            pattern: rewrite(pattern),
+            pattern: rewrite(&first_row(pattern)),
             base_iri: base_iri.clone(),
         },
         Query::Construct {
@@ -122,6 +122,26 @@ fn rewrite_query(query: &Query, subqueries: bool) -> Query {
             pattern: rewrite(pattern),
             base_iri: base_iri.clone(),
         },
+    }
+}
+
+/// An ASK's pattern as the SELECT of its first row, which has a row exactly when the
+/// pattern has a solution: the row limit then reaches the path services, whose fixed
+/// points stop at their first pair.
+fn first_row(pattern: &GraphPattern) -> GraphPattern {
+    let mut variables = Vec::new();
+    pattern.on_in_scope_variable(|v| {
+        if !variables.contains(v) {
+            variables.push(v.clone());
+        }
+    });
+    GraphPattern::Slice {
+        inner: Box::new(GraphPattern::Project {
+            inner: Box::new(pattern.clone()),
+            variables,
+        }),
+        start: 0,
+        length: Some(1),
     }
 }
 
@@ -1007,54 +1027,58 @@ pub struct LoneService {
     pub length: Option<usize>,
 }
 
-/// `query` as one path service call, when it is one (a query with `FROM` never is).
+/// The path service call that `rewritten`, a query as
+/// [`wrap_paths_and_small_subqueries_in_service`] returns it, is, when it is one with
+/// nothing around it but its slice (a query with `FROM` never is).
 ///
 /// ```
-/// use k2rpq::sparql::rewrite::lone_service;
-/// let q = |s: &str| spargebra::SparqlParser::new().parse_query(s).unwrap();
+/// use k2rpq::sparql::rewrite::{lone_service, wrap_paths_and_small_subqueries_in_service};
+/// let q = |s: &str| {
+///     let query = spargebra::SparqlParser::new().parse_query(s).unwrap();
+///     wrap_paths_and_small_subqueries_in_service(&query)
+/// };
 /// let lone = lone_service(&q("SELECT ?y WHERE { <http://e/a> <http://e/p>+ ?y } LIMIT 5")).unwrap();
 /// assert_eq!((lone.variables.len(), lone.length), (1, Some(5)));
 /// assert!(lone_service(&q("ASK { <http://e/a> <http://e/p>+ <http://e/b> }")).is_some());
 /// // A FILTER around the path is evaluated by Oxigraph's evaluator.
 /// assert!(lone_service(&q("SELECT ?y WHERE { <http://e/a> <http://e/p>+ ?y FILTER(?y != <http://e/a>) }")).is_none());
 /// ```
-pub fn lone_service(query: &Query) -> Option<LoneService> {
-    let ask;
-    let query = match query {
-        Query::Select { dataset: None, .. } => query,
-        Query::Ask {
+pub fn lone_service(rewritten: &Query) -> Option<LoneService> {
+    let pattern = match rewritten {
+        Query::Select {
             dataset: None,
             pattern,
-            base_iri,
-        } => {
-            // An ASK is the first row of a SELECT of its pattern's variables.
-            let mut variables = Vec::new();
-            pattern.on_in_scope_variable(|v| {
-                if !variables.contains(v) {
-                    variables.push(v.clone());
-                }
-            });
-            ask = Query::Select {
-                dataset: None,
-                pattern: GraphPattern::Slice {
-                    inner: Box::new(GraphPattern::Project {
-                        inner: Box::new(pattern.clone()),
-                        variables,
-                    }),
-                    start: 0,
-                    length: Some(1),
-                },
-                base_iri: base_iri.clone(),
-            };
-            &ask
+            ..
         }
+        | Query::Ask {
+            dataset: None,
+            pattern,
+            ..
+        } => pattern,
         _ => return None,
     };
-    let Query::Select { pattern, .. } = query else {
+    let (inner, offset, length) = match pattern {
+        GraphPattern::Slice {
+            inner,
+            start,
+            length,
+        } => (&**inner, *start, *length),
+        p => (p, 0, None),
+    };
+    let GraphPattern::Service {
+        name: NamedNodePattern::NamedNode(name),
+        inner,
+        silent: false,
+    } = inner
+    else {
         return None;
     };
-    // The columns are those of the outermost projection, under the slice and DISTINCT.
-    let mut p = pattern;
+    if name.as_str() != SERVICE_IRI {
+        return None;
+    }
+    // The columns are those of the projection that went into the call, under the
+    // slice and DISTINCT that went with it.
+    let mut p = &**inner;
     let variables = loop {
         match p {
             GraphPattern::Slice { inner, .. }
@@ -1064,30 +1088,12 @@ pub fn lone_service(query: &Query) -> Option<LoneService> {
             _ => return None,
         }
     };
-    let Query::Select { pattern, .. } = wrap_paths_and_small_subqueries_in_service(query) else {
-        return None;
-    };
-    let (inner, offset, length) = match pattern {
-        GraphPattern::Slice {
-            inner,
-            start,
-            length,
-        } => (*inner, start, length),
-        p => (p, 0, None),
-    };
-    match inner {
-        GraphPattern::Service {
-            name: NamedNodePattern::NamedNode(name),
-            inner,
-            silent: false,
-        } if name.as_str() == SERVICE_IRI => Some(LoneService {
-            pattern: *inner,
-            variables,
-            offset,
-            length,
-        }),
-        _ => None,
-    }
+    Some(LoneService {
+        pattern: (**inner).clone(),
+        variables,
+        offset,
+        length,
+    })
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k2rpq::database::{Database, QueryOptions};
+use k2rpq::database::{Database, PreparedQuery, QueryOptions};
 use k2rpq::sparql::group::{IdRow, IdRows, QUERY_TERM_BASE};
-use k2rpq::sparql::rewrite::{lone_service, LoneService};
+use k2rpq::sparql::rewrite::LoneService;
 use k2rpq::sparql::{with_row_limit, QueryEvaluationError, QueryResults, SparqlError};
 use oxrdf::{NamedOrBlankNode, Term, Triple, Variable};
 use spargebra::Query;
@@ -177,8 +177,9 @@ impl StoreEvaluator {
         }
     }
 
-    /// An evaluator that answers every query through Oxigraph's evaluator, even those
-    /// the direct route would answer: the reference the direct route is compared with.
+    /// An evaluator that answers every query through [`Database::evaluate_prepared`], as
+    /// rows of terms, even those the direct route would send as rows of ids: the
+    /// reference the direct route is compared with.
     pub fn general(database: Arc<Database>) -> StoreEvaluator {
         StoreEvaluator {
             database,
@@ -188,15 +189,20 @@ impl StoreEvaluator {
 
     /// Whether `query` takes the direct route.
     pub fn answers_directly(&self, query: &Query) -> bool {
-        self.service_query(query).is_some()
+        self.service_query(query, &self.database.prepare(query))
+            .is_some()
     }
 
     /// The SELECT `query` as one path service call, when it is one and the direct route
-    /// is taken. A lone ASK, whose answer is a boolean, goes to [`Database::evaluate`],
-    /// which answers it from the same service's first row.
-    fn service_query(&self, query: &Query) -> Option<LoneService> {
+    /// is taken. A lone ASK, whose answer is a boolean, goes to
+    /// [`Database::evaluate_prepared`], which answers it from the same service's first row.
+    fn service_query<'a>(
+        &self,
+        query: &Query,
+        prepared: &'a PreparedQuery,
+    ) -> Option<&'a LoneService> {
         (self.direct && matches!(query, Query::Select { .. }))
-            .then(|| lone_service(query))
+            .then(|| prepared.lone())
             .flatten()
     }
 
@@ -269,8 +275,9 @@ impl Evaluator for StoreEvaluator {
             }
             None => query,
         };
-        if let Some(service) = self.service_query(query) {
-            match self.evaluate_service(service, control) {
+        let prepared = self.database.prepare(query);
+        if let Some(service) = self.service_query(query, &prepared) {
+            match self.evaluate_service(service.clone(), control) {
                 // The general route names what it does not support as it always has.
                 Err(EvaluationError::Unsupported(_)) => {}
                 answer => return answer,
@@ -282,7 +289,7 @@ impl Evaluator for StoreEvaluator {
         };
         let results = self
             .database
-            .evaluate(query, &options)
+            .evaluate_prepared(prepared, &options)
             .map_err(|e| sparql_error(e, control))?;
         let control = control.clone();
         Ok(match results {
