@@ -250,6 +250,36 @@ fn oxigraph_deduplicates_a_mixed_negated_set() {
 }
 
 #[test]
+fn oxigraph_deduplicates_a_sequence_evaluated_per_binding() {
+    // `:n2` reaches `:n1` through `^:r/!:r` along two triples (`:n2 :p :n2`, `:n2 :q :n2`):
+    // two solutions (§18.4), which Oxigraph 0.5.13 also gives for the group alone, but
+    // once where its optimizer evaluates the path per binding of `?x` from the pattern
+    // joined to a UNION around it.
+    let store = Store::new().unwrap();
+    let e = |s: &str| NamedNode::new(format!("http://e/{s}")).unwrap();
+    for (s, p, o) in [("n2", "r", "n1"), ("n2", "p", "n2"), ("n2", "q", "n2")] {
+        store
+            .insert(&Quad::new(e(s), e(p), e(o), GraphName::DefaultGraph))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_of(&store, dir.path());
+    let row = "x=<http://e/n2>\ty=<http://e/n1>";
+    let alone = format!("{PREFIX}SELECT ?x ?y WHERE {{ ?y ^:r/!:r ?x }}");
+    let joined = format!(
+        "{PREFIX}SELECT ?x ?y WHERE {{ ?x :r ?a {{ ?y ^:r/!:r ?x }} UNION {{ ?x :none ?y }} }}"
+    );
+    let twice = |q: &str| named_multiset(db.query(q).unwrap())[row];
+    assert_eq!((twice(&alone), twice(&joined)), (2, 2));
+    assert_eq!(
+        named_multiset(K2Paths::cpu().evaluate(&store, &joined).unwrap())[row],
+        2
+    );
+    assert_eq!(oxigraph_answer(&store, &alone)[row], 2);
+    assert_eq!(oxigraph_answer(&store, &joined)[row], 1);
+}
+
+#[test]
 fn paths_stay_inside_each_named_graph() {
     let (store, db, _dir) = both();
     // :a :link :b is in g1, :b :link :c in g2: no path crosses from one to the other.
