@@ -1039,14 +1039,14 @@ impl Database {
     /// Answers a query as [`Database::prepare`] rewrote it (see [`Database::evaluate`]).
     pub fn evaluate_prepared(
         &self,
-        prepared: PreparedQuery,
+        mut prepared: PreparedQuery,
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>, SparqlError> {
         let started = Instant::now();
         // A limit too far away to be an instant is no limit.
         let deadline = options.timeout.and_then(|t| started.checked_add(t));
-        if let Some(lone) = &prepared.lone {
-            match self.evaluate_lone(&prepared.rewritten, lone.clone(), deadline) {
+        if let Some(lone) = prepared.lone.take() {
+            match self.evaluate_lone(&prepared.rewritten, lone, deadline) {
                 // Oxigraph's evaluator names what it does not support as it always has.
                 Err(SparqlError::Unsupported(_)) => {}
                 answer => return answer,
