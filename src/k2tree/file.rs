@@ -570,10 +570,22 @@ pub fn write(
     options: WriteOptions,
 ) -> Result<Header, FileError> {
     let path = path.as_ref();
-    let io = |error| FileError::Io {
+    let mut header = None;
+    write_atomically(path, |w| {
+        header = Some(write_to(tree, w, options)?);
+        Ok(())
+    })
+    .map_err(|error| FileError::Io {
         path: path.to_path_buf(),
         error,
-    };
+    })?;
+    Ok(header.expect("a successful write made the header"))
+}
+
+/// Writes `tree` in this format to `w` and returns the header written: the bytes of a
+/// file that [`open`] reads, for a writer that makes the file durable itself (as
+/// [`write()`] does).
+pub fn write_to(tree: &K2Tree, w: &mut dyn Write, options: WriteOptions) -> io::Result<Header> {
     let nodes = tree.nodes();
     let nibbles: &[u64] = &tree.nibbles()[..nodes.div_ceil(16) as usize];
     let dir_owned;
@@ -622,14 +634,10 @@ pub fn write(
         has_frontier: frontier.is_some(),
         sections,
     };
-    write_atomically(path, |w| {
-        w.write_all(&encode_header(&header))?;
-        for p in payload {
-            w.write_all(as_bytes(p))?;
-        }
-        Ok(())
-    })
-    .map_err(io)?;
+    w.write_all(&encode_header(&header))?;
+    for p in payload {
+        w.write_all(as_bytes(p))?;
+    }
     Ok(header)
 }
 

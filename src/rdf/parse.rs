@@ -103,7 +103,7 @@ impl Compression {
     pub fn decoder<'r>(self, reader: impl BufRead + Send + 'r) -> Box<dyn Read + Send + 'r> {
         match self {
             Compression::None => Box::new(reader),
-            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
+            Compression::Gzip => Box::new(super::gzip::GzipReader::new(reader)),
             Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(reader)),
         }
     }

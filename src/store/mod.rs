@@ -233,12 +233,6 @@ pub(crate) fn open_tree(path: &Path) -> Result<K2Tree, file::FileError> {
     file::open(path, file::OpenOptions::default())
 }
 
-/// Writes a `.k2` file atomically (fsynced), with the sampled directory so that opening
-/// needs no rebuild; the frontier cache is left to the engine, which builds it on demand.
-pub(crate) fn write_tree(tree: &K2Tree, path: &Path) -> Result<(), file::FileError> {
-    file::write(tree, path, file::WriteOptions::default()).map(|_| ())
-}
-
 /// Parses a graph name stored as `<iri>` or `_:b`.
 fn parse_graph_name(s: &str) -> Option<NamedOrBlankNode> {
     if let Some(iri) = s.strip_prefix('<').and_then(|r| r.strip_suffix('>')) {
