@@ -94,6 +94,8 @@ enum State<R: BufRead> {
         start: usize,
         /// `inner` is exhausted.
         eof: bool,
+        /// Compressed bytes of the last member inflated.
+        last: usize,
         /// The current member's output; `pos..end` is not yet handed out.
         output: Vec<u8>,
         pos: usize,
@@ -121,6 +123,7 @@ impl<R: BufRead> GzipReader<R> {
                 input: Vec::new(),
                 start: 0,
                 eof: false,
+                last: 0,
                 output: Vec::new(),
                 pos: 0,
                 end: 0,
@@ -187,6 +190,7 @@ impl<R: BufRead> Read for GzipReader<R> {
                 input,
                 start,
                 eof,
+                last,
                 output,
                 pos,
                 end,
@@ -203,10 +207,13 @@ impl<R: BufRead> Read for GzipReader<R> {
                 *pos += n;
                 return Ok(n);
             }
-            // The next member: read ahead, then try it whole, reading more or growing the
-            // output until it fits, or hand it to the streaming decoder.
-            let mut want = READ_AHEAD;
-            if input.len() - *start < want && !*eof {
+            // The next member: read ahead where what is left may not hold it (members
+            // tend to be of one size; moving what is left to the front then costs about
+            // as many bytes as were consumed, for members of 64 KiB as of megabytes),
+            // then try it whole, reading more or growing the output until it fits, or
+            // hand it to the streaming decoder.
+            if input.len() - *start < (READ_AHEAD / 2).max(*last + *last / 4) && !*eof {
+                let want = READ_AHEAD.max(2 * *last).min(MAX_INPUT);
                 *eof = read_ahead(inner, input, start, want)?;
             }
             if *start == input.len() {
@@ -219,6 +226,7 @@ impl<R: BufRead> Read for GzipReader<R> {
                 match inflater.member(&input[*start..], output) {
                     Member::Done(read, written) => {
                         *start += read;
+                        *last = read;
                         (*pos, *end) = (0, written);
                         break false;
                     }
@@ -227,7 +235,7 @@ impl<R: BufRead> Read for GzipReader<R> {
                         output.resize(len, 0);
                     }
                     Member::Bad if !*eof && input.len() - *start < MAX_INPUT => {
-                        want = (2 * (input.len() - *start)).clamp(READ_AHEAD, MAX_INPUT);
+                        let want = (2 * (input.len() - *start)).clamp(READ_AHEAD, MAX_INPUT);
                         *eof = read_ahead(inner, input, start, want)?;
                     }
                     _ => break true,
@@ -291,6 +299,15 @@ mod tests {
             assert_eq!(inflate(&bytes, chunk).unwrap(), (want.clone(), false));
         }
         assert_eq!(inflate(&[], 64).unwrap(), (Vec::new(), false));
+    }
+
+    /// Many small members (as `bgzip` writes them) across several read-aheads.
+    #[test]
+    fn small_members_across_read_aheads() {
+        let parts: Vec<Vec<u8>> = (0..400).map(|i| text(i + 100, 65_536)).collect();
+        let bytes: Vec<u8> = parts.iter().flat_map(|p| gzip(p)).collect();
+        assert!(bytes.len() > READ_AHEAD);
+        assert_eq!(inflate(&bytes, 1 << 16).unwrap(), (parts.concat(), false));
     }
 
     /// A member whose output passes the first buffer grows it; one read ahead past its
