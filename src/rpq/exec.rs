@@ -822,18 +822,8 @@ impl<E: Engine> Run<'_, E> {
                 self.result.timed_out = true;
                 break;
             }
-            // Every bit of an accepting visited set is an answer: stop once one set alone
-            // holds enough to pass the limit. With a target only the target is, and
-            // reaching it ends the run.
-            let lower = if self.plan.target.is_some() {
-                0
-            } else {
-                (0..states)
-                    .filter(|&j| a.accepting[j])
-                    .map(|j| seen[j])
-                    .max()
-                    .unwrap_or(0)
-            };
+            // Stop once the answers found pass the limit.
+            let lower = self.plan.answers_at_least(|j| seen[j]);
             if self.result.count.saturating_add(lower) > limit {
                 self.result.truncated = true;
                 break;

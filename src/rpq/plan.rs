@@ -64,6 +64,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The fewest answers a run has found, from the nodes each automaton state has
+    /// reached (`reached[j]` for state `j`): every node an accepting state reached is one,
+    /// so the largest of those sets is a lower bound. With a target only the target is an
+    /// answer (and reaching it ends the run), so the bound is 0.
+    pub(crate) fn answers_at_least(&self, reached: impl Fn(usize) -> u64) -> u64 {
+        if self.target.is_some() {
+            return 0;
+        }
+        let a = &self.automaton;
+        (0..a.accepting.len())
+            .filter(|&j| a.accepting[j])
+            .map(reached)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Number of start-node batches.
     pub fn batches(&self) -> u64 {
         match &self.start {

@@ -188,18 +188,8 @@ pub(super) fn evaluate_sparse(
                 result.timed_out = true;
                 break;
             }
-            // Every node of an accepting visited set is an answer: stop once one set alone
-            // passes the limit. With a target only the target is, and reaching it ends
-            // the walk.
-            let lower = if plan.target.is_some() {
-                0
-            } else {
-                (0..states)
-                    .filter(|&j| a.accepting[j])
-                    .map(|j| visited[j].len())
-                    .max()
-                    .unwrap_or(0)
-            };
+            // Stop once the answers found pass the limit.
+            let lower = plan.answers_at_least(|j| visited[j].len());
             if result.count.saturating_add(lower) > limit {
                 result.truncated = true;
                 break;
