@@ -1,9 +1,9 @@
 //! gzip input inflated a whole member at a time by libdeflate.
 //!
-//! Dumps cut into members (`gen --gzip`, `bgzip`, concatenated shards) inflate 1.8 times
-//! as fast through libdeflate's whole-buffer decoder as through a streaming one (zlib-rs:
-//! 0.30 against 0.52 s for 495 MB of N-Triples in 16 members, on the development
-//! machine). A whole-buffer decoder needs a member's compressed bytes in memory and room
+//! Dumps cut into members (`k2rpq-bench gen`, `bgzip`, concatenated shards) inflate 1.8
+//! times as fast through libdeflate's whole-buffer decoder as through a streaming one
+//! (zlib-rs: 0.30 against 0.52 s for 495 MB of N-Triples in 16 members, on the
+//! development machine). A whole-buffer decoder needs a member's compressed bytes in memory and room
 //! for its output; a member larger than [`MAX_INPUT`] or [`MAX_OUTPUT`] (a dump written by
 //! `gzip` or `pigz` is one member) is inflated by the streaming decoder from that member
 //! on, as is anything libdeflate rejects, so that errors read as they always did. Finding
