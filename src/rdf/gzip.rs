@@ -3,12 +3,12 @@
 //! Dumps cut into members (`k2rpq-bench gen`, `bgzip`, concatenated shards) inflate 1.8
 //! times as fast through libdeflate's whole-buffer decoder as through a streaming one
 //! (zlib-rs: 0.30 against 0.52 s for 495 MB of N-Triples in 16 members, on the
-//! development machine). A whole-buffer decoder needs a member's compressed bytes in memory and room
-//! for its output; a member larger than [`MAX_INPUT`] or [`MAX_OUTPUT`] (a dump written by
-//! `gzip` or `pigz` is one member) is inflated by the streaming decoder from that member
-//! on, as is anything libdeflate rejects, so that errors read as they always did. Finding
-//! that a member is too large takes a few tries on growing buffers, about 230 MB of
-//! output inflated in vain once per file.
+//! development machine). A whole-buffer decoder needs a member's compressed bytes in
+//! memory and room for its output; a member larger than [`MAX_INPUT`] or [`MAX_OUTPUT`]
+//! (a dump written by `gzip` or `pigz` is one member) is inflated by the streaming decoder
+//! from that member on, as is anything libdeflate rejects, so that errors read as they
+//! always did. Finding that a member is too large takes a few tries on growing buffers,
+//! about 230 MB of output inflated in vain once per file.
 
 use std::io::{self, BufRead, Cursor, Read};
 use std::ptr::NonNull;
@@ -154,33 +154,14 @@ impl<R: BufRead> GzipReader<R> {
 /// of the stream), moving the unconsumed bytes to the front first. Returns whether the
 /// stream has ended.
 fn read_ahead(
-    inner: &mut impl Read,
+    inner: &mut dyn Read,
     input: &mut Vec<u8>,
     start: &mut usize,
     want: usize,
 ) -> io::Result<bool> {
     input.drain(..*start);
     *start = 0;
-    let mut old = input.len();
-    if old >= want {
-        return Ok(false);
-    }
-    input.resize(want, 0);
-    while old < want {
-        match inner.read(&mut input[old..]) {
-            Ok(0) => {
-                input.truncate(old);
-                return Ok(true);
-            }
-            Ok(n) => old += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                input.truncate(old);
-                return Err(e);
-            }
-        }
-    }
-    Ok(false)
+    Ok(!super::parse::fill(inner, input, want)?)
 }
 
 impl<R: BufRead> Read for GzipReader<R> {

@@ -900,7 +900,7 @@ fn parse_chunk_strict(
 }
 
 /// Fills `buf` from `reader` up to `want` bytes; returns false at end of input.
-fn fill(reader: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
+pub(super) fn fill(reader: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
     while buf.len() < want {
         let old = buf.len();
         buf.resize(want, 0);

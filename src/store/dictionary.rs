@@ -136,11 +136,7 @@ pub fn write_segment_of<T: Sync>(
     use rayon::prelude::*;
     let count = u32::try_from(items.len()).map_err(io::Error::other)?;
     let file = File::create(path)?;
-    let mut out = CrcWriter {
-        inner: BufWriter::with_capacity(1 << 20, file),
-        crc: crc32fast::Hasher::new(),
-        written: 0,
-    };
+    let mut out = CrcWriter::new(BufWriter::with_capacity(1 << 20, file));
     let mut header = Vec::with_capacity(HEADER);
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&first_id.to_le_bytes());
@@ -198,10 +194,22 @@ pub fn write_segment_of<T: Sync>(
     Ok((out.written + 4, crc))
 }
 
-struct CrcWriter<W> {
-    inner: W,
-    crc: crc32fast::Hasher,
-    written: u64,
+/// A writer that checksums and counts the bytes it passes on.
+pub(super) struct CrcWriter<W> {
+    pub(super) inner: W,
+    pub(super) crc: crc32fast::Hasher,
+    pub(super) written: u64,
+}
+
+impl<W> CrcWriter<W> {
+    /// A writer onto `inner`, nothing written yet.
+    pub(super) fn new(inner: W) -> CrcWriter<W> {
+        CrcWriter {
+            inner,
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        }
+    }
 }
 
 impl<W: Write> Write for CrcWriter<W> {

@@ -50,6 +50,7 @@ use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use super::dictionary::CrcWriter;
 use super::prefetch::prefetch;
 use super::{
     GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError, FORMAT_NAME,
@@ -335,26 +336,6 @@ fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
 }
 
-/// A writer that counts and checksums the bytes it passes on.
-struct Summed<W> {
-    inner: W,
-    len: u64,
-    crc: crc32fast::Hasher,
-}
-
-impl<W: Write> Write for Summed<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.len += n as u64;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Writes a new file of the temporary folder with `fill` and syncs it; returns its length
 /// and CRC-32, taken as it is written. The folder is synced and put in place whole at the
 /// end, so a file needs no rename or folder sync of its own (a load of 5,000 relations
@@ -364,18 +345,17 @@ fn write_new(
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<(u64, u32)> {
     let f = File::create(path)?;
-    let mut w = Summed {
-        inner: io::BufWriter::with_capacity(1 << 20, &f),
-        len: 0,
-        crc: crc32fast::Hasher::new(),
-    };
+    let mut w = CrcWriter::new(io::BufWriter::with_capacity(1 << 20, &f));
     fill(&mut w)?;
     w.flush()?;
-    let Summed { inner, len, crc } = w;
+    let CrcWriter {
+        inner,
+        crc,
+        written,
+    } = w;
     drop(inner);
     f.sync_all()?;
-    let crc = crc.finalize();
-    Ok((len, crc))
+    Ok((written, crc.finalize()))
 }
 
 /// Atomically exchanges two paths (Linux), or reports that it cannot.
