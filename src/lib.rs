@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+mod checksum;
 pub mod database;
 pub mod engine;
 pub(crate) mod huge_pages;

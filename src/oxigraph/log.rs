@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use oxrdf::Term;
 
+use crate::checksum::Checksummed;
 use crate::k2tree::K2Tree;
 use crate::sparql::MemoryDictionary;
 
@@ -160,40 +161,6 @@ impl<R: Read> Reader<R> {
             pairs.push(pair);
         }
         Some((g, p, pairs))
-    }
-}
-
-/// A reader or writer that checksums what passes through it.
-struct Checksummed<T> {
-    inner: T,
-    crc: crc32fast::Hasher,
-}
-
-impl<T> Checksummed<T> {
-    fn new(inner: T) -> Self {
-        Checksummed {
-            inner,
-            crc: crc32fast::Hasher::new(),
-        }
-    }
-}
-
-impl<W: Write> Write for Checksummed<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<R: Read> Read for Checksummed<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
     }
 }
 
@@ -377,7 +344,7 @@ impl Log {
                 }
             }
             out.write_all(&w.0)?;
-            let crc = out.crc.clone().finalize();
+            let crc = out.crc32();
             out.inner.write_all(&crc.to_le_bytes())?;
             out.inner
                 .into_inner()

@@ -35,6 +35,7 @@ use memmap2::Mmap;
 use oxrdf::{Term, TermRef};
 
 use super::prefetch::prefetch;
+use crate::checksum::Checksummed;
 use crate::huge_pages::{self, Use};
 use crate::rdf::terms;
 
@@ -136,7 +137,7 @@ pub fn write_segment_of<T: Sync>(
     use rayon::prelude::*;
     let count = u32::try_from(items.len()).map_err(io::Error::other)?;
     let file = File::create(path)?;
-    let mut out = CrcWriter::new(BufWriter::with_capacity(1 << 20, file));
+    let mut out = Checksummed::new(BufWriter::with_capacity(1 << 20, file));
     let mut header = Vec::with_capacity(HEADER);
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&first_id.to_le_bytes());
@@ -181,47 +182,17 @@ pub fn write_segment_of<T: Sync>(
         }
     }
     offsets.push(data_len);
-    let offsets_at = out.written;
+    let offsets_at = out.bytes;
     for o in &offsets {
         out.write_all(&o.to_le_bytes())?;
     }
     out.write_all(&offsets_at.to_le_bytes())?;
-    let crc = out.crc.clone().finalize();
+    let crc = out.crc32();
     let mut inner = out.inner;
     inner.write_all(&crc.to_le_bytes())?;
     let file = inner.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    Ok((out.written + 4, crc))
-}
-
-/// A writer that checksums and counts the bytes it passes on.
-pub(super) struct CrcWriter<W> {
-    pub(super) inner: W,
-    pub(super) crc: crc32fast::Hasher,
-    pub(super) written: u64,
-}
-
-impl<W> CrcWriter<W> {
-    /// A writer onto `inner`, nothing written yet.
-    pub(super) fn new(inner: W) -> CrcWriter<W> {
-        CrcWriter {
-            inner,
-            crc: crc32fast::Hasher::new(),
-            written: 0,
-        }
-    }
-}
-
-impl<W: Write> Write for CrcWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
+    Ok((out.bytes + 4, crc))
 }
 
 /// One segment, mapped from its file or (when large) read into huge pages: ids

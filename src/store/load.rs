@@ -50,12 +50,12 @@ use roaring::RoaringBitmap;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::dictionary::CrcWriter;
 use super::prefetch::prefetch;
 use super::{
     GraphEntry, Manifest, PredicateInfo, SegmentInfo, Store, StoreError, FORMAT_NAME,
     FORMAT_VERSION, MANIFEST,
 };
+use crate::checksum::Checksummed;
 use crate::k2tree::{file, height_for, morton, K2Tree};
 use crate::progress::{ProgressHandle, Stage, Unit};
 use crate::rdf::edges::{EdgeCollector, Record, SortedEdges};
@@ -345,17 +345,13 @@ fn write_new(
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<(u64, u32)> {
     let f = File::create(path)?;
-    let mut w = CrcWriter::new(io::BufWriter::with_capacity(1 << 20, &f));
+    let mut w = Checksummed::new(io::BufWriter::with_capacity(1 << 20, &f));
     fill(&mut w)?;
     w.flush()?;
-    let CrcWriter {
-        inner,
-        crc,
-        written,
-    } = w;
-    drop(inner);
+    let (bytes, crc) = (w.bytes, w.crc32());
+    drop(w);
     f.sync_all()?;
-    Ok((written, crc.finalize()))
+    Ok((bytes, crc))
 }
 
 /// Atomically exchanges two paths (Linux), or reports that it cannot.
