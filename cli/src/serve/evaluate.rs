@@ -209,7 +209,7 @@ impl StoreEvaluator {
     /// Answers a query that is one path service call from the service's rows.
     fn evaluate_service(
         &self,
-        service: LoneService,
+        service: &LoneService,
         control: &Control,
     ) -> Result<Answer, EvaluationError> {
         let solutions = self
@@ -234,7 +234,7 @@ impl StoreEvaluator {
             control.clone(),
         );
         Ok(Answer::PathSolutions {
-            variables: service.variables,
+            variables: service.variables.clone(),
             rows: Box::new(rows),
         })
     }
@@ -277,7 +277,7 @@ impl Evaluator for StoreEvaluator {
         };
         let prepared = self.database.prepare(query);
         if let Some(service) = self.service_query(query, &prepared) {
-            match self.evaluate_service(service.clone(), control) {
+            match self.evaluate_service(service, control) {
                 // The general route names what it does not support as it always has.
                 Err(EvaluationError::Unsupported(_)) => {}
                 answer => return answer,
