@@ -7,8 +7,7 @@ use std::io::{self, Read, Write};
 pub(crate) struct Checksummed<T> {
     /// The reader or writer underneath.
     pub(crate) inner: T,
-    /// The CRC-32 of the bytes so far.
-    pub(crate) crc: crc32fast::Hasher,
+    crc: crc32fast::Hasher,
     /// How many bytes have passed.
     pub(crate) bytes: u64,
 }

@@ -411,7 +411,7 @@ pub(crate) fn read_checkpoint(
         .get_mut()
         .read_exact(&mut crc)
         .map_err(|e| io("cannot read", &path, e))?;
-    if r.inner.crc.finalize().to_le_bytes() != crc {
+    if r.inner.crc32().to_le_bytes() != crc {
         return Err(corrupt(&path, "checksum mismatch"));
     }
     info.filter(|_| rest == 0)
